@@ -1,0 +1,223 @@
+"""matmul: fp32 GFLOP/s vs size for JAX and its peers, against the peak; the 2x2 worked example.
+
+Tests claims C03 (the worked example, exactly, in every dtype) and feeds C06 (CPU vs
+GPU speed-up vs size, from the merged report).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+
+from jaxgpu import hardware, matmul
+from jaxgpu import report as rp
+
+from experiments.runner import Case, RunContext
+
+BENCHMARK_VERSION = 1
+CLAIMS = ("C03", "C06")
+DESCRIPTION = "fp32 matmul GFLOP/s vs size, JAX vs numpy/torch, against the peak; the 2x2 example"
+
+# fp32 at precision=highest accumulates rounding like a sum of k terms; 1e-4 leaves room
+# for k = 16384 while still catching a silent TF32 (about 1e-3) or a wrong kernel.
+FP32_TOLERANCE = 1e-4
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    sizes: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048)
+    # Real MLP layer shapes (m=batch, k=in, n=out).
+    shapes: tuple[tuple[int, int, int], ...] = ((256, 4096, 4096), (1024, 784, 1024))
+    peers: tuple[str, ...] = ("numpy", "torch")
+    peer_max_n: int = 1 << 30  # numpy beside a GPU is slow at large sizes: capped there
+    target_s: float = 0.3
+    worked_dtypes: tuple[str, ...] = ("float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "int8")
+
+
+def config(profile: str, platform: str) -> Config:
+    if profile == "tiny":
+        return Config(sizes=(64, 128), shapes=((32, 64, 48),), target_s=0.02)
+    if platform == "gpu":
+        sizes = tuple(2**i for i in range(6, 15)) + ((16384,) if profile == "full" else ())
+        return Config(sizes=sizes, shapes=((8192, 8192, 8192), (4096, 4096, 16384), (8192, 784, 1024)),
+                      peer_max_n=4096, target_s=0.3 if profile == "quick" else 1.0)
+    if profile == "full":
+        return Config(sizes=(64, 128, 256, 512, 1024, 2048, 4096), shapes=((1024, 4096, 4096), (1024, 784, 1024)),
+                      target_s=1.0)
+    return Config()
+
+
+@functools.lru_cache(maxsize=1)
+def _operands(m: int, k: int, n: int, seed: int):
+    # Consecutive cases (one per impl) share one shape; maxsize=1 frees the last shape's arrays.
+    return matmul.operands(m, k, n, seed=seed)
+
+
+def _peak(impl: str, ctx: RunContext) -> float | None:
+    hw = hardware.cpu_estimate() if impl == "numpy" or ctx.platform == "cpu" else ctx.hardware
+    return hw.peak_flops("fp32") if hw else None
+
+
+def _run_one(impl: str, m: int, k: int, n: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    sets = _operands(m, k, n, ctx.seed)
+    if impl == "jax":
+        res = matmul.bench_jax(sets, "highest", ctx.device, cfg.target_s)
+    elif impl == "numpy":
+        res = matmul.bench_numpy(sets, cfg.target_s)
+    else:
+        res = matmul.bench_torch(sets, "cuda" if ctx.platform == "gpu" else "cpu", cfg.target_s)
+    if not res.rel_error <= FP32_TOLERANCE:
+        raise ArithmeticError(f"{impl} result off: rel_error {res.rel_error:.2e} > {FP32_TOLERANCE:.0e}; timing discarded")
+    out = res.metrics()
+    peak = _peak(impl, ctx)
+    if peak:
+        out["peak_fraction"] = res.gflops * 1e9 / peak
+    return out
+
+
+def _worked(dtype: str, ctx: RunContext) -> dict[str, float]:
+    import numpy as np
+
+    out = matmul.worked_example(dtype, ctx.device)
+    err = float(np.max(np.abs(out - np.asarray(matmul.WORKED_C, dtype=np.float64))))
+    return {"top_left": float(out[0, 0]), "max_abs_error": err, "exact": float(err == 0.0)}
+
+
+def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    impls = ["jax", *[p for p in cfg.peers if p != "torch" or matmul.torch_available()]]
+    shapes = [("square", s, s, s) for s in cfg.sizes] + [("mlp", *s) for s in cfg.shapes]
+    out = [Case({"case": "worked_example", "dtype": d}, functools.partial(_worked, d, ctx))
+           for d in cfg.worked_dtypes]
+    for kind, m, k, n in shapes:
+        for impl in impls:
+            if impl == "numpy" and ctx.platform == "gpu" and max(m, k, n) > cfg.peer_max_n:
+                continue
+            params = {"shape": kind, "m": m, "k": k, "n": n, "dtype": "float32", "precision": "highest",
+                      "impl": impl}
+            out.append(Case(params, functools.partial(_run_one, impl, m, k, n, cfg, ctx)))
+    return out
+
+
+def info(ctx: RunContext) -> dict[str, str]:
+    """Which library each implementation's matmul ran through, read from the software itself."""
+    import jax
+    import jax.numpy as jnp
+
+    hlo = matmul.jax_matmul().lower(jnp.ones((256, 256)), jnp.ones((256, 256))).compile().as_text()
+    found = sorted(set(re.findall(r'custom_call_target="([^"]+)"', hlo))
+                   | set(re.findall(r'"kind":"(__[a-z_]+)"', hlo)))
+    out = {"jax_dot": ", ".join(found) or ("XLA dot emitter" if " dot(" in hlo else "?"),
+           "jax_backend": jax.default_backend()}
+    try:
+        from threadpoolctl import threadpool_info
+
+        blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+        if blas:
+            b = blas[0]
+            out["numpy_blas"] = f"{b.get('internal_api')} {b.get('version')} ({b.get('architecture')} kernel, " \
+                                f"{b.get('num_threads')} threads)"
+    except ImportError:
+        pass
+    if matmul.torch_available():
+        import torch
+
+        m = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+        out["torch_blas"] = (m.group(1) if m else "?") + (", oneDNN" if torch.backends.mkldnn.is_available() else "")
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+
+def _label(run, impl: str) -> str:
+    return f"{run.label} {impl}"
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("Matrix multiplication (fp32)", "matmul", CLAIMS)
+    sweep = [(r, x) for r, x in rp.ok(pairs, "matmul") if x.params.get("shape") == "square"]
+    series, limits, lines = [], [], []
+    for label, (run, recs) in rp.by_run(sweep).items():
+        impls = sorted({x.params["impl"] for x in recs}, key=lambda i: (i != "jax", i))
+        for impl in impls:
+            pts = sorted((x.params["n"], x.metrics["gflops"], x.metrics) for x in recs if x.params["impl"] == impl)
+            flops = [2.0 * n**3 for n, _, _ in pts]
+            series.append(rp.Series(
+                f"{label} {impl}", [p[0] for p in pts], [p[1] for p in pts],
+                lo=[f / m["time_s_max"] / 1e9 for f, (_, _, m) in zip(flops, pts)],
+                hi=[f / m["time_s_min"] / 1e9 for f, (_, _, m) in zip(flops, pts)]))
+        hw = run.meta.get("hardware") or {}
+        if hw.get("tflops", {}).get("fp32"):
+            kind = "estimate" if hw.get("estimate") else "datasheet"
+            limits.append(rp.Limit(f"{label} fp32 peak ({kind}) {hw['tflops']['fp32'] * 1e3:.0f} GFLOP/s",
+                                   hw["tflops"]["fp32"] * 1e3))
+        lines.append(_peer_takeaway(label, run, recs))
+    if series:
+        fig = rp.line_plot(series, xlabel="n (square n x n x n)", ylabel="GFLOP/s", limits=limits,
+                           title="fp32 matmul throughput (precision=highest); band: min-max over repeats")
+        sec.plots.append(rp.Plot("matmul_gflops", fig, " ".join(l for l in lines if l)))
+    sec.tables.append(_sweep_table(rp.ok(pairs, "matmul")))
+    sec.tables.append(_worked_table(pairs))
+    for label, (run, _) in rp.by_run(pairs).items():
+        info = run.meta.get("info", {}).get("matmul")
+        if info:
+            sec.paragraphs.append(f"Libraries on {label}: " + "; ".join(f"{k}: {v}" for k, v in info.items()) + ".")
+    return sec
+
+
+def _peer_takeaway(label: str, run, recs) -> str:
+    jax_pts = {x.params["n"]: x.metrics["gflops"] for x in recs if x.params["impl"] == "jax"}
+    if not jax_pts:
+        return ""
+    peers = {}
+    for x in recs:
+        if x.params["impl"] != "jax" and x.params["n"] in jax_pts:
+            peers.setdefault(x.params["n"], {})[x.params["impl"]] = x.metrics["gflops"]
+    n = max(jax_pts)
+    text = f"On {label}, JAX reached {jax_pts[n]:.0f} GFLOP/s at n={n}"
+    hw = run.meta.get("hardware") or {}
+    peak = hw.get("tflops", {}).get("fp32")
+    if peak:
+        text += f" ({jax_pts[n] / (peak * 1e3):.0%} of the {'estimated' if hw.get('estimate') else 'datasheet'} peak)"
+    common = [m for m in peers if peers[m]]
+    if common:
+        m = max(common)
+        best = max(peers[m], key=peers[m].get)
+        ratio = jax_pts[m] / peers[m][best]
+        text += f"; at n={m} JAX ran at {ratio:.0%} of the best peer ({best}, {peers[m][best]:.0f} GFLOP/s)"
+        if ratio < 0.9:
+            info = run.meta.get("info", {}).get("matmul", {})
+            text += (f", more than 10% behind: the kernels differ (JAX's dot ran as {info.get('jax_dot', '?')}, "
+                     f"{best} through {info.get(best + '_blas', '?')})")
+    if peak and max(jax_pts.values()) > peak * 1e3:
+        text += "; the measured rate exceeds the estimate, so the cores ran above their nominal clock"
+    return text + "."
+
+
+def _sweep_table(pairs) -> rp.Table:
+    rows = []
+    for run, x in sorted(pairs, key=lambda p: (p[0].label, p[1].params.get("shape", ""), p[1].params.get("m", 0),
+                                               p[1].params.get("impl", ""))):
+        if "impl" not in x.params:
+            continue
+        p, m = x.params, x.metrics
+        rows.append([run.label, p["impl"], f"{p['m']}x{p['k']}x{p['n']}", rp.fmt(m["time_s_median"] * 1e3),
+                     f"{rp.fmt(m['time_s_min'] * 1e3)}-{rp.fmt(m['time_s_max'] * 1e3)}", int(m["n_iters"]),
+                     rp.fmt(m["gflops"]), rp.fmt(m.get("peak_fraction")), rp.fmt(m["rel_error"])])
+    return rp.Table(["run", "impl", "m x k x n", "median ms", "min-max ms", "iters", "GFLOP/s", "of peak",
+                     "rel. error"], rows, "Every timed matmul (fp32, precision=highest); rel. error vs numpy float64")
+
+
+def _worked_table(pairs) -> rp.Table:
+    rows = []
+    for run, x in pairs:
+        if x.experiment != "matmul" or x.params.get("case") != "worked_example":
+            continue
+        if x.status == "ok":
+            rows.append([run.label, x.params["dtype"], rp.fmt(x.metrics["top_left"]),
+                         "exact" if x.metrics["exact"] == 1.0 else f"off by {rp.fmt(x.metrics['max_abs_error'])}"])
+        else:
+            rows.append([run.label, x.params["dtype"], "-", f"{x.status}: {x.reason}"])
+    return rp.Table(["run", "dtype", "top-left (1*5 + 2*7)", "[[19,22],[43,50]]"], rows,
+                    "Claim C03: the explainer's worked example on every dtype (low precision accumulates in fp32/int32)")

@@ -1,0 +1,188 @@
+"""``python -m experiments.report DIR [DIR ...] [--out OUT]``: the report of one or many runs.
+
+Reads result folders only (a GPU run made on another machine is reported exactly like a
+local one) and writes ``report.md``, a self-contained ``report.html`` (figures embedded)
+and the figures as PNG into OUT (default: the folder itself when there is one, else
+``reports/merged``). Every section comes from its experiment module's ``section()``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from jaxgpu import report as rp
+from jaxgpu import results
+
+import experiments
+
+TITLE = "jaxgpu: what does a GPU really buy deep learning?"
+INTRO = ("Each section below measures one thing the popular explanation of GPUs claims, on every backend "
+         "that was run, next to its limit (a datasheet peak, a CPU estimate or the best peer measured in the "
+         "same run). Figures and takeaways are computed from the records in results.jsonl; nothing is typed in.")
+# Metrics for which a larger value is better, in the order a speed-up is taken from.
+_RATE_METRICS = ("gflops", "gbytes_per_s", "samples_per_s")
+
+
+def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
+    pairs = results.merge(runs)
+    present = {rec.experiment for _, rec in pairs}
+    sections = []
+    for name in experiments.names():
+        if name in present:
+            sec = experiments.load(name).section([p for p in pairs if p[1].experiment == name])
+            _version_warning(sec, name, pairs)
+            sections.append(sec)
+    speed = speedup_table(pairs)
+    if speed.rows:
+        sections.append(rp.Section("GPU / CPU speed-up per case", "speedup", paragraphs=[
+            "For every case measured on both a GPU and a CPU run: the GPU's rate over the CPU's "
+            "(or the CPU's time over the GPU's)."], tables=[speed]))
+    sections.append(rp.Section("Runs", "runs", tables=[rp.env_table(list(runs))],
+                               paragraphs=[_status_summary(runs)]))
+    return sections
+
+
+def _version_warning(sec: rp.Section, name: str, pairs) -> None:
+    versions = {rec.benchmark_version for _, rec in pairs if rec.experiment == name}
+    if len(versions) > 1:
+        sec.paragraphs.insert(0, f"Warning: these runs measured {name} with different methods "
+                                 f"(benchmark_version {sorted(versions)}); compare their figures with care.")
+
+
+def _status_summary(runs) -> str:
+    parts = []
+    for run in runs:
+        recs = results.latest(run.records)
+        counts = {s: sum(r.status == s for r in recs) for s in results.STATUSES}
+        parts.append(f"{run.label} ({run.path.name}): " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    return "Records per run: " + "; ".join(parts) + ". Raw records: results.jsonl in each run folder."
+
+
+def speedup_table(pairs) -> rp.Table:
+    """GPU/CPU ratio for each case (same experiment and params) measured on both backends."""
+    cpu, gpu = {}, {}
+    for run, rec in pairs:
+        if rec.status == "ok":
+            (gpu if rec.backend == "gpu" else cpu).setdefault(rec.key, (run, rec))
+    rows = []
+    for key in sorted(set(cpu) & set(gpu)):
+        (crun, c), (grun, g) = cpu[key], gpu[key]
+        metric = next((m for m in _RATE_METRICS if m in c.metrics and m in g.metrics), None)
+        if metric:
+            ratio = g.metrics[metric] / c.metrics[metric] if c.metrics[metric] else None
+        elif "time_s_median" in c.metrics and "time_s_median" in g.metrics:
+            metric, ratio = "time_s_median", c.metrics["time_s_median"] / g.metrics["time_s_median"]
+        else:
+            continue
+        params = ", ".join(f"{k}={v}" for k, v in c.params.items())
+        rows.append([c.experiment, params, metric, rp.fmt(c.metrics[metric]), rp.fmt(g.metrics[metric]),
+                     rp.fmt(ratio) + "x" if ratio else "-"])
+    return rp.Table(["experiment", "case", "metric", "CPU", "GPU", "GPU/CPU"], rows)
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    # No Software/date metadata: re-running the report gives byte-identical figures.
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _md_table(t: rp.Table) -> list[str]:
+    def cell(x):
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    out = [f"*{t.caption}*", ""] if t.caption else []
+    out.append("| " + " | ".join(cell(h) for h in t.headers) + " |")
+    out.append("|" + "---|" * len(t.headers))
+    out += ["| " + " | ".join(cell(x) for x in row) + " |" for row in t.rows]
+    return out + [""]
+
+
+def _html_table(t: rp.Table) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in t.headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in row) + "</tr>" for row in t.rows)
+    cap = f"<caption>{html.escape(t.caption)}</caption>" if t.caption else ""
+    return f'<div class="tw"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+_CSS = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:auto;padding:0 1rem;line-height:1.45;color:#222}
+img{max-width:100%;height:auto}.tw{overflow-x:auto}table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}
+td,th{border:1px solid #ccc;padding:.2rem .45rem;text-align:left}caption{text-align:left;font-style:italic;padding:.2rem 0}
+.takeaway{background:#f3f6fa;border-left:4px solid #4a7ab5;padding:.4rem .7rem}nav li{margin:.1rem 0}"""
+
+
+def render(sections: Sequence[rp.Section], out_dir: Path, sources: Sequence[str]) -> tuple[str, str]:
+    """Writes the figures into out_dir; returns (markdown, html)."""
+    md = [f"# {TITLE}", "", INTRO, "", "Runs: " + ", ".join(f"`{s}`" for s in sources), "", "## Contents", ""]
+    md += [f"- [{s.title}](#{s.anchor})" for s in sections] + [""]
+    toc = "".join(f'<li><a href="#{s.anchor}">{html.escape(s.title)}</a></li>' for s in sections)
+    body = [f"<h1>{html.escape(TITLE)}</h1><p>{html.escape(INTRO)}</p>",
+            "<p>Runs: " + ", ".join(f"<code>{html.escape(s)}</code>" for s in sources) + "</p>",
+            f"<nav><h2>Contents</h2><ul>{toc}</ul></nav>"]
+    for s in sections:
+        claims = f" (claims {', '.join(s.claims)})" if s.claims else ""
+        md += [f'<a id="{s.anchor}"></a>', f"## {s.title}{claims}", ""]
+        body.append(f'<h2 id="{s.anchor}">{html.escape(s.title + claims)}</h2>')
+        for p in s.paragraphs:
+            md += [p, ""]
+            body.append(f"<p>{html.escape(p)}</p>")
+        for plot in s.plots:
+            png = _png(plot.figure)
+            (out_dir / f"{plot.name}.png").write_bytes(png)
+            md += [f"![{plot.name}]({plot.name}.png)", "", f"> **Takeaway:** {plot.takeaway}", ""]
+            b64 = base64.b64encode(png).decode("ascii")
+            body.append(f'<figure><img alt="{plot.name}" src="data:image/png;base64,{b64}"></figure>'
+                        f'<p class="takeaway"><b>Takeaway:</b> {html.escape(plot.takeaway)}</p>')
+        for t in s.tables:
+            md += _md_table(t)
+            body.append(_html_table(t))
+    page = ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html.escape(TITLE)}</title><style>{_CSS}</style></head><body>"
+            + "\n".join(body) + "</body></html>\n")
+    return "\n".join(md) + "\n", page
+
+
+def write_report(dirs: Sequence[str | Path], out_dir: str | Path) -> tuple[Path, Path]:
+    """Reads the result folders, writes report.md, report.html and figures into out_dir."""
+    runs = [results.read_run(d) for d in dirs]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sources = [str(Path(d)) for d in dirs]
+    md, page = render(build_sections(runs), out, sources)
+    (out / "report.md").write_text(md, encoding="utf-8")
+    (out / "report.html").write_text(page, encoding="utf-8")
+    return out / "report.md", out / "report.html"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        self.exit(2, f"experiments.report: error: {message}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="python -m experiments.report", description=__doc__.split("\n\n")[0])
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="result folders (run.json + results.jsonl)")
+    p.add_argument("--out", metavar="OUT", help="where to write (default: DIR if one, else reports/merged)")
+    args = p.parse_args(argv)
+    out = args.out or (args.dirs[0] if len(args.dirs) == 1 else "reports/merged")
+    try:
+        md, page = write_report(args.dirs, out)
+    except results.ResultsError as err:
+        print(f"experiments.report: error: {err}", file=sys.stderr)
+        return 2
+    print(f"{md}\n{page}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

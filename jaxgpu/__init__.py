@@ -1,0 +1,25 @@
+"""jaxgpu: what does a GPU really buy deep learning, and why? Measured through JAX and XLA.
+
+The library measures and returns data (typed records, figures); it prints nothing and
+writes no files. ``experiments`` drives it and writes reports. Quick tour::
+
+    import jaxgpu
+    jaxgpu.worked_example()                  # [[19, 22], [43, 50]] on the default device
+    r = jaxgpu.bench_jax(jaxgpu.operands(1024, 1024, 1024))
+    r.gflops, r.timing.median_s, r.rel_error
+    jaxgpu.cpu_estimate().peak_flops("fp32") # this CPU's estimated peak, FLOP/s
+"""
+
+from jaxgpu.devices import BackendError, configure, fingerprint, resolve
+from jaxgpu.hardware import GPUS, Hardware, cpu_estimate, for_device, gpu_spec
+from jaxgpu.matmul import MatmulResult, bench_jax, bench_numpy, bench_torch, operands, worked_example
+from jaxgpu.results import DoesNotFit, Record, ResultsError, Run, Unsupported, merge, read_run
+from jaxgpu.timing import Timing, time_host, time_jitted
+
+__all__ = [
+    "BackendError", "configure", "fingerprint", "resolve",
+    "GPUS", "Hardware", "cpu_estimate", "for_device", "gpu_spec",
+    "MatmulResult", "bench_jax", "bench_numpy", "bench_torch", "operands", "worked_example",
+    "DoesNotFit", "Record", "ResultsError", "Run", "Unsupported", "merge", "read_run",
+    "Timing", "time_host", "time_jitted",
+]

@@ -1,0 +1,228 @@
+"""Backend choice and the environment fingerprint of a run.
+
+Ground floor: imports nothing of jaxgpu. ``configure`` must run before JAX creates
+its first backend (XLA reads the host device count and the platform list once), so
+entry points (``experiments/run.py``, ``tests/conftest.py``) call it first thing.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+BACKENDS = ("auto", "cpu", "gpu")
+_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+class BackendError(RuntimeError):
+    """The backend asked for cannot be had; the message says how to get it."""
+
+
+def _backends_initialized() -> bool:
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge  # private, but the only way to ask
+
+        return bool(xla_bridge.backends_are_initialized())
+    except Exception:  # noqa: BLE001 - an API move must not break configuration
+        return False
+
+
+def append_xla_flag(flags: str, flag: str, value: Any) -> str:
+    """Returns ``flags`` with ``flag=value`` set, keeping every other flag the user set.
+
+    An existing setting of the same flag is replaced (XLA would take the last one
+    anyway, but a single occurrence keeps the fingerprint readable).
+    """
+    kept = [f for f in flags.split() if not f.startswith(flag + "=") and f != flag]
+    return " ".join([*kept, f"{flag}={value}"])
+
+
+def configure(backend: str = "auto", devices: int | None = None) -> None:
+    """Sets the platform list and host device count before JAX starts its backends.
+
+    Args:
+      backend: ``auto`` (GPU if JAX sees one, else CPU), ``cpu`` or ``gpu``.
+      devices: number of CPU host devices (only meaningful for the CPU backend).
+
+    Raises:
+      BackendError: ``backend`` is unknown, or JAX already started its backends
+        with different settings.
+    """
+    if backend not in BACKENDS:
+        raise BackendError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if devices is not None and devices < 1:
+        raise BackendError(f"--devices must be at least 1, got {devices}")
+    if _backends_initialized():
+        if devices is not None and _current_host_device_count() != devices:
+            raise BackendError(
+                "JAX started its backends before the host device count could be set; "
+                "call jaxgpu.devices.configure() before any JAX computation"
+            )
+        return
+    if devices is not None:
+        os.environ["XLA_FLAGS"] = append_xla_flag(os.environ.get("XLA_FLAGS", ""), _DEVICE_COUNT_FLAG, devices)
+    if backend == "cpu":
+        # Keeps a CPU run on a GPU machine from touching (and preallocating) the GPU.
+        os.environ["JAX_PLATFORMS"] = "cpu"
+        if "jax" in sys.modules:
+            import jax
+
+            jax.config.update("jax_platforms", "cpu")
+
+
+def _current_host_device_count() -> int:
+    import jax
+
+    return len(jax.devices("cpu"))
+
+
+def resolve(backend: str = "auto") -> str:
+    """Returns the JAX platform to run on ("cpu" or "gpu") for a configured backend.
+
+    Raises:
+      BackendError: a GPU was asked for and JAX sees none.
+    """
+    import jax
+
+    if backend == "gpu":
+        try:
+            jax.devices("gpu")
+        except RuntimeError as err:
+            raise BackendError(
+                "no GPU backend found (jax.devices('gpu') failed: "
+                f"{str(err).splitlines()[0][:120]}); install jax[cuda12] or jax[cuda13] "
+                "(pip install -e '.[cuda13]') or run with --backend cpu"
+            ) from None
+        return "gpu"
+    if backend == "cpu":
+        return "cpu"
+    return "gpu" if jax.default_backend() in ("gpu", "cuda", "rocm") else "cpu"
+
+
+def devices_of(platform_name: str) -> list:
+    """The JAX devices of a platform ("cpu" or "gpu")."""
+    import jax
+
+    return jax.devices(platform_name)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def cpu_model() -> str:
+    """The CPU's model name as the OS reports it."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_count() -> int:
+    """Cores this process may run on (the affinity mask, not the host's total)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def host_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def device_memory_bytes(device) -> int | None:
+    """Memory the device may use: the allocator's limit on GPU, host RAM on CPU."""
+    if device.platform == "cpu":
+        return host_memory_bytes()
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:  # noqa: BLE001 - some plugins do not implement it
+        stats = {}
+    return stats.get("bytes_limit")
+
+
+def _git_commit() -> str | None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    if shutil.which("git") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def _nvidia_smi() -> dict[str, str]:
+    if shutil.which("nvidia-smi") is None:
+        return {}
+    try:
+        out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    info = {}
+    if m := re.search(r"Driver Version:\s*([\d.]+)", out):
+        info["driver_version"] = m.group(1)
+    if m := re.search(r"CUDA Version:\s*([\d.]+)", out):
+        info["cuda_driver_api_version"] = m.group(1)
+    return info
+
+
+def fingerprint(platform_name: str) -> dict[str, Any]:
+    """The environment of a run, as ../shared/RESULTS.md lists it (no hostname)."""
+    import jax
+
+    devs = devices_of(platform_name)
+    dev = devs[0]
+    env: dict[str, Any] = {
+        "backend": platform_name,
+        "device_kind": dev.device_kind,
+        "n_devices": len(devs),
+        "device_memory_bytes": device_memory_bytes(dev),
+        "cpu_model": cpu_model(),
+        "cpu_cores": cpu_count(),
+        "host_memory_bytes": host_memory_bytes(),
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "jax": jax.__version__,
+        "jaxlib": _version("jaxlib"),
+        "jax_plugins": {
+            d: v
+            for d in ("jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt", "jax-cuda13-pjrt")
+            if (v := _version(d))
+        },
+        "flax": _version("flax"),
+        "optax": _version("optax"),
+        "numpy": _version("numpy"),
+        "torch": _version("torch"),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "jax_platforms": os.environ.get("JAX_PLATFORMS", ""),
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+        "git_commit": _git_commit(),
+    }
+    if platform_name == "gpu":
+        try:
+            env["platform_version"] = dev.client.platform_version
+        except Exception:  # noqa: BLE001
+            pass
+        env.update(_nvidia_smi())
+    return env

@@ -1,0 +1,167 @@
+"""Records -> figures and tables. Reads records only; it never measures.
+
+Figures are ``matplotlib.figure.Figure`` objects made without pyplot, so they neither
+need a display nor pile up in pyplot's state; a notebook shows them as they are
+returned, and ``experiments.report`` saves them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from jaxgpu.results import Record, Run
+
+Pair = tuple[Run, Record]
+
+
+@dataclasses.dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[Any]]
+    caption: str = ""
+
+
+@dataclasses.dataclass
+class Plot:
+    """A figure and the one-line takeaway computed from the data it shows."""
+
+    name: str  # file stem, unique in the report
+    figure: Figure
+    takeaway: str
+
+
+@dataclasses.dataclass
+class Section:
+    title: str
+    anchor: str
+    claims: tuple[str, ...] = ()
+    paragraphs: list[str] = dataclasses.field(default_factory=list)
+    plots: list[Plot] = dataclasses.field(default_factory=list)
+    tables: list[Table] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Series:
+    label: str
+    x: Sequence[float]
+    y: Sequence[float]
+    lo: Sequence[float] | None = None  # spread band (e.g. from time_s_max), same unit as y
+    hi: Sequence[float] | None = None
+    style: str = "-o"
+
+
+@dataclasses.dataclass(frozen=True)
+class Limit:
+    """A horizontal limit line: a peak or the best peer."""
+
+    label: str
+    y: float
+
+
+def ok(pairs: Iterable[Pair], experiment: str | None = None, **params: Any) -> list[Pair]:
+    """The ``ok`` records (of one experiment, matching ``params``), with their runs."""
+    out = []
+    for run, rec in pairs:
+        if rec.status != "ok" or (experiment and rec.experiment != experiment):
+            continue
+        if all(rec.params.get(k) == v for k, v in params.items()):
+            out.append((run, rec))
+    return out
+
+
+def by_run(pairs: Iterable[Pair]) -> dict[str, tuple[Run, list[Record]]]:
+    """Groups pairs by run, keyed by the run's label (made unique if two runs share one)."""
+    groups: dict[str, tuple[Run, list[Record]]] = {}
+    seen: dict[str, str] = {}
+    for run, rec in pairs:
+        key = str(run.path)
+        if key not in seen:
+            label = run.label
+            n = 2
+            while label in groups:
+                label = f"{run.label} #{n}"
+                n += 1
+            seen[key] = label
+            groups[label] = (run, [])
+        groups[seen[key]][1].append(rec)
+    return groups
+
+
+def line_plot(series: Sequence[Series], *, xlabel: str, ylabel: str, title: str, limits: Sequence[Limit] = (),
+              logx: bool = True, logy: bool = True, size: tuple[float, float] = (7.0, 4.2)) -> Figure:
+    """A log-log line plot of several series with dashed limit lines."""
+    fig = Figure(figsize=size, dpi=100)
+    ax = fig.add_subplot()
+    colors = {}
+    for s in series:
+        (line,) = ax.plot(s.x, s.y, s.style, label=s.label, markersize=4)
+        colors[s.label] = line.get_color()
+        if s.lo is not None and s.hi is not None:
+            ax.fill_between(s.x, s.lo, s.hi, color=line.get_color(), alpha=0.2, linewidth=0)
+    for lim in limits:
+        if lim.y and math.isfinite(lim.y):
+            ax.axhline(lim.y, linestyle="--", linewidth=1, color="0.4")
+            ax.annotate(lim.label, (0.01, lim.y), xycoords=("axes fraction", "data"), fontsize=7,
+                        color="0.3", va="bottom")
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    if series:
+        ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def fmt(x: float | None, digits: int = 3) -> str:
+    """A number for a table: 3 significant digits, scientific when tiny or huge."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e6):
+        return str(int(x))
+    ax = abs(x)
+    if ax != 0 and (ax < 1e-2 or ax >= 1e6):
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}"
+
+
+def median(values: Iterable[float]) -> float:
+    return statistics.median(list(values))
+
+
+def env_table(runs: Sequence[Run]) -> Table:
+    """One column per run: where and with what it ran."""
+    keys = [("backend", "backend"), ("device_kind", "device"), ("n_devices", "devices"),
+            ("cpu_model", "CPU"), ("cpu_cores", "CPU cores"), ("device_memory_bytes", "device memory"),
+            ("jax", "jax"), ("jaxlib", "jaxlib"), ("jax_plugins", "jax plugins"), ("flax", "flax"),
+            ("optax", "optax"), ("numpy", "numpy"), ("torch", "torch"), ("python", "python"),
+            ("driver_version", "driver"), ("cuda_driver_api_version", "CUDA (driver)"),
+            ("platform_version", "platform"), ("xla_flags", "XLA_FLAGS"), ("git_commit", "git commit")]
+    rows = []
+    for key, label in keys:
+        vals = [run.env.get(key) for run in runs]
+        if all(v in (None, "", {}) for v in vals):
+            continue
+        row = [label]
+        for v in vals:
+            if key.endswith("_bytes") and isinstance(v, (int, float)):
+                v = f"{v / 2**30:.1f} GiB"
+            elif isinstance(v, dict):
+                v = ", ".join(f"{k} {x}" for k, x in v.items()) or "-"
+            elif key == "git_commit" and v:
+                v = v[:10]
+            row.append("-" if v in (None, "") else str(v))
+        rows.append(row)
+    rows.append(["run id", *[str(r.meta.get("run_id", "?")) for r in runs]])
+    rows.append(["profile", *[str(r.meta.get("config", {}).get("profile", "?")) for r in runs]])
+    return Table(["", *[r.label for r in runs]], rows, "Environment of each run")

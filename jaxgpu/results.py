@@ -1,0 +1,241 @@
+"""Result records, their JSON Lines file and ``run.json``, exactly as ../shared/RESULTS.md says.
+
+A record is appended and flushed to ``results.jsonl`` the moment it is measured, so a
+killed run keeps everything before the kill. Readers refuse what they do not know (an
+unknown ``schema``, a line that is not JSON) with one line naming the file; the one
+exception is a last line without its newline, which is what a kill during a write leaves
+behind, and is dropped with a warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import math
+import os
+import uuid
+import warnings
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+SCHEMA = 1
+STATUSES = ("ok", "does_not_fit", "unsupported", "failed")
+RESULTS_FILE = "results.jsonl"
+RUN_FILE = "run.json"
+
+
+class ResultsError(ValueError):
+    """A results file that cannot be read; the message names the file."""
+
+
+class Unsupported(Exception):
+    """The backend or dtype cannot run this case; recorded as ``status: unsupported``."""
+
+
+class DoesNotFit(Exception):
+    """The case needs more memory than the device has; recorded as ``status: does_not_fit``."""
+
+
+_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory", "OOM when allocating")
+
+
+def status_of(err: BaseException) -> tuple[str, str]:
+    """Maps an exception raised by a case to the contract's (status, one-line reason)."""
+    line = (str(err).strip().splitlines() or [""])[0][:300]
+    reason = f"{type(err).__name__}: {line}" if line else type(err).__name__
+    if isinstance(err, Unsupported):
+        return "unsupported", line
+    if isinstance(err, (DoesNotFit, MemoryError)) or any(m in str(err) for m in _OOM_MARKERS):
+        return "does_not_fit", reason
+    return "failed", reason
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """One measured case."""
+
+    experiment: str
+    params: dict[str, Any]
+    metrics: dict[str, float]
+    status: str = "ok"
+    reason: str | None = None
+    run_id: str = ""
+    backend: str = ""
+    device_kind: str = ""
+    n_devices: int = 1
+    benchmark_version: int = 1
+    schema: int = SCHEMA
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        for name, value in self.metrics.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"metric {name!r} must be a plain number, got {type(value).__name__}")
+
+    @property
+    def key(self) -> str:
+        """Identifies the case (experiment + params) across runs, for resume and merging."""
+        return case_key(self.experiment, self.params)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema, "benchmark_version": self.benchmark_version, "run_id": self.run_id,
+            "experiment": self.experiment, "backend": self.backend, "device_kind": self.device_kind,
+            "n_devices": self.n_devices, "params": self.params, "status": self.status,
+            "reason": self.reason, "metrics": {k: _finite_or_none(v) for k, v in self.metrics.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Record:
+        metrics = {k: (math.nan if v is None else v) for k, v in (d.get("metrics") or {}).items()}
+        return cls(experiment=d["experiment"], params=d.get("params") or {}, metrics=metrics,
+                   status=d.get("status", "ok"), reason=d.get("reason"), run_id=d.get("run_id", ""),
+                   backend=d.get("backend", ""), device_kind=d.get("device_kind", ""),
+                   n_devices=int(d.get("n_devices", 1)), benchmark_version=int(d.get("benchmark_version", 1)),
+                   schema=int(d["schema"]))
+
+
+def _finite_or_none(v: float) -> float | None:
+    # JSON has no NaN/inf; null marks "measured but not a number" (e.g. a diverged loss).
+    return v if math.isfinite(v) else None
+
+
+def case_key(experiment: str, params: dict[str, Any]) -> str:
+    return experiment + ":" + json.dumps(params, sort_keys=True, separators=(",", ":"))
+
+
+def new_run_id() -> str:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+class RunWriter:
+    """Appends records to ``DIR/results.jsonl`` (flushed and synced each time) and writes ``run.json``."""
+
+    def __init__(self, out_dir: str | os.PathLike, run_meta: dict[str, Any]):
+        self.dir = Path(out_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta = {"schema": SCHEMA, **run_meta}
+        run_path = self.dir / RUN_FILE
+        if run_path.exists():
+            # A resumed run keeps its first run.json and lists later sessions beside it.
+            old = json.loads(run_path.read_text(encoding="utf-8"))
+            old.setdefault("resumed_by", []).append(meta.get("run_id"))
+            meta = old
+        tmp = run_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, run_path)
+        self.meta = meta
+        self._f = open(self.dir / RESULTS_FILE, "a", encoding="utf-8")
+
+    def write(self, record: Record) -> None:
+        self._f.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One result folder: its ``run.json`` and its records."""
+
+    path: Path
+    meta: dict[str, Any]
+    records: tuple[Record, ...]
+
+    @property
+    def env(self) -> dict[str, Any]:
+        return self.meta.get("env", {})
+
+    @property
+    def label(self) -> str:
+        """A short name for tables and legends: backend and device kind."""
+        env = self.env
+        kind = env.get("device_kind", "?")
+        backend = env.get("backend", "?")
+        return backend if kind == backend else f"{backend} ({kind})"
+
+
+def _check_schema(obj: dict[str, Any], where: str) -> None:
+    if obj.get("schema") != SCHEMA:
+        raise ResultsError(f"{where}: unknown schema {obj.get('schema')!r} (this reader knows {SCHEMA})")
+
+
+def iter_records(path: str | os.PathLike) -> Iterator[Record]:
+    """Reads a ``results.jsonl``; raises ResultsError naming the file on anything unreadable."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ResultsError(f"{path}: cannot read ({err.__class__.__name__}: {err})") from None
+    lines = text.split("\n")
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        last_unterminated = i == len(lines)  # text did not end with "\n"
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as err:
+            if last_unterminated:
+                warnings.warn(f"{path}: line {i} is cut short (interrupted write); dropped", stacklevel=2)
+                return
+            raise ResultsError(f"{path}: line {i} is not a JSON record ({err})") from None
+        _check_schema(obj, f"{path}: line {i}")
+        try:
+            yield Record.from_dict(obj)
+        except (KeyError, TypeError, ValueError) as err:
+            raise ResultsError(f"{path}: line {i} is not a valid record ({err})") from None
+
+
+def read_run(out_dir: str | os.PathLike) -> Run:
+    """Reads one result folder (``run.json`` + ``results.jsonl``)."""
+    d = Path(out_dir)
+    if not d.is_dir():
+        raise ResultsError(f"{d}: not a result folder (no such directory)")
+    run_path = d / RUN_FILE
+    try:
+        meta = json.loads(run_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultsError(f"{run_path}: missing; {d} is not a result folder") from None
+    except (OSError, ValueError) as err:
+        raise ResultsError(f"{run_path}: not readable JSON ({err})") from None
+    if not isinstance(meta, dict):
+        raise ResultsError(f"{run_path}: not a JSON object")
+    _check_schema(meta, str(run_path))
+    res_path = d / RESULTS_FILE
+    records = tuple(iter_records(res_path)) if res_path.exists() else ()
+    return Run(d, meta, records)
+
+
+def completed_keys(records: Iterable[Record]) -> set[str]:
+    """Case keys that need no re-run: everything but ``failed`` (a failure may be transient)."""
+    return {r.key for r in records if r.status != "failed"}
+
+
+def latest(records: Iterable[Record]) -> list[Record]:
+    """One record per case key, the last written winning (a resumed failed case re-measured)."""
+    by_key: dict[str, Record] = {}
+    for r in records:
+        by_key[r.key] = r
+    return list(by_key.values())
+
+
+def merge(runs: Iterable[Run]) -> list[tuple[Run, Record]]:
+    """All records of several runs (several machines), each paired with its run, in a stable order."""
+    out = []
+    for run in sorted(runs, key=lambda r: (r.env.get("backend", ""), str(r.path))):
+        out.extend((run, rec) for rec in latest(run.records))
+    return out

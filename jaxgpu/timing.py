@@ -1,0 +1,145 @@
+"""The timing harness: compile apart, warm up, block on every output, many repeats.
+
+JAX dispatches asynchronously, so a host clock read right after a call measures the
+dispatch, not the work. Every timed iteration here ends with ``jax.block_until_ready``
+on every output leaf (or a caller-given ``sync`` for torch and friends). Compilation is
+done once up front through ``lower().compile()`` and timed on its own. The repeat count
+grows until the measured time reaches ``target_s``, and the result keeps every sample so
+the median and the spread are both reported.
+
+Usage::
+
+    t = time_jitted(jax.jit(jnp.matmul), a, b)
+    t.median_s, t.compile_s, t.flops_xla
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Wall-clock samples of one timed computation, in seconds."""
+
+    times_s: tuple[float, ...]
+    compile_s: float | None = None
+    flops_xla: float | None = None  # XLA cost analysis of the compiled program
+    bytes_xla: float | None = None
+
+    @property
+    def n_iters(self) -> int:
+        return len(self.times_s)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.times_s)
+
+    @property
+    def min_s(self) -> float:
+        return min(self.times_s)
+
+    @property
+    def max_s(self) -> float:
+        return max(self.times_s)
+
+    def metrics(self) -> dict[str, float]:
+        """The contract's timing metrics (../shared/RESULTS.md)."""
+        out = {"time_s_median": self.median_s, "time_s_min": self.min_s, "time_s_max": self.max_s,
+               "n_iters": float(self.n_iters)}
+        if self.compile_s is not None:
+            out["compile_s"] = self.compile_s
+        return out
+
+
+def _block(out: Any) -> Any:
+    return jax.block_until_ready(out)
+
+
+def repeat(call: Callable[[int], Any], sync: Callable[[Any], Any] = _block, *, target_s: float = 0.5,
+           min_iters: int = 5, max_iters: int = 10_000, warmup: int = 2) -> tuple[float, ...]:
+    """Times ``call(i)`` (i = iteration index) until ``target_s`` of samples are collected.
+
+    Each sample is one call followed by ``sync`` on its result, on the host clock.
+    Returns the samples in seconds; at least ``min_iters``, at most ``max_iters``.
+    """
+    if min_iters < 1 or max_iters < min_iters:
+        raise ValueError(f"need 1 <= min_iters <= max_iters, got {min_iters}, {max_iters}")
+    for i in range(warmup):
+        sync(call(i))
+    perf = time.perf_counter
+    times: list[float] = []
+    total = 0.0
+    i = 0
+    while i < max_iters and (i < min_iters or total < target_s):
+        t0 = perf()
+        sync(call(i))
+        dt = perf() - t0
+        times.append(dt)
+        total += dt
+        i += 1
+    return tuple(times)
+
+
+def cost_analysis(compiled: Any) -> tuple[float | None, float | None]:
+    """(flops, bytes accessed) of a compiled program from XLA's cost analysis, or Nones."""
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:  # noqa: BLE001 - not every backend implements it
+        return None, None
+    if isinstance(cost, (list, tuple)):  # older jax returned one dict per computation
+        cost = cost[0] if cost else {}
+    if not cost:
+        return None, None
+    flops = cost.get("flops")
+    nbytes = cost.get("bytes accessed")
+    return (float(flops) if flops is not None and flops >= 0 else None,
+            float(nbytes) if nbytes is not None and nbytes >= 0 else None)
+
+
+def compile_timed(fn: Callable, *args: Any) -> tuple[Any, float]:
+    """Lowers and compiles ``fn`` (jitted if it is not) for ``args``; returns (compiled, seconds)."""
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    lowered = jitted.lower(*args)
+    t0 = time.perf_counter()
+    compiled = lowered.compile()
+    return compiled, time.perf_counter() - t0
+
+
+def time_jitted(fn: Callable, *args: Any, arg_sets: Sequence[tuple] | None = None, target_s: float = 0.5,
+                min_iters: int = 5, max_iters: int = 10_000, warmup: int = 2) -> Timing:
+    """Times a JAX computation: compile time apart, then run time of the compiled program.
+
+    Args:
+      fn: a function or ``jax.jit`` wrapped function.
+      *args: the inputs (used for compiling, and for timing when ``arg_sets`` is None).
+      arg_sets: several input tuples of the same shapes, used in rotation so that
+        caches do not flatter problems smaller than the cache.
+      target_s: keep repeating until this much time has been measured.
+
+    Returns:
+      A ``Timing`` with every sample, the compile time and XLA's cost analysis.
+    """
+    sets = list(arg_sets) if arg_sets else [args]
+    compiled, compile_s = compile_timed(fn, *sets[0])
+    flops, nbytes = cost_analysis(compiled)
+    k = len(sets)
+    times = repeat(lambda i: compiled(*sets[i % k]), target_s=target_s, min_iters=min_iters,
+                   max_iters=max_iters, warmup=warmup)
+    return Timing(times, compile_s, flops, nbytes)
+
+
+def time_host(fn: Callable, *args: Any, arg_sets: Sequence[tuple] | None = None,
+              sync: Callable[[Any], Any] = lambda out: out, target_s: float = 0.5, min_iters: int = 5,
+              max_iters: int = 10_000, warmup: int = 2) -> Timing:
+    """Times a non-JAX callable (numpy, torch) the same way; ``sync`` waits for async work."""
+    sets = list(arg_sets) if arg_sets else [args]
+    k = len(sets)
+    return Timing(repeat(lambda i: fn(*sets[i % k]), sync, target_s=target_s, min_iters=min_iters,
+                         max_iters=max_iters, warmup=warmup))

@@ -1,0 +1,65 @@
+"""Backend and device count for the test run, set before JAX starts its backends.
+
+``python -m pytest`` tests the CPU backend with 4 host devices; ``--backend gpu`` runs
+the GPU tests too (skipped, with the reason, where JAX sees no GPU). The user's
+XLA_FLAGS are appended to, never replaced.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+HOST_DEVICES = 4
+
+
+def pytest_addoption(parser):
+    parser.addoption("--backend", choices=("cpu", "gpu"), default="cpu",
+                     help="backend under test: cpu (default) or gpu (also runs tests marked gpu)")
+
+
+def pytest_configure(config):
+    from jaxgpu import devices
+
+    backend = config.getoption("--backend")
+    try:
+        devices.configure("cpu" if backend == "cpu" else "auto", HOST_DEVICES)
+    except devices.BackendError as err:
+        raise pytest.UsageError(f"{err}; set the device count in conftest before JAX starts") from None
+
+
+def _gpu_missing_reason() -> str | None:
+    from jaxgpu import devices
+
+    try:
+        devices.resolve("gpu")
+    except devices.BackendError as err:
+        return str(err)
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    backend = config.getoption("--backend")
+    gpu_items = [i for i in items if "gpu" in i.keywords]
+    if not gpu_items:
+        return
+    reason = "GPU tests run with --backend gpu" if backend == "cpu" else _gpu_missing_reason()
+    if reason:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def platform(pytestconfig) -> str:
+    """The JAX platform under test: "cpu" or "gpu"."""
+    return pytestconfig.getoption("--backend")
+
+
+@pytest.fixture(scope="session")
+def device(platform):
+    import jax
+
+    if platform == "gpu":
+        reason = _gpu_missing_reason()
+        if reason:
+            pytest.skip(reason)
+    return jax.devices(platform)[0]

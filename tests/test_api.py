@@ -1,0 +1,28 @@
+import importlib
+
+import jaxgpu
+
+
+def test_every_public_name_imports_and_is_documented():
+    assert jaxgpu.__all__, "jaxgpu exports nothing"
+    for name in jaxgpu.__all__:
+        obj = getattr(jaxgpu, name)
+        if callable(obj):
+            assert obj.__doc__, f"jaxgpu.{name} has no docstring"
+
+
+def test_all_lists_no_duplicates():
+    assert len(set(jaxgpu.__all__)) == len(jaxgpu.__all__)
+
+
+def test_experiment_modules_define_the_interface():
+    import experiments
+
+    for name in experiments.names():
+        mod = importlib.import_module(experiments.REGISTRY[name])
+        for attr in ("BENCHMARK_VERSION", "CLAIMS", "DESCRIPTION", "Config", "config", "cases", "section"):
+            assert hasattr(mod, attr), f"experiment {name} lacks {attr}"
+        for profile in experiments.PROFILES:
+            for platform in ("cpu", "gpu"):
+                cfg = mod.config(profile, platform)
+                assert isinstance(cfg, mod.Config)

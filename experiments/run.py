@@ -28,16 +28,16 @@ class _Parser(argparse.ArgumentParser):
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = _Parser(prog="python -m experiments.run", description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "gpu"),
+    p.add_argument("--backend", choices=("auto", "cpu", "gpu"),
                    help="auto: the GPU if JAX sees one, else the CPU (default)")
-    p.add_argument("--profile", default="quick", choices=experiments.PROFILES,
+    p.add_argument("--profile", choices=experiments.PROFILES,
                    help="quick (default, under 5 minutes on 2 CPU cores), full (reference runs), tiny (smoke)")
     p.add_argument("--only", metavar="NAME[,NAME]", help="run only these experiments (see --list)")
     p.add_argument("--list", action="store_true", help="list the experiments and exit")
     p.add_argument("--out", metavar="DIR", help="result folder (default: a new folder under reports/runs/)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR, skipping cases already recorded")
     p.add_argument("--devices", type=int, metavar="N", help="number of CPU host devices (XLA_FLAGS is appended to)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int)
     p.add_argument("--no-report", action="store_true", help="write results only, no report")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
@@ -48,8 +48,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _defaults_from(args: argparse.Namespace) -> None:
+    """Fills what the user left unset: from the resumed run's run.json, else the defaults."""
+    saved = {}
+    if args.resume:
+        from jaxgpu import results
+
+        saved = results.read_run(args.resume).meta.get("config", {})
+        if args.only is None and saved.get("experiments"):
+            args.only = ",".join(saved["experiments"])
+    for name, default in (("backend", "auto"), ("profile", "quick"), ("devices", None), ("seed", 0)):
+        if getattr(args, name) is None:
+            setattr(args, name, saved.get(name, default))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        _defaults_from(args)
+    except Exception as err:  # noqa: BLE001 - ResultsError, without importing JAX first
+        return _fail(str(err))
     try:
         names = experiments.parse_only(args.only)
     except experiments.UnknownExperiment as err:
@@ -74,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.resume or args.out or runner.default_out_dir(platform)
     try:
         runner.run_study(names, platform=platform, profile=args.profile, out_dir=out, resume=bool(args.resume),
-                         seed=args.seed, progress=not args.no_progress, report=not args.no_report,
+                         seed=args.seed, host_devices=args.devices, progress=not args.no_progress, report=not args.no_report,
                          argv=sys.argv[1:] if argv is None else argv)
     except results.ResultsError as err:
         return _fail(str(err))

@@ -52,11 +52,13 @@ def _progress(total: int, enabled: bool):
         from tqdm import tqdm
     except ImportError:  # tqdm is a dependency, but a missing bar must not stop a run
         return None
-    return tqdm(total=total, unit="case", file=sys.stderr, disable=not enabled, dynamic_ncols=True)
+    # A bar on a terminal; in a log (CI, nohup) one line per experiment instead.
+    return tqdm(total=total, unit="case", file=sys.stderr, disable=not (enabled and sys.stderr.isatty()),
+                dynamic_ncols=True, mininterval=0.5)
 
 
 def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", out_dir: str | Path,
-              resume: bool = False, seed: int = 0, progress: bool = True, report: bool = True,
+              resume: bool = False, seed: int = 0, host_devices: int | None = None, progress: bool = True, report: bool = True,
               argv: Sequence[str] | None = None, log: Callable[[str], None] | None = None) -> Path:
     """Runs the named experiments on ``platform`` and writes the result folder ``out_dir``.
 
@@ -85,6 +87,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
         "run_id": run_id,
         "argv": list(argv) if argv is not None else None,
         "config": {"profile": profile, "backend": platform, "experiments": list(names), "seed": seed,
+                   "devices": host_devices,
                    "per_experiment": {n: dataclasses.asdict(c) for n, c in configs.items()}},
         "env": env,
         "hardware": dataclasses.asdict(ctx.hardware) if ctx.hardware else None,
@@ -105,9 +108,11 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
     t_start = time.perf_counter()
     with results.RunWriter(out_dir, meta) as writer:
         for name, mod, cases in plans:
+            if bar is None or bar.disable:
+                log(f"jaxgpu: {name}: {len(cases)} cases")
             for case in cases:
                 if bar is not None:
-                    bar.set_description(f"{name} {_short(case.params)}")
+                    bar.set_description(name)
                 record = _measure(name, mod, case, ctx, run_id)
                 writer.write(record)
                 counts[record.status] += 1

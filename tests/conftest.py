@@ -50,16 +50,15 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def platform(pytestconfig) -> str:
-    """The JAX platform under test: "cpu" or "gpu"."""
-    return pytestconfig.getoption("--backend")
+    """The JAX platform under test: "cpu" or "gpu" (a test needing a missing GPU is skipped)."""
+    backend = pytestconfig.getoption("--backend")
+    if backend == "gpu" and (reason := _gpu_missing_reason()):
+        pytest.skip(reason)
+    return backend
 
 
 @pytest.fixture(scope="session")
 def device(platform):
     import jax
 
-    if platform == "gpu":
-        reason = _gpu_missing_reason()
-        if reason:
-            pytest.skip(reason)
     return jax.devices(platform)[0]

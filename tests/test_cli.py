@@ -1,0 +1,114 @@
+"""The command line as a careless user meets it: one line and exit 2 for bad input, nothing lost."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jaxgpu import results
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args, timeout=180):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _one_line_error(proc, pattern):
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert pattern in lines[0], lines[0]
+
+
+def test_unknown_backend():
+    _one_line_error(_run("experiments.run", "--backend", "tpu"), "invalid choice: 'tpu'")
+
+
+def test_unknown_experiment_lists_the_known_ones():
+    proc = _run("experiments.run", "--only", "matmull")
+    _one_line_error(proc, "unknown experiment 'matmull'; known: matmul")
+
+
+def test_bad_device_count():
+    _one_line_error(_run("experiments.run", "--devices", "0"), "--devices must be at least 1")
+
+
+def test_gpu_requested_where_there_is_none():
+    import jax
+
+    if jax.default_backend() == "gpu":
+        pytest.skip("this machine has a GPU")
+    _one_line_error(_run("experiments.run", "--backend", "gpu", "--only", "matmul"), "no GPU backend found")
+
+
+def test_list():
+    proc = _run("experiments.run", "--list")
+    assert proc.returncode == 0 and "matmul" in proc.stdout
+
+
+@pytest.mark.slow
+def test_tiny_run_writes_the_contract_and_resume_skips_what_is_done(tmp_path):
+    out = tmp_path / "run"
+    proc = _run("experiments.run", "--backend", "cpu", "--only", "matmul", "--profile", "tiny", "--out", str(out),
+                "--devices", "2")
+    assert proc.returncode == 0, proc.stderr
+    for name in ("run.json", "results.jsonl", "report.md", "report.html"):
+        assert (out / name).exists(), name
+    run = results.read_run(out)
+    meta = run.meta
+    assert meta["env"]["n_devices"] == 2 and "--xla_force_host_platform_device_count=2" in meta["env"]["xla_flags"]
+    sweep = [r for r in run.records if "impl" in r.params]
+    assert sweep and all(r.experiment == "matmul" and r.status == "ok" for r in run.records)
+    for r in sweep:
+        assert {"n", "dtype"} <= set(r.params) and {"gflops", "time_s_median", "rel_error"} <= set(r.metrics)
+    n_before = len(run.records)
+
+    # Drop the last two records, as if the run had been killed; resume measures only those.
+    lines = (out / "results.jsonl").read_text().splitlines()
+    (out / "results.jsonl").write_text("\n".join(lines[:-2]) + "\n")
+    proc = _run("experiments.run", "--resume", str(out), "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    assert "2 cases" in proc.stderr
+    assert len(results.read_run(out).records) == n_before
+    proc = _run("experiments.run", "--resume", str(out), "--no-report")
+    assert "0 cases" in proc.stderr
+
+
+@pytest.mark.slow
+def test_sigkill_midway_keeps_every_finished_record(tmp_path):
+    out = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.run", "--backend", "cpu", "--only", "matmul",
+                             "--out", str(out), "--no-progress"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    path = out / "results.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if path.exists() and path.read_text().count("\n") >= 8:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    run = results.read_run(out)
+    assert len(run.records) >= 8
+    assert all(r.status == "ok" for r in run.records)
+
+
+def test_report_refuses_a_broken_results_file(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps({"schema": 1, "run_id": "x"}))
+    (tmp_path / "results.jsonl").write_text("garbage\n{}\n")
+    _one_line_error(_run("experiments.report", str(tmp_path)), "results.jsonl: line 1 is not a JSON record")
+
+
+def test_report_on_a_folder_that_is_not_a_run(tmp_path):
+    _one_line_error(_run("experiments.report", str(tmp_path / "missing")), "not a result folder")

@@ -1,0 +1,42 @@
+import pytest
+
+from jaxgpu import hardware
+
+
+def test_cpu_estimate_formula():
+    hw = hardware.cpu_estimate(cores=2, clock_ghz=2.5, flags={"avx512f", "avx2"})
+    assert hw.estimate
+    assert hw.peak_flops("fp32") == pytest.approx(2 * 2.5e9 * 16 * 2 * 2)
+    assert hw.peak_flops("fp64") == pytest.approx(hw.peak_flops("fp32") / 2)
+    assert hardware.cpu_estimate(cores=4, clock_ghz=3.0, flags={"avx2"}).peak_flops("fp32") == pytest.approx(
+        4 * 3e9 * 8 * 2 * 2)
+    vnni = hardware.cpu_estimate(cores=1, clock_ghz=1.0, flags={"avx512f", "avx512_vnni"})
+    assert vnni.peak_flops("int8") == pytest.approx(4 * vnni.peak_flops("fp32"))
+    assert "estimate" in hw.source
+
+
+def test_this_machine_has_an_estimate():
+    hw = hardware.cpu_estimate()
+    assert hw.cores >= 1 and hw.peak_flops("fp32") > 1e9
+
+
+@pytest.mark.parametrize("kind,name", [("NVIDIA H200", "H200 SXM"), ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+                                       ("NVIDIA A100-SXM4-80GB", "A100 80GB"), ("NVIDIA L4", "L4"),
+                                       ("NVIDIA GeForce RTX 4090", "RTX 4090")])
+def test_gpu_kinds_map_to_the_table(kind, name):
+    assert hardware.gpu_spec(kind).name == name
+
+
+def test_table_is_complete_and_consistent():
+    for name in ("H100 SXM", "H200 SXM", "A100 80GB", "L4", "RTX 4090"):
+        hw = hardware.GPUS[name]
+        assert set(hw.tflops) == set(hardware.DTYPES)
+        assert hw.memory_gb > 0 and hw.memory_bw_gbps > 0 and hw.cores > 0 and hw.source
+        assert hw.tflops["bf16"] >= hw.tflops["tf32"] >= hw.tflops["fp32"]
+    assert hardware.gpu_spec("Some Other GPU") is None
+
+
+def test_ridge_point_follows_from_the_table():
+    h200 = hardware.GPUS["H200 SXM"]
+    assert h200.ridge_point("bf16") == pytest.approx(989.4e12 / 4.8e12)
+    assert hardware.cpu_estimate().ridge_point() is None  # no bandwidth figure to divide by

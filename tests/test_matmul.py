@@ -1,0 +1,57 @@
+import numpy as np
+import pytest
+
+from jaxgpu import matmul
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "int8"])
+def test_worked_example_is_exact(dtype, device):
+    out = matmul.worked_example(dtype, device)
+    np.testing.assert_array_equal(out, [[19, 22], [43, 50]])
+
+
+def test_jax_matmul_matches_float64(device):
+    sets = matmul.operands(96, 80, 72, n_sets=2, seed=1)
+    r = matmul.bench_jax(sets, "highest", device, target_s=0.01)
+    assert r.rel_error < 1e-6
+    assert r.gflops > 0 and r.flops == 2 * 96 * 80 * 72
+    assert r.timing.n_iters >= 5
+
+
+def test_numpy_peer_matches_float64():
+    r = matmul.bench_numpy(matmul.operands(64, 64, 64, n_sets=1), target_s=0.01)
+    assert r.impl == "numpy" and r.rel_error < 1e-6
+
+
+def test_operands_are_random_and_never_zero():
+    (a, b), (c, d) = matmul.operands(32, 16, 8, n_sets=2)
+    assert a.dtype == np.float32 and a.shape == (32, 16) and b.shape == (16, 8)
+    assert np.count_nonzero(a) == a.size and not np.array_equal(a, c)
+
+
+def test_rotation_is_bounded_by_memory():
+    assert len(matmul.operands(8, 8, 8)) == 4
+    assert len(matmul.operands(4096, 4096, 4096)) == 2  # 128 MiB a set: two fit the 256 MiB budget
+
+
+def test_reference_check_catches_a_wrong_result():
+    (a, b), = matmul.operands(64, 64, 64, n_sets=1)
+    assert matmul.check_against_reference(a @ b, a, b) < 1e-6
+    assert matmul.check_against_reference((a @ b).T, a, b) > 0.5
+    bad = a @ b
+    bad[3, 3] = np.nan
+    assert matmul.check_against_reference(bad, a, b) == float("inf")
+    with pytest.raises(ValueError, match="all zeros"):
+        matmul.rel_error(np.ones(3), np.zeros(3))
+
+
+def test_large_outputs_are_checked_on_sampled_rows():
+    rows = matmul.reference_rows(10_000)
+    assert len(rows) == 512 and rows[0] == 0 and rows[-1] == 9_999
+    assert len(matmul.reference_rows(100)) == 100
+
+
+def test_torch_peer_when_installed():
+    pytest.importorskip("torch")
+    r = matmul.bench_torch(matmul.operands(64, 64, 64, n_sets=1), target_s=0.01)
+    assert r.rel_error < 1e-6

@@ -1,0 +1,79 @@
+import json
+import re
+import shutil
+
+import pytest
+
+from jaxgpu import results
+
+from experiments import report, runner
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny")
+    runner.run_study(["matmul"], platform="cpu", profile="tiny", out_dir=out, progress=False, log=lambda m: None)
+    return out
+
+
+def _as_gpu_run(src, dst):
+    """A copy of a run relabelled as a GPU run with everything twice as fast."""
+    shutil.copytree(src, dst)
+    meta = json.loads((dst / "run.json").read_text())
+    meta["env"].update(backend="gpu", device_kind="NVIDIA H200")
+    (dst / "run.json").write_text(json.dumps(meta))
+    lines = []
+    for line in (dst / "results.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        rec["backend"], rec["device_kind"] = "gpu", "NVIDIA H200"
+        if "gflops" in rec["metrics"]:
+            rec["metrics"]["gflops"] *= 2
+        lines.append(json.dumps(rec))
+    (dst / "results.jsonl").write_text("\n".join(lines) + "\n")
+    return dst
+
+
+def test_run_writes_a_report_with_computed_takeaways(tiny_run):
+    md = (tiny_run / "report.md").read_text()
+    page = (tiny_run / "report.html").read_text()
+    assert "## Matrix multiplication" in md and "**Takeaway:** On cpu, JAX reached" in md
+    gflops = [r.metrics["gflops"] for r in results.read_run(tiny_run).records
+              if r.params.get("impl") == "jax" and r.params.get("shape") == "square"]
+    assert f"{gflops[-1]:.0f} GFLOP/s" in md  # the takeaway quotes the measured figure
+    assert "exact" in md and "Environment of each run" in md
+    assert (tiny_run / "matmul_gflops.png").stat().st_size > 1000
+
+
+def test_html_is_self_contained(tiny_run):
+    page = (tiny_run / "report.html").read_text()
+    assert 'src="data:image/png;base64,' in page
+    assert not re.search(r'(src|href)="https?://', page)
+    assert 'name="viewport"' in page
+
+
+def test_cpu_and_gpu_runs_merge_with_speedups(tiny_run, tmp_path):
+    gpu = _as_gpu_run(tiny_run, tmp_path / "gpu")
+    md_path, _ = report.write_report([tiny_run, gpu], tmp_path / "merged")
+    md = md_path.read_text()
+    assert "GPU / CPU speed-up per case" in md
+    assert "| 2x |" in md
+    assert "On gpu (NVIDIA H200), JAX reached" in md
+
+
+def test_report_is_deterministic(tiny_run, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    report.write_report([tiny_run], a)
+    report.write_report([tiny_run], b)
+    for name in ("report.md", "report.html", "matmul_gflops.png"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_failed_and_unsupported_cases_are_shown_not_hidden(tiny_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    with open(run / "results.jsonl", "a") as f:
+        rec = results.Record("matmul", {"case": "worked_example", "dtype": "float4"}, {}, status="unsupported",
+                             reason="no such dtype here", backend="cpu")
+        f.write(json.dumps(rec.to_dict()) + "\n")
+    md = report.write_report([run], run)[0].read_text()
+    assert "unsupported: no such dtype here" in md

@@ -9,14 +9,19 @@ iterations where memory allows so a cache does not flatter small sizes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
+import random
+import time
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes  # noqa: F401 - registers bfloat16/float8 with numpy
 import numpy as np
 
-from jaxgpu import timing
+from jaxgpu import precision, timing
+from jaxgpu.results import Unsupported
 
 # One set of operands rotated through is enough to defeat a 50 MB GPU L2 at n >= 2048;
 # smaller problems get more sets, within this many bytes in all.
@@ -43,6 +48,8 @@ class MatmulResult:
     precision: str | None
     timing: timing.Timing
     rel_error: float
+    preset: str = "fp32"
+    upcast_to_fp32: bool = False  # XLA converted the operands to fp32 before multiplying
 
     @property
     def flops(self) -> float:
@@ -53,19 +60,13 @@ class MatmulResult:
         return self.flops / self.timing.median_s / 1e9
 
     def metrics(self) -> dict[str, float]:
-        out = {**self.timing.metrics(), "gflops": self.gflops, "rel_error": self.rel_error}
+        out = {**self.timing.metrics(), "gflops": self.gflops, "rel_error": self.rel_error,
+               "bytes_per_element": float(np.dtype(self.dtype).itemsize)}
+        if self.impl == "jax":
+            out["upcast_to_fp32"] = float(self.upcast_to_fp32)
         if self.timing.flops_xla is not None:
             out["flops_xla"] = self.timing.flops_xla
         return out
-
-
-def _enable_x64():
-    # Scoped x64: jax.enable_x64 is the context manager in jax >= 0.9; older releases
-    # kept it in jax.experimental.
-    ctx = getattr(jax, "enable_x64", None)
-    if ctx is None:
-        from jax.experimental import enable_x64 as ctx
-    return ctx(True)
 
 
 def worked_example(dtype: str = "float32", device: jax.Device | None = None) -> np.ndarray:
@@ -90,7 +91,7 @@ def worked_example(dtype: str = "float32", device: jax.Device | None = None) -> 
         return np.asarray(out).astype(np.float64)
 
     if dtype == "float64":
-        with _enable_x64():
+        with precision.enable_x64():
             return compute()
     return compute()
 
@@ -132,27 +133,49 @@ def check_against_reference(out, a: np.ndarray, b: np.ndarray) -> float:
     return rel_error(out, ref)
 
 
-_PRECISIONS = {"highest": jax.lax.Precision.HIGHEST, "high": jax.lax.Precision.HIGH,
-               "default": jax.lax.Precision.DEFAULT}
+def jax_matmul(preset: str = "fp32"):
+    """A jitted low-level ``a @ b`` on operands already in the preset's storage (see ``precision.prepare``).
+
+    For fp32 this is ``jnp.matmul`` at precision HIGHEST: true fp32 on every backend.
+    """
+    p = precision.get(preset)
+    return jax.jit(lambda a, b, sa=None, sb=None: precision.dot(a, b, sa, sb, preset=p))
 
 
-def jax_matmul(precision: str = "highest"):
-    """A jitted ``a @ b`` at the named XLA precision ("highest": true fp32 on every backend)."""
-    prec = _PRECISIONS[precision]
-    return jax.jit(lambda a, b: jnp.matmul(a, b, precision=prec))
+def bench_jax(sets: list[tuple[np.ndarray, np.ndarray]], preset: str = "fp32", device: jax.Device | None = None,
+              target_s: float = 0.5) -> MatmulResult:
+    """Times the JAX matmul of a precision preset on ``device`` over rotating operand sets.
 
+    fp32 operands are converted (or quantised) to the preset's storage once, outside the
+    timed region, as stored weights are; the timed program is the low-precision product
+    with its accumulation (and dequantising scale). ``rel_error`` is that whole path's
+    error against numpy float64 on the original fp32 inputs.
 
-def bench_jax(sets: list[tuple[np.ndarray, np.ndarray]], precision: str = "highest",
-              device: jax.Device | None = None, target_s: float = 0.5) -> MatmulResult:
-    """Times the JAX matmul on ``device`` over rotating operand sets."""
-    dev_sets = [tuple(jax.device_put(x, device) for x in s) for s in sets]
-    fn = jax_matmul(precision)
-    out = fn(*dev_sets[0])
-    err = check_against_reference(out, *sets[0])
-    del out
-    t = timing.time_jitted(fn, arg_sets=dev_sets, target_s=target_s)
+    Raises:
+      jaxgpu.results.Unsupported: the backend cannot compile this preset.
+    """
+    p = precision.get(preset)
+    scope = precision.enable_x64() if p.needs_x64 else contextlib.nullcontext()
+    with scope:
+        dtype = jnp.float64 if p.needs_x64 else jnp.float32
+        dev_sets = []
+        for a, b in sets:
+            a_d, b_d = (jax.device_put(jnp.asarray(x, dtype=dtype), device) for x in (a, b))
+            qa, qb, sa, sb = precision.prepare(a_d, b_d, p)
+            dev_sets.append((qa, qb) if sa is None else (qa, qb, sa, sb))
+        fn = jax_matmul(p)
+        try:
+            compiled, compile_s = timing.compile_timed(fn, *dev_sets[0])
+        except Exception as err:  # noqa: BLE001 - a backend without the format says so at compile time
+            raise Unsupported(f"{p.name} does not compile on {jax.default_backend()}: "
+                              f"{(str(err).splitlines() or [''])[0][:200]}") from None
+        out = compiled(*dev_sets[0])
+        err = check_against_reference(out, *sets[0])
+        upcast = precision.upcast_in_hlo(compiled.as_text(), p)
+        del out
+        t = timing.time_compiled(compiled, dev_sets, compile_s=compile_s, target_s=target_s)
     (m, k), n = sets[0][0].shape, sets[0][1].shape[1]
-    return MatmulResult("jax", m, k, n, "float32", precision, t, err)
+    return MatmulResult("jax", m, k, n, p.operand_dtype, p.precision, t, err, p.name, upcast)
 
 
 def bench_numpy(sets: list[tuple[np.ndarray, np.ndarray]], target_s: float = 0.5) -> MatmulResult:
@@ -167,19 +190,57 @@ def torch_available() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def bench_torch(sets: list[tuple[np.ndarray, np.ndarray]], device: str = "cpu",
-                target_s: float = 0.5) -> MatmulResult:
-    """Times ``torch.matmul`` (fp32, TF32 off) on CPU or CUDA on the same operands."""
+def bench_torch(sets: list[tuple[np.ndarray, np.ndarray]], device: str = "cpu", target_s: float = 0.5,
+                dtype: str = "float32") -> MatmulResult:
+    """Times ``torch.matmul`` (TF32 off for fp32) on CPU or CUDA on the same operands in ``dtype``."""
     import torch
 
-    tsets = [tuple(torch.from_numpy(x).to(device) for x in s) for s in sets]
+    tdt = getattr(torch, dtype)
+    tsets = [tuple(torch.from_numpy(x).to(device=device, dtype=tdt) for x in s) for s in sets]
     sync = (lambda out: torch.cuda.synchronize()) if device.startswith("cuda") else (lambda out: out)
     saved = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False  # match precision=highest; restored below
     try:
-        err = check_against_reference(torch.matmul(*tsets[0]).cpu().numpy(), *sets[0])
+        err = check_against_reference(torch.matmul(*tsets[0]).float().cpu().numpy(), *sets[0])
         t = timing.time_host(torch.matmul, arg_sets=tsets, sync=sync, target_s=target_s)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
     (m, k), n = sets[0][0].shape, sets[0][1].shape[1]
-    return MatmulResult("torch", m, k, n, "float32", None, t, err)
+    return MatmulResult("torch", m, k, n, dtype, None, t, err)
+
+
+@dataclasses.dataclass(frozen=True)
+class MamfResult:
+    """Maximum achievable matmul FLOP/s: the best shape found by a time-bounded search."""
+
+    preset: str
+    best: MatmulResult
+    shapes_tried: int
+    search_s: float
+
+
+def mamf_search(preset: str, base: int, budget_s: float, device: jax.Device | None = None, step: int = 256,
+                span: int = 2, target_s: float = 0.1, seed: int = 0) -> MamfResult:
+    """Searches M, N, K in ``base ± span*step`` (steps of ``step``) for the highest throughput.
+
+    Shapes are tried in a seeded random order until ``budget_s`` is spent (the first
+    shape always runs). Inputs rotate as in ``bench_jax``, so a GPU's L2 does not
+    flatter the figure; every shape's result is checked against float64 (on sampled
+    rows) before its time counts. The practice of stas00/ml-engineering's mamf-finder.
+    """
+    dims = [base + i * step for i in range(-span, span + 1) if base + i * step > 0]
+    shapes = [(m, k, n) for m in dims for k in dims for n in dims]
+    random.Random(seed).shuffle(shapes)
+    shapes.insert(0, shapes.pop(shapes.index((base, base, base))))
+    t0 = time.perf_counter()
+    best, tried = None, 0
+    for m, k, n in shapes:
+        if tried and time.perf_counter() - t0 > budget_s:
+            break
+        res = bench_jax(operands(m, k, n, seed=seed + tried), preset, device, target_s)
+        tried += 1
+        if res.rel_error <= precision.get(preset).tolerance and (best is None or res.gflops > best.gflops):
+            best = res
+    if best is None:
+        raise ArithmeticError(f"mamf {preset}: no shape gave a result within tolerance")
+    return MamfResult(preset, best, tried, time.perf_counter() - t0)

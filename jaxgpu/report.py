@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
 
 from jaxgpu.results import Record, Run
 
@@ -51,7 +52,7 @@ class Series:
     label: str
     x: Sequence[float]
     y: Sequence[float]
-    lo: Sequence[float] | None = None  # spread band (e.g. from time_s_max), same unit as y
+    lo: Sequence[float] | None = None  # spread band (e.g. the quartiles), same unit as y
     hi: Sequence[float] | None = None
     style: str = "-o"
 
@@ -111,6 +112,7 @@ def line_plot(series: Sequence[Series], *, xlabel: str, ylabel: str, title: str,
                         color="0.3", va="bottom")
     if logx:
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(ScalarFormatter())
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)

@@ -62,6 +62,7 @@ def test_statistics():
     assert (t.median_s, t.min_s, t.max_s, t.n_iters) == (2.5, 1.0, 10.0, 5)
     m = t.metrics()
     assert m["time_s_median"] == 2.5 and m["compile_s"] == 0.5 and m["n_iters"] == 5
+    assert (m["time_s_q25"], m["time_s_q75"]) == (2.0, 3.0)
 
 
 def test_xla_cost_analysis_counts_matmul_flops():

@@ -1,0 +1,258 @@
+"""Precision presets: one place that maps a name to operand dtype, matmul precision and accumulation.
+
+=========  ==============  ===============  ==============================  ============
+preset     operands        accumulate in    XLA precision / quantisation    peak (table)
+=========  ==============  ===============  ==============================  ============
+fp64       float64         float64          HIGHEST, under scoped x64       fp64
+fp32       float32         float32          HIGHEST (true fp32 everywhere)  fp32
+tf32       float32         float32          "tensorfloat32" (HIGH): TF32    tf32
+                                            Tensor Cores on Ampere/Hopper;
+                                            plain fp32 on CPU
+bf16       bfloat16        float32          DEFAULT                         bf16
+fp16       float16         float32          DEFAULT                         fp16
+fp8_e4m3   float8_e4m3fn   float32          per-tensor scale to fp8 range   fp8
+fp8_e5m2   float8_e5m2     float32          per-tensor scale to fp8 range   fp8
+int8       int8            int32            symmetric per-channel scale     int8
+=========  ==============  ===============  ==============================  ============
+
+XLA's DEFAULT precision for an fp32 matmul on Ampere/Hopper GPUs is TF32, which is why
+``fp32`` says HIGHEST explicitly and every record states the precision it ran with.
+
+Presets apply per call (``matmul(a, b, "bf16")``) or in a scope (``with use("bf16"):``),
+which calls that pass no preset follow; nothing global is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import functools
+import re
+from collections.abc import Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    name: str
+    operand_dtype: str
+    accum_dtype: str
+    precision: str  # a jax.lax.Precision name: "highest", "tensorfloat32", "default"
+    quantized: bool  # operands are scaled into the format's range (int8, fp8)
+    hardware_dtype: str  # key into jaxgpu.hardware.Hardware.tflops
+    tolerance: float  # rel_error vs float64 accepted on random normal inputs (k up to a few thousand)
+
+    @property
+    def bytes_per_element(self) -> int:
+        return jnp.dtype(self.operand_dtype).itemsize
+
+    @property
+    def needs_x64(self) -> bool:
+        return self.operand_dtype == "float64"
+
+
+# Tolerances: fp32 sums k roundings of 2^-24; TF32 and fp16 keep 10 mantissa bits
+# (about 1e-3 after accumulation), bf16 keeps 7 (about 1e-2 worst case); quantised
+# formats are bounded by their step: int8 per-channel about 1%, fp8 e4m3 (3 bits)
+# about 5%, e5m2 (2 bits) about 10%, each with a factor two of room.
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("fp64", "float64", "float64", "highest", False, "fp64", 1e-12),
+    Preset("fp32", "float32", "float32", "highest", False, "fp32", 1e-5),
+    Preset("tf32", "float32", "float32", "tensorfloat32", False, "tf32", 5e-3),
+    Preset("bf16", "bfloat16", "float32", "default", False, "bf16", 2e-2),
+    Preset("fp16", "float16", "float32", "default", False, "fp16", 5e-3),
+    Preset("fp8_e4m3", "float8_e4m3fn", "float32", "default", True, "fp8", 0.1),
+    Preset("fp8_e5m2", "float8_e5m2", "float32", "default", True, "fp8", 0.2),
+    Preset("int8", "int8", "int32", "default", True, "int8", 3e-2),
+)}
+
+_current: contextvars.ContextVar[str] = contextvars.ContextVar("jaxgpu_precision", default="fp32")
+
+
+def get(preset: str | Preset | None = None) -> Preset:
+    """The named preset, or the one in scope (``use``) when None.
+
+    Raises:
+      KeyError: unknown name; the message lists the known ones.
+    """
+    if isinstance(preset, Preset):
+        return preset
+    name = preset or _current.get()
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise KeyError(f"unknown precision preset {name!r}; known: {', '.join(PRESETS)}") from None
+
+
+@contextlib.contextmanager
+def use(preset: str) -> Iterator[Preset]:
+    """Scope in which jaxgpu calls without an explicit preset use ``preset``; restored on exit, error or not."""
+    p = get(preset)
+    token = _current.set(p.name)
+    try:
+        if p.needs_x64:
+            with enable_x64():
+                yield p
+        else:
+            yield p
+    finally:
+        _current.reset(token)
+
+
+def enable_x64():
+    """Scoped float64: ``jax.enable_x64`` (jax >= 0.9) or the older ``jax.experimental`` one."""
+    ctx = getattr(jax, "enable_x64", None)
+    if ctx is None:
+        from jax.experimental import enable_x64 as ctx
+    return ctx(True)
+
+
+def _lax_precision(p: Preset):
+    return jax.lax.Precision(
+        {"highest": "float32", "tensorfloat32": "tensorfloat32", "default": "bfloat16"}[p.precision])
+
+
+def _fmt_max(dtype) -> float:
+    return float(jnp.finfo(dtype).max) if jnp.issubdtype(dtype, jnp.floating) else float(jnp.iinfo(dtype).max)
+
+
+def quantize(x: jax.Array, preset: str | Preset, axis: int | None = None) -> tuple[jax.Array, jax.Array]:
+    """Scales ``x`` into the preset's range and casts it: returns (q, scale) with x ≈ q * scale.
+
+    int8 rounds to nearest and clips to ±127 (symmetric); fp8 casts after scaling the
+    largest magnitude to the format's largest finite value. ``axis`` keeps one scale per
+    slice along the other axis (per-channel), None one per tensor.
+    """
+    p = get(preset)
+    dt = jnp.dtype(p.operand_dtype)
+    amax = jnp.max(jnp.abs(x)) if axis is None else jnp.max(jnp.abs(x), axis=axis, keepdims=True)
+    amax = jnp.where(amax == 0, 1.0, amax).astype(jnp.float32)
+    if jnp.issubdtype(dt, jnp.integer):
+        scale = amax / 127.0
+        q = jnp.clip(jnp.round(x / scale), -127, 127).astype(dt)
+    else:
+        scale = amax / _fmt_max(dt)
+        q = (x / scale).astype(dt)
+    return q, scale
+
+
+def prepare(a: jax.Array, b: jax.Array, preset: str | Preset | None = None):
+    """Converts fp32 operands to the preset's storage: (a', b', scale_a, scale_b).
+
+    Done once, outside any timed region, as stored weights are. Scales are None for
+    unquantised presets; int8 scales are per row of ``a`` and per column of ``b``.
+    """
+    p = get(preset)
+    if not p.quantized:
+        return a.astype(p.operand_dtype), b.astype(p.operand_dtype), None, None
+    if p.operand_dtype == "int8":
+        qa, sa = quantize(a, p, axis=1)
+        qb, sb = quantize(b, p, axis=0)
+    else:
+        qa, sa = quantize(a, p)
+        qb, sb = quantize(b, p)
+    return qa, qb, sa, sb
+
+
+def dot(a: jax.Array, b: jax.Array, scale_a=None, scale_b=None, preset: str | Preset | None = None) -> jax.Array:
+    """``a @ b`` on operands already in the preset's storage, accumulated as the preset says.
+
+    Returns fp32 (fp64 for fp64): the dequantised product for quantised presets.
+    """
+    p = get(preset)
+    out = jax.lax.dot(a, b, precision=_lax_precision(p), preferred_element_type=jnp.dtype(p.accum_dtype))
+    if p.quantized:
+        out = out.astype(jnp.float32) * scale_a * scale_b
+    return out
+
+
+def matmul(a: jax.Array, b: jax.Array, preset: str | Preset | None = None) -> jax.Array:
+    """The whole path, jitted: convert or quantise fp32 ``a`` and ``b``, multiply, dequantise.
+
+    The preset is resolved here, before tracing, and passed to the compiled program as a
+    static argument: a preset in scope therefore never hides in a stale jit cache entry.
+    (A caller who wraps this in their own ``jax.jit`` bakes in the scope of the first trace.)
+    """
+    return _matmul_jit(a, b, get(preset).name)
+
+
+@functools.partial(jax.jit, static_argnames="name")
+def _matmul_jit(a, b, name):
+    p = PRESETS[name]
+    return dot(*prepare(a, b, p), preset=p)
+
+
+_SHORT = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2", "int8": "s8"}
+
+
+def upcast_in_hlo(hlo_text: str, preset: str | Preset) -> bool:
+    """Whether the optimized HLO converts the preset's operands to fp32 before multiplying.
+
+    This is how XLA:CPU runs formats it has no kernel for: the record says so from the
+    compiled program rather than from a belief about the backend.
+    """
+    short = _SHORT.get(get(preset).operand_dtype)
+    if short is None:
+        return False
+    types = dict(re.findall(r"%([\w.\-]+) = (\w+)\[", hlo_text))  # instruction -> element type
+    types.update(re.findall(r"([\w.\-]+): (\w+)\[", hlo_text))  # computation parameters
+    return any(res == "f32" and types.get(operand) == short
+               for res, operand in re.findall(r"= (\w+)\[[\d,]*\]\S* convert\(%([\w.\-]+)\)", hlo_text))
+
+
+# ---------------------------------------------------------------- number formats (C14)
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+    """One number format's properties, computed from jnp.finfo / iinfo (ml_dtypes)."""
+
+    name: str
+    bits: int
+    exponent_bits: int
+    mantissa_bits: int
+    eps: float
+    max: float
+    min_normal: float
+    decimal_digits: float
+
+
+def formats() -> list[Format]:
+    """Every format the presets use, plus TF32 (fp32 storage, a 10-bit mantissa in the Tensor Core)."""
+    out = []
+    for name in ("float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2"):
+        fi = jnp.finfo(jnp.dtype(name))
+        out.append(Format(name, int(fi.bits), int(fi.nexp), int(fi.nmant), float(fi.eps), float(fi.max),
+                          float(fi.smallest_normal), float(np.log10(2.0) * (fi.nmant + 1))))
+        if name == "float32":
+            # TF32 keeps fp32's 8-bit exponent and fp16's 10-bit mantissa: 19 bits used.
+            out.append(Format("tf32", 19, 8, 10, 2.0**-10, float(fi.max), float(fi.smallest_normal),
+                              float(np.log10(2.0) * 11)))
+    ii = jnp.iinfo(jnp.int8)
+    out.append(Format("int8", 8, 0, 7, 1.0, float(ii.max), 1.0, float(np.log10(2.0) * 7)))
+    return out
+
+
+def accumulate(value: float, count: int, dtype: str, accum_dtype: str | None = None) -> float:
+    """Adds ``value`` to itself ``count`` times, one add at a time in ``accum_dtype``.
+
+    Values are stored in ``dtype``; a sequential ``lax.scan`` keeps XLA from reordering
+    or widening the sum, so what comes back is what that accumulator really holds.
+    """
+    acc_dt = jnp.dtype(accum_dtype or dtype)
+    xs = jnp.full((count,), value, dtype=jnp.dtype(dtype))
+
+    def step(acc, x):
+        return (acc + x.astype(acc_dt)).astype(acc_dt), None
+
+    total, _ = jax.jit(lambda v: jax.lax.scan(step, jnp.zeros((), acc_dt), v))(xs)
+    return float(total)
+
+
+def round_trip(value: float, dtype: str) -> float:
+    """``value`` stored in ``dtype`` on the device and read back (inf on overflow, 0 on underflow)."""
+    return float(jax.jit(lambda x: x.astype(jnp.dtype(dtype)).astype(jnp.float32))(jnp.float32(value)))

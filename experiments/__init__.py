@@ -21,6 +21,7 @@ from types import ModuleType
 
 REGISTRY: dict[str, str] = {
     "matmul": "experiments.matmul",
+    "precision": "experiments.precision",
 }
 
 PROFILES = ("tiny", "quick", "full")

@@ -5,21 +5,29 @@ writes no files. ``experiments`` drives it and writes reports. Quick tour::
 
     import jaxgpu
     jaxgpu.worked_example()                  # [[19, 22], [43, 50]] on the default device
-    r = jaxgpu.bench_jax(jaxgpu.operands(1024, 1024, 1024))
+    r = jaxgpu.bench_jax(jaxgpu.operands(1024, 1024, 1024), "bf16")   # any preset in jaxgpu.PRESETS
     r.gflops, r.timing.median_s, r.rel_error
     jaxgpu.cpu_estimate().peak_flops("fp32") # this CPU's estimated peak, FLOP/s
+    with jaxgpu.use_precision("int8"):       # calls without a preset follow the scope
+        jaxgpu.precision_matmul(a, b)
 """
 
 from jaxgpu.devices import BackendError, configure, fingerprint, resolve
 from jaxgpu.hardware import GPUS, Hardware, cpu_estimate, for_device, gpu_spec
-from jaxgpu.matmul import MatmulResult, bench_jax, bench_numpy, bench_torch, operands, worked_example
+from jaxgpu.matmul import (MamfResult, MatmulResult, bench_jax, bench_numpy, bench_torch, mamf_search, operands,
+                           worked_example)
+from jaxgpu.precision import PRESETS, Format, Preset, formats, quantize
+from jaxgpu.precision import matmul as precision_matmul
+from jaxgpu.precision import use as use_precision
 from jaxgpu.results import DoesNotFit, Record, ResultsError, Run, Unsupported, merge, read_run
 from jaxgpu.timing import Timing, time_host, time_jitted
 
 __all__ = [
     "BackendError", "configure", "fingerprint", "resolve",
     "GPUS", "Hardware", "cpu_estimate", "for_device", "gpu_spec",
-    "MatmulResult", "bench_jax", "bench_numpy", "bench_torch", "operands", "worked_example",
+    "MamfResult", "MatmulResult", "bench_jax", "bench_numpy", "bench_torch", "mamf_search", "operands",
+    "worked_example",
+    "PRESETS", "Format", "Preset", "formats", "quantize", "precision_matmul", "use_precision",
     "DoesNotFit", "Record", "ResultsError", "Run", "Unsupported", "merge", "read_run",
     "Timing", "time_host", "time_jitted",
 ]

@@ -15,3 +15,17 @@ def test_fp32_highest_is_true_fp32_on_gpu(device):
 
 def test_gpu_is_in_the_table(device):
     assert hardware.gpu_spec(device.device_kind) is not None, device.device_kind
+
+
+def test_tf32_really_uses_tensor_cores_and_fp32_does_not(device):
+    sets = matmul.operands(2048, 2048, 2048, n_sets=1)
+    fp32 = matmul.bench_jax(sets, "fp32", device, target_s=0.0)
+    tf32 = matmul.bench_jax(sets, "tf32", device, target_s=0.0)
+    assert tf32.rel_error > 10 * fp32.rel_error  # TF32's 10-bit mantissa shows in the error
+
+
+def test_low_precision_runs_natively_on_gpu(device):
+    sets = matmul.operands(1024, 1024, 1024, n_sets=1)
+    for name in ("bf16", "fp16", "int8"):
+        r = matmul.bench_jax(sets, name, device, target_s=0.0)
+        assert not r.upcast_to_fp32, name

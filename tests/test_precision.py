@@ -1,0 +1,115 @@
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxgpu import matmul, precision, results
+
+from experiments import runner
+
+
+@pytest.mark.parametrize("name", list(precision.PRESETS))
+def test_each_preset_agrees_with_float64_within_its_tolerance(name, device):
+    sets = matmul.operands(128, 192, 96, n_sets=1, seed=3)
+    r = matmul.bench_jax(sets, name, device, target_s=0.0)
+    p = precision.PRESETS[name]
+    assert r.rel_error <= p.tolerance, (name, r.rel_error)
+    assert r.preset == name and r.dtype == p.operand_dtype
+    assert r.metrics()["bytes_per_element"] == np.dtype(p.operand_dtype).itemsize
+
+
+def test_error_levels_at_n_1024(device):
+    sets = matmul.operands(1024, 1024, 1024, n_sets=1, seed=5)
+    bf16 = matmul.bench_jax(sets, "bf16", device, target_s=0.0)
+    fp32 = matmul.bench_jax(sets, "fp32", device, target_s=0.0)
+    assert 1e-3 <= bf16.rel_error <= 1e-2
+    assert fp32.rel_error < 1e-5
+
+
+def test_int8_is_exact_on_integer_inputs(device):
+    rng = np.random.default_rng(0)
+    a = rng.integers(-127, 128, (64, 256)).astype(np.float32)
+    b = rng.integers(-127, 128, (256, 48)).astype(np.float32)
+    a[:, 0], b[0, :] = 127, -127  # every row/column reaches 127: per-channel scales are exactly 1
+    out = precision.matmul(jnp.asarray(a), jnp.asarray(b), "int8")
+    np.testing.assert_array_equal(np.asarray(out), a.astype(np.int64) @ b.astype(np.int64))
+
+
+def test_scope_applies_and_is_restored_even_on_error():
+    a = jnp.asarray(matmul.operands(64, 64, 64, n_sets=1)[0][0])
+    fp32 = np.asarray(precision.matmul(a, a))
+    with precision.use("bf16") as p:
+        assert p.name == "bf16" and precision.get().name == "bf16"
+        scoped = np.asarray(precision.matmul(a, a))
+        with precision.use("int8"):
+            assert precision.get().name == "int8"
+        assert precision.get().name == "bf16"
+    assert not np.array_equal(scoped, fp32)  # the scope reached the compiled program
+    with pytest.raises(RuntimeError):
+        with precision.use("fp16"):
+            raise RuntimeError("boom")
+    assert precision.get().name == "fp32"
+    np.testing.assert_array_equal(np.asarray(precision.matmul(a, a)), fp32)
+
+
+def test_fp64_scope_enables_x64_only_inside():
+    with precision.use("fp64"):
+        assert jnp.asarray(1.0, dtype=jnp.float64).dtype == jnp.float64
+    assert jnp.asarray(1.0).dtype == jnp.float32
+
+
+def test_unknown_preset_lists_the_known():
+    with pytest.raises(KeyError, match="unknown precision preset 'fp4'; known: fp64, fp32"):
+        precision.get("fp4")
+
+
+def test_a_preset_that_does_not_compile_is_reported_unsupported(monkeypatch):
+    def no_compile(*a, **k):
+        raise RuntimeError("UNIMPLEMENTED: no fp8 GEMM on this backend\nmore")
+
+    monkeypatch.setattr(matmul.timing, "compile_timed", no_compile)
+    with pytest.raises(results.Unsupported, match="fp8_e4m3 does not compile"):
+        matmul.bench_jax(matmul.operands(8, 8, 8, n_sets=1), "fp8_e4m3")
+    case = runner.Case({"preset": "fp8_e4m3"}, lambda: matmul.bench_jax(matmul.operands(8, 8, 8, n_sets=1),
+                                                                           "fp8_e4m3").metrics())
+    ctx = runner.RunContext("cpu", "tiny", "cpu", 1, None)
+    mod = type("M", (), {"BENCHMARK_VERSION": 1})
+    rec = runner._measure("precision", mod, case, ctx, "r")
+    assert rec.status == "unsupported" and "no fp8 GEMM" in rec.reason
+
+
+def test_format_table():
+    f = {x.name: x for x in precision.formats()}
+    assert f["bfloat16"].eps == 2.0**-7 and f["bfloat16"].exponent_bits == 8
+    assert f["float16"].max == 65504 and f["float16"].mantissa_bits == 10
+    assert f["float8_e4m3fn"].max == 448 and f["float8_e5m2"].max == 57344
+    assert f["tf32"].bits == 19 and f["int8"].max == 127
+    assert f["float32"].decimal_digits == pytest.approx(7.22, abs=0.01)
+
+
+def test_low_precision_accumulation_loses_the_sum():
+    exact = 0.01 * 4096
+    assert abs(precision.accumulate(0.01, 4096, "bfloat16") - exact) / exact > 0.5
+    assert abs(precision.accumulate(0.01, 4096, "bfloat16", "float32") - exact) / exact < 0.01
+    assert abs(precision.accumulate(0.01, 4096, "float32") - exact) / exact < 1e-4
+
+
+def test_fp16_range_versus_bf16():
+    assert precision.round_trip(70000.0, "float16") == float("inf")
+    assert precision.round_trip(70000.0, "bfloat16") == pytest.approx(70000, rel=0.01)
+    assert precision.round_trip(1e-8, "float16") == 0.0
+    assert precision.round_trip(1e-8, "bfloat16") == pytest.approx(1e-8, rel=0.01)
+
+
+def test_upcast_is_read_from_the_hlo():
+    upcast = ("%p (param_0.1: f16[4,4]) -> f32[4,4] {\n  ROOT %convert.2 = f32[4,4]{1,0} convert(%param_0.1)\n}")
+    native = "ROOT %dot.1 = f32[4,4]{1,0} dot(%x.1, %y.1)\n%x.1 = f16[4,4]{1,0} parameter(0)"
+    assert precision.upcast_in_hlo(upcast, "fp16")
+    assert not precision.upcast_in_hlo(native, "fp16")
+    assert not precision.upcast_in_hlo(upcast, "fp32")
+
+
+def test_mamf_search_respects_its_budget(device):
+    found = matmul.mamf_search("fp32", 256, budget_s=0.0, device=device, target_s=0.0)
+    assert found.shapes_tried == 1 and (found.best.m, found.best.k, found.best.n) == (256, 256, 256)
+    found = matmul.mamf_search("bf16", 256, budget_s=0.5, device=device, step=64, target_s=0.0)
+    assert found.shapes_tried > 1 and found.best.gflops > 0

@@ -180,12 +180,15 @@ def _peer_takeaway(label: str, run, recs) -> str:
     peak = hw.get("tflops", {}).get("fp32")
     if peak:
         text += f" ({jax_pts[n] / (peak * 1e3):.0%} of the {'estimated' if hw.get('estimate') else 'datasheet'} peak)"
-    common = [m for m in peers if peers[m]]
+    common = sorted(m for m in peers if peers[m])
     if common:
         m = max(common)
         best = max(peers[m], key=peers[m].get)
         ratio = jax_pts[m] / peers[m][best]
         text += f"; at n={m} JAX ran at {ratio:.0%} of the best peer ({best}, {peers[m][best]:.0f} GFLOP/s)"
+        if len(common) > 1:
+            text += " (JAX / best peer by n: " + ", ".join(
+                f"{c}: {jax_pts[c] / max(peers[c].values()):.0%}" for c in common if c >= 256) + ")"
         if ratio < 0.9:
             info = run.meta.get("info", {}).get("matmul", {})
             text += (f", more than 10% behind: the kernels differ (JAX's dot ran as {info.get('jax_dot', '?')}, "

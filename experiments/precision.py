@@ -166,7 +166,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     sec = rp.Section("Precision and Tensor Cores: one matmul in every format", "precision", CLAIMS)
     sweep = rp.ok(_sel(pairs, "sweep"))
     groups = rp.by_run(sweep)
-    series, takeaways, err_series = [], [], []
+    series, takeaways, limits = [], [], []
     for label, (run, recs) in groups.items():
         for impl in ("jax", "torch"):
             for preset in [p for p in precision.PRESETS if any(x.params["preset"] == p and x.params["impl"] == impl
@@ -177,9 +177,14 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                 series.append(rp.Series(f"{label} {preset}" + (" (torch)" if impl == "torch" else ""),
                                         [p[0] for p in pts], [p[1] for p in pts], style=style))
         takeaways.append(_sweep_takeaway(label, recs))
+        hw = run.meta.get("hardware") or {}
+        for dt in ("fp32", "bf16"):
+            if hw.get("tflops", {}).get(dt):
+                kind = "estimate" if hw.get("estimate") else "datasheet"
+                limits.append(rp.Limit(f"{label} {dt} peak ({kind})", hw["tflops"][dt] * 1e3))
     if series:
-        fig = rp.line_plot(series, xlabel="n (square n x n x n)", ylabel="GFLOP/s (int8: GOP/s)",
-                           title="matmul throughput per precision preset")
+        fig = rp.line_plot(series, xlabel="n (square n x n x n)", ylabel="GFLOP/s (int8: GOP/s)", limits=limits,
+                           title="matmul throughput per precision preset, with peaks from the hardware table")
         sec.plots.append(rp.Plot("precision_gflops", fig, " ".join(t for t in takeaways if t)))
         sec.plots.append(_error_plot(groups))
     sec.tables.append(_sweep_table(sweep))
@@ -304,7 +309,7 @@ def _accumulate_view(pairs) -> tuple[str, rp.Table]:
     rows, worst = [], None
     for run, x in pairs:
         m = x.metrics
-        rows.append([run.label, x.params["dtype"], x.params["accumulator"], rp.fmt(m["result"]), rp.fmt(m["exact"]),
+        rows.append([run.label, x.params["dtype"], x.params["accumulator"], rp.fmt(m["result"], 5), rp.fmt(m["exact"], 5),
                      rp.fmt(m["rel_error"])])
         if x.params["accumulator"] == x.params["dtype"] and (worst is None or m["rel_error"] > worst[1].metrics["rel_error"]):
             worst = (run, x)

@@ -95,9 +95,9 @@ def by_run(pairs: Iterable[Pair]) -> dict[str, tuple[Run, list[Record]]]:
 
 
 def line_plot(series: Sequence[Series], *, xlabel: str, ylabel: str, title: str, limits: Sequence[Limit] = (),
-              logx: bool = True, logy: bool = True, size: tuple[float, float] = (7.0, 4.2)) -> Figure:
+              logx: bool = True, logy: bool = True, size: tuple[float, float] | None = None) -> Figure:
     """A log-log line plot of several series with dashed limit lines."""
-    fig = Figure(figsize=size, dpi=100)
+    fig = Figure(figsize=size or ((8.5, 4.2) if len(series) > 4 else (7.0, 4.2)), dpi=100)
     ax = fig.add_subplot()
     colors = {}
     for s in series:
@@ -119,7 +119,9 @@ def line_plot(series: Sequence[Series], *, xlabel: str, ylabel: str, title: str,
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    if series:
+    if len(series) > 4:  # many series: legend beside the axes, clear of the data and limit labels
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    elif series:
         ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig

@@ -62,10 +62,6 @@ GPUS: dict[str, Hardware] = {
         "H100 SXM", {"fp64": 67.0, "fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9,
                      "int8": 1978.9},
         80, 3350, 132, 1.98, "NVIDIA H100 datasheet (SXM5), dense", lanes_per_core=128),
-    "H200 SXM": Hardware(
-        "H200 SXM", {"fp64": 67.0, "fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9,
-                     "int8": 1978.9},
-        141, 4800, 132, 1.98, "NVIDIA H200 datasheet (SXM), dense", lanes_per_core=128),
     "A100 80GB": Hardware(
         "A100 80GB", {"fp64": 19.5, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "fp8": None,
                       "int8": 624.0},
@@ -79,6 +75,10 @@ GPUS: dict[str, Hardware] = {
                      "int8": 660.6},
         24, 1008, 128, 2.52, "Ada Lovelace whitepaper, Table 2, FP32 accumulate, dense", lanes_per_core=128),
 }
+
+# The H200 is the H100's processor with more and faster memory: the same arithmetic rates.
+GPUS["H200 SXM"] = dataclasses.replace(GPUS["H100 SXM"], name="H200 SXM", memory_gb=141, memory_bw_gbps=4800,
+                                       source="NVIDIA H200 datasheet (SXM), dense")
 
 # device_kind strings as JAX reports them, matched in order (the first pattern wins).
 _KIND_PATTERNS = (

@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import ml_dtypes  # noqa: F401 - registers bfloat16/float8 with numpy
 import numpy as np
 
-from jaxgpu import precision, timing
-from jaxgpu.results import Unsupported
+from jaxgpu import devices, precision, timing
+from jaxgpu.results import DoesNotFit, Unsupported
 
 # One set of operands rotated through is enough to defeat a 50 MB GPU L2 at n >= 2048;
 # smaller problems get more sets, within this many bytes in all.
@@ -133,6 +133,25 @@ def check_against_reference(out, a: np.ndarray, b: np.ndarray) -> float:
     return rel_error(out, ref)
 
 
+def bytes_needed(m: int, k: int, n: int, preset: str | precision.Preset = "fp32", n_sets: int = 1) -> int:
+    """Device bytes a benchmark holds at once: the input sets as stored (plus one fp32
+    staging copy of a pair), and the output with one staging copy."""
+    p = precision.get(preset)
+    wide = 8 if p.needs_x64 else 4
+    return (m * k + k * n) * (p.bytes_per_element * n_sets + wide) + 2 * m * n * wide
+
+
+def check_fits(m: int, k: int, n: int, preset: str | precision.Preset, n_sets: int,
+               device: jax.Device | None = None) -> None:
+    """Raises DoesNotFit, with bytes needed and available, before a case that cannot fit the device."""
+    device = device or jax.devices()[0]
+    available = devices.device_memory_bytes(device)
+    needed = bytes_needed(m, k, n, preset, n_sets)
+    if available and needed > available:
+        raise DoesNotFit(f"{m}x{k}x{n} {precision.get(preset).name} needs {needed / 2**30:.1f} GiB, "
+                         f"{available / 2**30:.1f} GiB available on {device.device_kind}")
+
+
 def jax_matmul(preset: str = "fp32"):
     """A jitted low-level ``a @ b`` on operands already in the preset's storage (see ``precision.prepare``).
 
@@ -155,6 +174,8 @@ def bench_jax(sets: list[tuple[np.ndarray, np.ndarray]], preset: str = "fp32", d
       jaxgpu.results.Unsupported: the backend cannot compile this preset.
     """
     p = precision.get(preset)
+    (m, k), n = sets[0][0].shape, sets[0][1].shape[1]
+    check_fits(m, k, n, p, len(sets), device)
     scope = precision.enable_x64() if p.needs_x64 else contextlib.nullcontext()
     with scope:
         dtype = jnp.float64 if p.needs_x64 else jnp.float32
@@ -174,7 +195,6 @@ def bench_jax(sets: list[tuple[np.ndarray, np.ndarray]], preset: str = "fp32", d
         upcast = precision.upcast_in_hlo(compiled.as_text(), p)
         del out
         t = timing.time_compiled(compiled, dev_sets, compile_s=compile_s, target_s=target_s)
-    (m, k), n = sets[0][0].shape, sets[0][1].shape[1]
     return MatmulResult("jax", m, k, n, p.operand_dtype, p.precision, t, err, p.name, upcast)
 
 

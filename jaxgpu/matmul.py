@@ -1,7 +1,8 @@
 """Matrix multiplication: throughput in GFLOP/s (FLOPs = 2mnk), checked against numpy float64.
 
-The JAX kernel is ``jnp.matmul`` under ``jax.jit`` with an explicit precision, so an
-fp32 figure never silently runs as TF32 on an Ampere/Hopper GPU. Peers (numpy, torch)
+The JAX kernel is ``jax.lax.dot`` under ``jax.jit`` with the precision, operand dtype and
+accumulation of a preset (``jaxgpu.precision``), so an fp32 figure never silently runs as
+TF32 on an Ampere/Hopper GPU. Peers (numpy, torch)
 are timed on the same inputs by the same harness. Inputs are random normal (never
 zeros, which can run faster and hide unwritten outputs), rotated between timed
 iterations where memory allows so a cache does not flatter small sizes.

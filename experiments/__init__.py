@@ -22,6 +22,9 @@ from types import ModuleType
 REGISTRY: dict[str, str] = {
     "matmul": "experiments.matmul",
     "precision": "experiments.precision",
+    "bandwidth": "experiments.bandwidth",
+    "roofline": "experiments.roofline",
+    "transfer": "experiments.transfer",
 }
 
 PROFILES = ("tiny", "quick", "full")

@@ -1,0 +1,196 @@
+"""bandwidth: STREAM copy/scale/add/triad as jitted JAX programs, against peers and the HBM datasheet (C09).
+
+On CPU it also answers why XLA's plain triad trails a C/torch triad: the records carry
+the minor page faults per call (a fresh output buffer mapped page by page).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import numpy as np
+
+from jaxgpu import matmul, memory
+from jaxgpu import report as rp
+
+from experiments.runner import Case, RunContext
+
+BENCHMARK_VERSION = 1
+CLAIMS = ("C09",)
+DESCRIPTION = "STREAM copy/scale/add/triad GB/s: JAX variants (jit, loop, sharded) vs numpy/torch vs HBM peak"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    sweep: tuple[int, ...] = (1 << 22, 1 << 24, 1 << 26)  # triad sizes (elements) below the main one
+    llc_multiple: int = 4  # main arrays are at least this many times the last-level cache ...
+    max_main_bytes: int = 512 * 2**20  # ... capped here (quick: first touch is slow on small VMs)
+    min_main_bytes: int = 256 * 2**20
+    dtypes: tuple[str, ...] = ("float32", "bfloat16")
+    target_s: float = 0.3
+
+
+def config(profile: str, platform: str) -> Config:
+    if profile == "tiny":
+        return Config(sweep=(1 << 16,), max_main_bytes=1 << 20, min_main_bytes=1 << 20, target_s=0.01)
+    if platform == "gpu":
+        return Config(sweep=(1 << 20, 1 << 22, 1 << 24, 1 << 26), min_main_bytes=2**30 * (2 if profile == "full" else 1),
+                      max_main_bytes=2**31, target_s=0.5 if profile == "full" else 0.2)
+    if profile == "full":
+        return Config(sweep=(1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 27), max_main_bytes=4 * 2**30, target_s=1.0)
+    return Config()
+
+
+def main_elements(cfg: Config, itemsize: int = 4) -> int:
+    llc = memory.last_level_cache_bytes() or 0
+    nbytes = min(max(cfg.llc_multiple * llc, cfg.min_main_bytes), cfg.max_main_bytes)
+    return nbytes // itemsize
+
+
+@functools.lru_cache(maxsize=1)
+def _arrays(n: int, dtype: str, sharded: bool, platform: str):
+    sharding = None
+    if sharded:
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        sharding = NamedSharding(Mesh(np.array(jax.devices(platform)), ("x",)), PartitionSpec("x"))
+    elif platform:
+        sharding = jax.sharding.SingleDeviceSharding(jax.devices(platform)[0])
+    return memory.stream_arrays(n, dtype, sharding)
+
+
+def _jax(kernel: str, variant: str, n: int, dtype: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    arrays = _arrays(n, dtype, variant == "sharded", ctx.platform)
+    res = memory.bench_stream(kernel, arrays, "loop" if variant == "loop" else "jit", target_s=cfg.target_s)
+    return _with_peak(res.metrics(), ctx)
+
+
+def _peer(impl: str, kernel: str, n: int, dtype: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    _arrays.cache_clear()  # the peers allocate their own arrays: free JAX's first
+    if impl == "numpy":
+        res = memory.bench_stream_numpy(kernel, n, dtype, cfg.target_s)
+    else:
+        res = memory.bench_stream_torch(kernel, n, dtype, "cuda" if ctx.platform == "gpu" else "cpu", cfg.target_s)
+    return _with_peak(res.metrics(), ctx)
+
+
+def _with_peak(m: dict[str, float], ctx: RunContext) -> dict[str, float]:
+    bw = ctx.hardware.memory_bw_gbps if ctx.hardware else None
+    if bw:
+        m["peak_fraction"] = m["gbytes_per_s"] / bw
+    return m
+
+
+def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    n = main_elements(cfg)
+    out = []
+
+    def add(params, fn):
+        out.append(Case(params, fn))
+
+    for s in [s for s in cfg.sweep if s < n]:
+        add({"kernel": "triad", "impl": "jax", "variant": "jit", "n": s, "dtype": "float32"},
+            functools.partial(_jax, "triad", "jit", s, "float32", cfg, ctx))
+    for dtype in cfg.dtypes:
+        kernels = memory.KERNELS if dtype == "float32" else ("triad",)
+        for k in kernels:
+            add({"kernel": k, "impl": "jax", "variant": "jit", "n": n, "dtype": dtype},
+                functools.partial(_jax, k, "jit", n, dtype, cfg, ctx))
+    add({"kernel": "triad", "impl": "jax", "variant": "loop", "n": n, "dtype": "float32"},
+        functools.partial(_jax, "triad", "loop", n, "float32", cfg, ctx))
+    if ctx.n_devices > 1:
+        add({"kernel": "triad", "impl": "jax", "variant": "sharded", "n": n, "dtype": "float32"},
+            functools.partial(_jax, "triad", "sharded", n, "float32", cfg, ctx))
+    peers = ["torch"] if matmul.torch_available() else []
+    if ctx.platform == "cpu":
+        peers.insert(0, "numpy")
+    for impl in peers:
+        for k in ("copy", "triad"):
+            add({"kernel": k, "impl": impl, "variant": "peer", "n": n, "dtype": "float32"},
+                functools.partial(_peer, impl, k, n, "float32", cfg, ctx))
+    return out
+
+
+def info(ctx: RunContext) -> dict[str, float | str]:
+    return {"llc_bytes": float(memory.last_level_cache_bytes() or 0),
+            "counting": "STREAM: bytes read + written per element (copy/scale 2 arrays, add/triad 3), median time"}
+
+
+# ---------------------------------------------------------------- report
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("Memory bandwidth (STREAM)", "bandwidth", CLAIMS)
+    good = rp.ok(pairs)
+    series, limits, notes = [], [], []
+    for label, (run, recs) in rp.by_run(good).items():
+        jit = sorted((x.params["n"] * 4, x.metrics["gbytes_per_s"]) for x in recs
+                     if x.params["kernel"] == "triad" and x.params["variant"] == "jit" and x.params["dtype"] == "float32")
+        if jit:
+            series.append(rp.Series(f"{label} JAX triad (jit)", [p[0] / 2**20 for p in jit], [p[1] for p in jit]))
+        for x in recs:
+            if x.params["variant"] != "jit" and x.params["kernel"] == "triad" and x.params["dtype"] == "float32":
+                name = x.params["impl"] if x.params["impl"] != "jax" else f"JAX {x.params['variant']}"
+                series.append(rp.Series(f"{label} {name}", [x.params["n"] * 4 / 2**20], [x.metrics["gbytes_per_s"]],
+                                        style="s"))
+        hw = run.meta.get("hardware") or {}
+        if hw.get("memory_bw_gbps"):
+            limits.append(rp.Limit(f"{label} HBM datasheet {hw['memory_bw_gbps']:.0f} GB/s", hw["memory_bw_gbps"]))
+        notes.append(_takeaway(label, run, recs))
+    if series:
+        fig = rp.line_plot(series, xlabel="array size (MiB, each of 3 arrays)", ylabel="GB/s (STREAM counting)",
+                           title="triad a = b + s*c: bandwidth vs size, JAX variants and peers", limits=limits,
+                           logy=False)
+        sec.plots.append(rp.Plot("bandwidth_triad", fig, " ".join(n for n in notes if n)))
+    rows = []
+    for run, x in sorted(good, key=lambda p: (p[0].label, p[1].params["n"], p[1].params["kernel"], p[1].params["impl"])):
+        m = x.metrics
+        rows.append([run.label, x.params["impl"], x.params["variant"], x.params["kernel"], x.params["dtype"],
+                     rp.fmt(x.params["n"] * np.dtype(x.params["dtype"]).itemsize / 2**20), rp.fmt(m["gbytes_per_s"]),
+                     rp.fmt(m.get("peak_fraction")), rp.fmt(m.get("page_faults_per_call"))])
+    sec.tables.append(rp.Table(["run", "impl", "variant", "kernel", "dtype", "MiB/array", "GB/s", "of HBM peak",
+                                "page faults/call"], rows, "Every STREAM measurement"))
+    for run, x in pairs:
+        if x.status != "ok":
+            sec.paragraphs.append(f"{run.label} {x.params}: {x.status}: {x.reason}")
+    return sec
+
+
+def _takeaway(label: str, run, recs) -> str:
+    triad = [x for x in recs if x.params["kernel"] == "triad" and x.params["dtype"] == "float32"]
+    if not triad:
+        return ""
+    n = max(x.params["n"] for x in triad)
+    at = [x for x in triad if x.params["n"] == n]
+    jax_recs = [x for x in at if x.params["impl"] == "jax"]
+    peers = [x for x in at if x.params["impl"] != "jax"]
+    if not jax_recs:
+        return ""
+    plain = next((x for x in jax_recs if x.params["variant"] == "jit"), jax_recs[0])
+    best = max(jax_recs, key=lambda x: x.metrics["gbytes_per_s"])
+    text = (f"On {label} at {n * 4 / 2**20:.0f} MiB per array the plain JAX triad moved "
+            f"{plain.metrics['gbytes_per_s']:.1f} GB/s, the best JAX variant ({best.params['variant']}) "
+            f"{best.metrics['gbytes_per_s']:.1f} GB/s")
+    if peers:
+        peer = max(peers, key=lambda x: x.metrics["gbytes_per_s"])
+        ratio = best.metrics["gbytes_per_s"] / peer.metrics["gbytes_per_s"]
+        text += f", {ratio:.0%} of the best peer ({peer.params['impl']}, {peer.metrics['gbytes_per_s']:.1f} GB/s)"
+        faults = plain.metrics.get("page_faults_per_call", 0)
+        if ratio < 0.8 and faults:
+            out_pages = n * 4 / 4096
+            text += (f". Measured cause: every JAX call took {faults:.0f} minor page faults "
+                     f"({faults / out_pages:.2f} per 4 KiB page of its output): XLA hands each call a fresh output "
+                     f"buffer that the OS maps on first write, and buffer donation is not honoured on this backend; "
+                     f"the peers write into a preallocated output "
+                     f"({peer.metrics.get('page_faults_per_call', 0):.0f} faults per call)")
+    hw = run.meta.get("hardware") or {}
+    if hw.get("memory_bw_gbps"):
+        text += f"; {best.metrics['gbytes_per_s'] / hw['memory_bw_gbps']:.0%} of the {hw['memory_bw_gbps']:.0f} GB/s datasheet"
+    info = run.meta.get("info", {}).get("bandwidth", {})
+    llc = info.get("llc_bytes")
+    if llc and n * 4 < 4 * llc:
+        text += (f" (arrays are {n * 4 / llc:.1f}x the {llc / 2**20:.0f} MiB last-level cache the OS reports, "
+                 "capped by this profile; --profile full uses at least 4x)")
+    return text + "."

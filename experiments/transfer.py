@@ -1,0 +1,124 @@
+"""transfer: host<->device copy bandwidth vs size against on-device copy, and the cost of non-resident data (C08).
+
+On a CPU backend "host" and "device" are the same RAM: device_put and np.array are
+memcpy-like copies inside one memory, so the figure is a copy cost, not a bus.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import numpy as np
+import optax
+
+from jaxgpu import memory, mlp, timing
+from jaxgpu import report as rp
+
+from experiments.runner import Case, RunContext
+
+BENCHMARK_VERSION = 1
+CLAIMS = ("C08",)
+DESCRIPTION = "host->device / device->host GB/s vs size vs on-device copy; MLP step with host-fed vs resident batch"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    sizes: tuple[int, ...] = tuple(2**p for p in (20, 22, 24, 26, 28))  # bytes
+    batch: int = 1024
+    widths: tuple[int, ...] = (1024, 1024)
+    input_dim: int = 784
+    target_s: float = 0.2
+
+
+def config(profile: str, platform: str) -> Config:
+    if profile == "tiny":
+        return Config(sizes=(2**16, 2**20), batch=32, widths=(32,), input_dim=16, target_s=0.01)
+    if platform == "gpu":
+        return Config(sizes=tuple(2**p for p in range(20, 31, 2)), batch=8192, widths=(4096, 4096))
+    if profile == "full":
+        return Config(sizes=tuple(2**p for p in range(16, 31, 2)), target_s=0.5)
+    return Config()
+
+
+def _copy_on_device(nbytes: int, ctx: RunContext, target_s: float) -> dict[str, float]:
+    arrs = memory.stream_arrays(nbytes // 4, "float32", jax.sharding.SingleDeviceSharding(ctx.device))
+    res = memory.bench_stream("copy", arrs, "jit", target_s=target_s)
+    # Same counting as a transfer: bytes of one copy (not STREAM's read + write).
+    return {**res.timing.metrics(), "gbytes_per_s": res.gbytes_per_s / 2}
+
+
+def _mlp_step(feed: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    model = mlp.MLP(widths=cfg.widths, n_out=10)
+    opt = optax.adamw(1e-3)
+    state = jax.device_put(mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim), ctx.device)
+    step = mlp.make_train_step(model, opt, "fp32")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((cfg.batch, cfg.input_dim), dtype=np.float32)
+    y = rng.integers(0, 10, cfg.batch).astype(np.int32)
+    if feed == "resident":
+        x, y = jax.device_put(x, ctx.device), jax.device_put(y, ctx.device)
+    holder = [state]
+
+    def call():
+        holder[0], metrics = step(holder[0], x, y)  # host-fed: the numpy batch is copied in every call
+        return metrics
+
+    t = timing.time_host(call, sync=jax.block_until_ready, target_s=cfg.target_s, min_iters=5)
+    if not np.isfinite(float(call()["loss"])):
+        raise ArithmeticError("MLP step diverged")
+    return {**t.metrics(), "batch_bytes": float(x.nbytes + y.nbytes),
+            "samples_per_s": cfg.batch / t.median_s}
+
+
+def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    out = []
+    for nbytes in cfg.sizes:
+        for direction in ("host_to_device", "device_to_host"):
+            out.append(Case({"direction": direction, "bytes": nbytes}, functools.partial(
+                lambda d, b: memory.bench_transfer(b, d, ctx.device, cfg.target_s).metrics(), direction, nbytes)))
+        out.append(Case({"direction": "on_device_copy", "bytes": nbytes},
+                        functools.partial(_copy_on_device, nbytes, ctx, cfg.target_s)))
+    for feed in ("resident", "host_fed"):
+        out.append(Case({"case": "mlp_step", "feed": feed, "batch": cfg.batch},
+                        functools.partial(_mlp_step, feed, cfg, ctx)))
+    return out
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("Host-device transfer: the desk and the door", "transfer", CLAIMS)
+    good = rp.ok(pairs)
+    series, notes = [], []
+    for label, (run, recs) in rp.by_run(good).items():
+        for d in ("host_to_device", "device_to_host", "on_device_copy"):
+            pts = sorted((x.params["bytes"], x.metrics["gbytes_per_s"]) for x in recs if x.params.get("direction") == d)
+            if pts:
+                series.append(rp.Series(f"{label} {d}", [p[0] / 2**20 for p in pts], [p[1] for p in pts]))
+        notes.append(_takeaway(label, run, recs))
+    if series:
+        fig = rp.line_plot(series, xlabel="MiB moved", ylabel="GB/s", title="copy bandwidth: across vs within device memory")
+        sec.plots.append(rp.Plot("transfer", fig, " ".join(n for n in notes if n)))
+    rows = [[run.label, x.params.get("direction", x.params.get("feed")), rp.fmt(x.params.get("bytes", x.metrics.get("batch_bytes", 0)) / 2**20),
+             rp.fmt(x.metrics["time_s_median"] * 1e3), rp.fmt(x.metrics.get("gbytes_per_s"))] for run, x in good]
+    sec.tables.append(rp.Table(["run", "what", "MiB", "median ms", "GB/s"], rows, "Transfers and MLP steps"))
+    return sec
+
+
+def _takeaway(label, run, recs) -> str:
+    big = max((x.params["bytes"] for x in recs if "bytes" in x.params), default=None)
+    if big is None:
+        return ""
+    at = {x.params["direction"]: x.metrics["gbytes_per_s"] for x in recs if x.params.get("bytes") == big}
+    text = f"On {label} at {big / 2**20:.0f} MiB"
+    if "host_to_device" in at and "on_device_copy" in at:
+        text += (f", host->device ran {at['host_to_device']:.1f} GB/s and device->host "
+                 f"{at.get('device_to_host', float('nan')):.1f} GB/s against {at['on_device_copy']:.1f} GB/s for a copy "
+                 f"within device memory ({at['on_device_copy'] / at['host_to_device']:.1f}x)")
+    steps = {x.params["feed"]: x.metrics["time_s_median"] for x in recs if x.params.get("case") == "mlp_step"}
+    if {"resident", "host_fed"} <= set(steps):
+        text += (f"; an MLP train step took {steps['resident'] * 1e3:.2f} ms with its batch resident and "
+                 f"{steps['host_fed'] * 1e3:.2f} ms fed from the host ({steps['host_fed'] / steps['resident']:.2f}x)")
+    if run.env.get("backend") == "cpu":
+        text += ". On CPU host and device share one RAM, so these are copies within it, not a bus"
+    return text + "."

@@ -1,0 +1,318 @@
+"""Memory traffic: STREAM bandwidth, the roofline's arithmetic-intensity sweep, host<->device transfer.
+
+Bandwidth is counted STREAM's way: bytes of every array the kernel reads plus every
+array it writes, once per element (copy and scale: 2 arrays, add and triad: 3), over the
+median time. Caches, allocation and first touch are what make such figures lie:
+
+- arrays are several times the last-level cache (read from the machine);
+- inputs are made and touched once before timing; a first touch of fresh memory is
+  never timed as bandwidth;
+- the plain ``jit`` variant gets a fresh output buffer from XLA on every call, and the
+  OS maps its pages on first write: the minor page faults per call are measured and
+  recorded, because on CPU they, not DRAM, set that variant's speed. The ``loop``
+  variant runs many kernels inside one compiled ``fori_loop`` so buffers are reused,
+  and the ``sharded`` variant splits the arrays over host devices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgpu import timing
+
+SCALAR = 3.0
+# (arrays read, arrays written) per element.
+KERNELS: dict[str, tuple[int, int]] = {"copy": (1, 1), "scale": (1, 1), "add": (2, 1), "triad": (2, 1)}
+
+
+def last_level_cache_bytes() -> int | None:
+    """The largest CPU cache the OS reports (/sys/devices/system/cpu/cpu0/cache), or None."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    sizes = []
+    try:
+        entries = [e for e in os.listdir(base) if e.startswith("index")]
+    except OSError:
+        return None
+    for e in entries:
+        try:
+            with open(f"{base}/{e}/size", encoding="utf-8") as f:
+                s = f.read().strip()
+        except OSError:
+            continue
+        mult = {"K": 1024, "M": 2**20, "G": 2**30}.get(s[-1:], 1)
+        try:
+            sizes.append(int(s.rstrip("KMG")) * mult)
+        except ValueError:
+            continue
+    return max(sizes) if sizes else None
+
+
+def stream_kernel(kernel: str) -> Callable:
+    """The kernel as a function of (a, b, c) returning the one array it writes."""
+    return {
+        "copy": lambda a, b, c: jnp.copy(a),
+        "scale": lambda a, b, c: SCALAR * a,
+        "add": lambda a, b, c: a + b,
+        "triad": lambda a, b, c: b + SCALAR * c,
+    }[kernel]
+
+
+def stream_reference(kernel: str, a, b, c) -> np.ndarray:
+    a, b, c = (np.asarray(x, dtype=np.float64) for x in (a, b, c))
+    return {"copy": a, "scale": SCALAR * a, "add": a + b, "triad": b + SCALAR * c}[kernel]
+
+
+def stream_bytes(kernel: str, n: int, itemsize: int) -> int:
+    reads, writes = KERNELS[kernel]
+    return (reads + writes) * n * itemsize
+
+
+@dataclasses.dataclass(frozen=True)
+class BandwidthResult:
+    kernel: str
+    variant: str
+    n: int
+    dtype: str
+    timing: timing.Timing
+    bytes_per_call: int
+    page_faults_per_call: float | None = None
+
+    @property
+    def gbytes_per_s(self) -> float:
+        return self.bytes_per_call / self.timing.median_s / 1e9
+
+    def metrics(self) -> dict[str, float]:
+        out = {**self.timing.metrics(), "gbytes_per_s": self.gbytes_per_s, "bytes_per_call": float(self.bytes_per_call)}
+        if self.page_faults_per_call is not None:
+            out["page_faults_per_call"] = self.page_faults_per_call
+        return out
+
+
+def _faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def stream_arrays(n: int, dtype: str = "float32", sharding=None, seed: int = 0):
+    """Three device arrays of n random values (made and touched once, outside any timing)."""
+    keys = jax.random.split(jax.random.key(seed), 3)
+    make = jax.jit(lambda k: jax.random.uniform(k, (n,), jnp.float32, 1.0, 2.0).astype(dtype),
+                   out_shardings=sharding)
+    arrs = [make(k) for k in keys]
+    jax.block_until_ready(arrs)
+    return arrs
+
+
+def check_stream(kernel: str, out, a, b, c, dtype: str, sample: int = 1 << 16) -> float:
+    """Max relative error of a STREAM kernel's output on a sample of elements."""
+    idx = np.linspace(0, a.shape[0] - 1, min(sample, a.shape[0])).astype(np.int64)
+    take = lambda x: np.asarray(jnp.asarray(x)[idx].astype(jnp.float32), dtype=np.float64)
+    ref = stream_reference(kernel, take(a), take(b), take(c))
+    got = take(out)
+    return float(np.max(np.abs(got - ref) / np.abs(ref)))
+
+
+def bench_stream(kernel: str, arrays, variant: str = "jit", loop_iters: int = 10,
+                 target_s: float = 0.5) -> BandwidthResult:
+    """Times one STREAM kernel on three existing device arrays.
+
+    variant ``jit``: one compiled call per kernel (a fresh output each call).
+    ``loop``: ``loop_iters`` kernels inside one ``fori_loop`` whose carry rotates the
+    arrays' roles, so XLA reuses the buffers; time per kernel = call time / iters.
+    """
+    a, b, c = arrays
+    fn = stream_kernel(kernel)
+    tol = 1e-2 if a.dtype == jnp.bfloat16 else 1e-6
+    if variant in ("jit", "sharded"):
+        compiled, compile_s = timing.compile_timed(jax.jit(fn), a, b, c)
+        err = check_stream(kernel, compiled(a, b, c), a, b, c, str(a.dtype))
+        iters = 1
+    elif variant == "loop":
+        def body(i, abc):
+            x, y, z = abc
+            return (y, z, fn(x, y, z))  # the oldest array dies; its buffer takes the new one
+
+        prog = jax.jit(lambda x, y, z: jax.lax.fori_loop(0, loop_iters, body, (x, y, z)))
+        compiled, compile_s = timing.compile_timed(prog, a, b, c)
+        one = jax.jit(lambda x, y, z: jax.lax.fori_loop(0, 1, body, (x, y, z)))(a, b, c)[2]
+        err = check_stream(kernel, one, a, b, c, str(a.dtype))
+        del one
+        iters = loop_iters
+    else:
+        raise ValueError(f"unknown variant {variant!r}")
+    if not err <= tol:
+        raise ArithmeticError(f"{kernel} {variant}: wrong result (rel. error {err:.1e}); timing discarded")
+    f0 = _faults()
+    t = timing.time_compiled(compiled, [(a, b, c)], compile_s=compile_s, target_s=target_s, min_iters=3, warmup=1)
+    faults = (_faults() - f0) / (t.n_iters + 1)
+    if iters > 1:
+        t = dataclasses.replace(t, times_s=tuple(x / iters for x in t.times_s))
+        faults /= iters
+    nbytes = stream_bytes(kernel, a.shape[0], a.dtype.itemsize)
+    return BandwidthResult(kernel, variant, a.shape[0], str(a.dtype), t, nbytes, faults)
+
+
+def bench_stream_numpy(kernel: str, n: int, dtype: str = "float32", target_s: float = 0.5) -> BandwidthResult:
+    """numpy's STREAM kernel with preallocated outputs (``out=``); triad and scale in two passes."""
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.uniform(1, 2, n).astype(dtype) for _ in range(3))
+    out = np.empty_like(a)
+    run = {
+        "copy": lambda: np.copyto(out, a),
+        "scale": lambda: np.multiply(a, SCALAR, out=out),
+        "add": lambda: np.add(a, b, out=out),
+        "triad": lambda: np.add(b, np.multiply(c, SCALAR, out=out), out=out),
+    }[kernel]
+    run()
+    err = float(np.max(np.abs(out[:4096] - stream_reference(kernel, a[:4096], b[:4096], c[:4096]))
+                       / stream_reference(kernel, a[:4096], b[:4096], c[:4096])))
+    if not err <= 1e-6:
+        raise ArithmeticError(f"numpy {kernel}: wrong result")
+    f0 = _faults()
+    t = timing.time_host(run, target_s=target_s, min_iters=3, warmup=1)
+    return BandwidthResult(kernel, "numpy", n, dtype, t, stream_bytes(kernel, n, np.dtype(dtype).itemsize),
+                           (_faults() - f0) / (t.n_iters + 1))
+
+
+def bench_stream_torch(kernel: str, n: int, dtype: str = "float32", device: str = "cpu",
+                       target_s: float = 0.5) -> BandwidthResult:
+    """torch's STREAM kernel into a preallocated output (one fused pass for triad)."""
+    import torch
+
+    tdt = getattr(torch, dtype)
+    g = torch.Generator(device="cpu").manual_seed(0)
+    a, b, c = (torch.rand(n, generator=g).add_(1).to(device=device, dtype=tdt) for _ in range(3))
+    out = torch.empty_like(a)
+    run = {
+        "copy": lambda: out.copy_(a),
+        "scale": lambda: torch.mul(a, SCALAR, out=out),
+        "add": lambda: torch.add(a, b, out=out),
+        "triad": lambda: torch.add(b, c, alpha=SCALAR, out=out),
+    }[kernel]
+    run()
+    sl = slice(0, 4096)
+    ref = stream_reference(kernel, *(x[sl].float().cpu().numpy() for x in (a, b, c)))
+    if not float(np.max(np.abs(out[sl].float().cpu().numpy() - ref) / ref)) <= (1e-2 if dtype == "bfloat16" else 1e-6):
+        raise ArithmeticError(f"torch {kernel}: wrong result")
+    sync = (lambda _: torch.cuda.synchronize()) if device.startswith("cuda") else (lambda _: None)
+    f0 = _faults()
+    t = timing.time_host(run, sync=sync, target_s=target_s, min_iters=3, warmup=1)
+    return BandwidthResult(kernel, "torch", n, dtype, t, stream_bytes(kernel, n, a.element_size()),
+                           (_faults() - f0) / (t.n_iters + 1))
+
+
+# ---------------------------------------------------------------- roofline
+
+
+def fma_chain(k: int) -> Callable:
+    """x -> k fused multiply-adds per element: 2k FLOPs per element, 8 bytes moved (fp32 in + out)."""
+    def f(x):
+        y = x
+        for _ in range(k):  # unrolled: XLA fuses the chain into one loop over the array
+            y = y * 0.999 + 0.001
+        return y
+
+    return f
+
+
+@dataclasses.dataclass(frozen=True)
+class RooflinePoint:
+    kind: str  # "fma", "matvec", "matmul"
+    intensity: float  # FLOP per byte of DRAM traffic (minimum: each input read, each output written once)
+    flops: float
+    timing: timing.Timing
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.timing.median_s / 1e9
+
+    def metrics(self) -> dict[str, float]:
+        return {**self.timing.metrics(), "gflops": self.gflops, "intensity_flop_per_byte": self.intensity,
+                "gbytes_per_s": self.flops / self.intensity / self.timing.median_s / 1e9}
+
+
+def bench_fma(k: int, n: int, device=None, target_s: float = 0.3) -> RooflinePoint:
+    """The elementwise FMA chain at intensity k/4 FLOP/byte, checked against numpy float64."""
+    x = jax.device_put(jax.random.uniform(jax.random.key(1), (n,), jnp.float32, 1.0, 2.0), device)
+    f = jax.jit(fma_chain(k))
+    idx = np.arange(0, n, max(1, n // 4096))
+    xs = np.asarray(x)[idx].astype(np.float64)
+    ref = xs.copy()
+    for _ in range(k):
+        ref = ref * 0.999 + 0.001
+    got = np.asarray(f(x))[idx]
+    if not np.max(np.abs(got - ref) / np.abs(ref)) < 1e-4:
+        raise ArithmeticError(f"fma chain k={k}: wrong result; timing discarded")
+    t = timing.time_jitted(f, x, target_s=target_s, min_iters=3)
+    return RooflinePoint("fma", 2 * k / 8, 2.0 * k * n, t)
+
+
+def bench_matvec(n: int, device=None, target_s: float = 0.3) -> RooflinePoint:
+    """y = A x in fp32: 2n^2 FLOPs over 4n^2 bytes of A, intensity 0.5 FLOP/byte."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    v = rng.standard_normal(n, dtype=np.float32)
+    ad, vd = jax.device_put(a, device), jax.device_put(v, device)
+    f = jax.jit(lambda m, x: jnp.matmul(m, x, precision=jax.lax.Precision.HIGHEST))
+    ref = a[:256].astype(np.float64) @ v.astype(np.float64)
+    got = np.asarray(f(ad, vd))[:256]
+    if not np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5:
+        raise ArithmeticError("matvec: wrong result; timing discarded")
+    t = timing.time_jitted(f, ad, vd, target_s=target_s, min_iters=3)
+    return RooflinePoint("matvec", 2.0 * n * n / (4.0 * (n * n + 2 * n)), 2.0 * n * n, t)
+
+
+def matmul_point(n: int, device=None, target_s: float = 0.3) -> RooflinePoint:
+    """fp32 matmul (HIGHEST): 2n^3 FLOPs over 12n^2 bytes, intensity n/6 FLOP/byte."""
+    from jaxgpu import matmul
+
+    r = matmul.bench_jax(matmul.operands(n, n, n, n_sets=1), "fp32", device, target_s)
+    if r.rel_error > 1e-4:
+        raise ArithmeticError("matmul: wrong result; timing discarded")
+    return RooflinePoint("matmul", n / 6.0, r.flops, r.timing)
+
+
+# ---------------------------------------------------------------- transfer
+
+
+@dataclasses.dataclass(frozen=True)
+class TransferResult:
+    direction: str  # "host_to_device" or "device_to_host"
+    nbytes: int
+    timing: timing.Timing
+
+    @property
+    def gbytes_per_s(self) -> float:
+        return self.nbytes / self.timing.median_s / 1e9
+
+    def metrics(self) -> dict[str, float]:
+        return {**self.timing.metrics(), "gbytes_per_s": self.gbytes_per_s}
+
+
+def bench_transfer(nbytes: int, direction: str, device=None, target_s: float = 0.3) -> TransferResult:
+    """Copies ``nbytes`` of fp32 between host (numpy) and device, checking every byte arrived.
+
+    host_to_device: ``jax.device_put`` of a numpy array (blocked until ready).
+    device_to_host: ``np.array(x)``, a real copy (``np.asarray`` may alias CPU device memory).
+    """
+    device = device or jax.devices()[0]
+    host = np.random.default_rng(3).standard_normal(nbytes // 4, dtype=np.float32)
+    if direction == "host_to_device":
+        if not np.array_equal(np.asarray(jax.device_put(host, device)), host):
+            raise ArithmeticError("host_to_device: data changed in transit")
+        t = timing.time_host(lambda: jax.device_put(host, device), sync=jax.block_until_ready, target_s=target_s,
+                             min_iters=3)
+    elif direction == "device_to_host":
+        dev = jax.device_put(host, device)
+        if not np.array_equal(np.array(dev), host):
+            raise ArithmeticError("device_to_host: data changed in transit")
+        t = timing.time_host(lambda: np.array(dev), target_s=target_s, min_iters=3)
+    else:
+        raise ValueError(f"unknown direction {direction!r}")
+    return TransferResult(direction, host.nbytes, t)

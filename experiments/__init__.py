@@ -25,6 +25,7 @@ REGISTRY: dict[str, str] = {
     "bandwidth": "experiments.bandwidth",
     "roofline": "experiments.roofline",
     "transfer": "experiments.transfer",
+    "memory_fit": "experiments.memory_fit",
 }
 
 PROFILES = ("tiny", "quick", "full")

@@ -25,7 +25,7 @@ DESCRIPTION = "arithmetic-intensity sweep (FMA chain, matvec, matmul) against th
 @dataclasses.dataclass(frozen=True)
 class Config:
     ks: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)  # FMAs per element: intensity k/4 FLOP/byte
-    n: int = 1 << 27  # elements (512 MiB in, 512 MiB out)
+    n: int = 1 << 26  # elements (256 MiB in, 256 MiB out: beyond what a 2-core slice of an L3 holds)
     matvec_n: int = 8192
     matmul_n: int = 2048
     target_s: float = 0.2
@@ -37,7 +37,8 @@ def config(profile: str, platform: str) -> Config:
     if platform == "gpu":
         return Config(ks=(1, 4, 16, 64, 256, 1024, 4096), n=1 << 28, matvec_n=16384, matmul_n=8192)
     if profile == "full":
-        return Config(ks=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096), matvec_n=16384, matmul_n=4096, target_s=0.5)
+        return Config(ks=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096), n=1 << 28, matvec_n=16384, matmul_n=4096,
+                      target_s=0.5)
     return Config()
 
 

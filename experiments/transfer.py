@@ -25,8 +25,8 @@ DESCRIPTION = "host->device / device->host GB/s vs size vs on-device copy; MLP s
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    sizes: tuple[int, ...] = tuple(2**p for p in (20, 22, 24, 26, 28))  # bytes
-    batch: int = 1024
+    sizes: tuple[int, ...] = tuple(2**p for p in (20, 22, 24, 26))  # bytes
+    batch: int = 512
     widths: tuple[int, ...] = (1024, 1024)
     input_dim: int = 784
     target_s: float = 0.2

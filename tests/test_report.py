@@ -77,3 +77,21 @@ def test_failed_and_unsupported_cases_are_shown_not_hidden(tiny_run, tmp_path):
         f.write(json.dumps(rec.to_dict()) + "\n")
     md = report.write_report([run], run)[0].read_text()
     assert "unsupported: no such dtype here" in md
+
+
+@pytest.mark.slow
+def test_every_experiment_runs_tiny_and_reports(tmp_path):
+    import experiments
+
+    names = experiments.names()
+    runner.run_study(names, platform="cpu", profile="tiny", out_dir=tmp_path, progress=False, log=lambda m: None)
+    run = results.read_run(tmp_path)
+    assert {r.experiment for r in run.records} == set(names)
+    bad = [(r.experiment, r.params, r.reason) for r in run.records
+           if r.status == "failed" or (r.status == "unsupported" and r.experiment != "precision")]
+    assert not bad, bad
+    md = (tmp_path / "report.md").read_text()
+    for name in names:
+        title = experiments.load(name).section([(run, r) for r in run.records if r.experiment == name]).title
+        assert f"## {title}" in md, name
+    assert md.count("**Takeaway:**") >= len(names)

@@ -1,0 +1,196 @@
+"""memory_fit: what a model needs in memory, predicted and checked against XLA; what fits on 24-141 GB (C10)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxgpu import devices, fit, mlp
+from jaxgpu import report as rp
+from jaxgpu.results import DoesNotFit
+
+from experiments.runner import Case, RunContext
+
+BENCHMARK_VERSION = 1
+CLAIMS = ("C10",)
+DESCRIPTION = "memory estimate of MLP/transformer training and inference vs XLA's memory analysis; what fits where"
+
+TOLERANCE = 0.15
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    widths: tuple[tuple[int, ...], ...] = ((256, 256), (1024, 1024), (2048,), (512, 512, 512, 512))
+    batches: tuple[int, ...] = (32, 256, 1024)
+    presets: tuple[str, ...] = ("fp32", "bf16")
+    input_dim: int = 784
+    too_big: tuple[int, ...] = (65536, 65536, 65536, 65536)  # about 270 GB of Adam state: fits nowhere here
+
+
+def config(profile: str, platform: str) -> Config:
+    if profile == "tiny":
+        return Config(widths=((64, 64),), batches=(16,), presets=("fp32",), input_dim=32)
+    if platform == "gpu" or profile == "full":
+        return Config(widths=((256, 256), (1024, 1024), (2048,), (512, 512, 512, 512), (4096, 4096)),
+                      batches=(32, 256, 1024, 4096), presets=("fp32", "bf16", "fp16"))
+    return Config()
+
+
+def _validate(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    est = fit.mlp_train(cfg.input_dim, widths, 10, batch, "adamw", preset)
+    available = devices.device_memory_bytes(ctx.device)
+    if available and est.total > available:
+        raise DoesNotFit(f"predicted {est.total / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available")
+    model = mlp.MLP(widths=widths, n_out=10)
+    opt = optax.adamw(1e-3)
+    state = jax.device_put(mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim), ctx.device)
+    step = mlp.make_train_step(model, opt, preset)
+    x = jax.device_put(jnp.ones((batch, cfg.input_dim), jnp.float32), ctx.device)
+    y = jax.device_put(jnp.zeros((batch,), jnp.int32), ctx.device)
+    ma = step.lower(state, x, y).compile().memory_analysis()
+    measured = ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes - ma.alias_size_in_bytes
+    out = {"bytes_predicted": float(est.total), "bytes_measured": float(measured),
+           "prediction_error": est.total / measured - 1, "params": float(est.params / 4),
+           "temp_bytes_measured": float(ma.temp_size_in_bytes)}
+    if ctx.platform == "gpu":
+        before = (ctx.device.memory_stats() or {}).get("bytes_in_use", 0)
+        state, _ = step(state, x, y)
+        jax.block_until_ready(state)
+        stats = ctx.device.memory_stats() or {}
+        if "peak_bytes_in_use" in stats:
+            out["peak_bytes"] = float(stats["peak_bytes_in_use"] - before)
+    return out
+
+
+def _too_big(cfg: Config, ctx: RunContext) -> dict[str, float]:
+    est = fit.mlp_train(cfg.input_dim, cfg.too_big, 10, 1024, "adamw", "fp32")
+    available = devices.device_memory_bytes(ctx.device) or 0
+    if est.total > available:
+        raise DoesNotFit(f"predicted {est.total / 2**30:.0f} GiB, {available / 2**30:.1f} GiB available; not compiled")
+    return {"bytes_predicted": float(est.total)}
+
+
+def _overallocate(ctx: RunContext) -> dict[str, float]:
+    available = devices.device_memory_bytes(ctx.device) or 0
+    want = int(available * 1.1)
+    if ctx.platform == "cpu":
+        raise DoesNotFit(f"needs {want / 2**30:.1f} GiB, {available / 2**30:.1f} GiB of host memory available: predicted, not "
+                         "attempted on CPU (the OS would kill the process rather than refuse the allocation)")
+    try:
+        x = jax.device_put(jnp.zeros((want // 4,), jnp.float32), ctx.device)
+        x.block_until_ready()
+    except Exception as err:  # noqa: BLE001 - the allocator's refusal is the measurement
+        raise DoesNotFit(f"needs {want / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available: "
+                         f"{(str(err).splitlines() or [''])[0][:160]}") from None
+    del x
+    return {"bytes_measured": float(want)}
+
+
+def _table(t: fit.Transformer, preset: str, mode: str) -> dict[str, float]:
+    if mode == "train":
+        parts = fit.transformer_train(t, preset)
+        state = parts["state"]
+    else:
+        parts = fit.transformer_inference(t, preset)
+        state = parts["weights"]
+    total = sum(parts.values())
+    out = {"params": float(t.params), "bytes_predicted": float(total), "state_bytes": float(state)}
+    for gb in fit.GPU_MEMORY_GB:
+        out[f"fits_{gb}gb"] = float(fit.fits(total, gb))
+    return out
+
+
+def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    out = []
+    for widths in cfg.widths:
+        for batch in cfg.batches:
+            for preset in cfg.presets:
+                out.append(Case({"case": "mlp_train", "widths": list(widths), "batch": batch, "preset": preset,
+                                 "optimizer": "adamw"},
+                                functools.partial(_validate, widths, batch, preset, cfg, ctx)))
+    out.append(Case({"case": "mlp_train", "widths": list(cfg.too_big), "batch": 1024, "preset": "fp32",
+                     "optimizer": "adamw"}, functools.partial(_too_big, cfg, ctx)))
+    out.append(Case({"case": "allocate_past_memory"}, functools.partial(_overallocate, ctx)))
+    for t in fit.TRANSFORMERS:
+        for preset in ("fp32", "bf16", "fp16"):
+            out.append(Case({"case": "transformer", "model": t.name, "preset": preset, "mode": "train"},
+                            functools.partial(_table, t, preset, "train")))
+        for preset in ("fp32", "bf16", "fp8_e4m3", "int8"):
+            out.append(Case({"case": "transformer", "model": t.name, "preset": preset, "mode": "inference"},
+                            functools.partial(_table, t, preset, "inference")))
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    from matplotlib.figure import Figure
+
+    sec = rp.Section("What fits in memory: predicted and checked against XLA", "memory_fit", CLAIMS)
+    val = [(r, x) for r, x in rp.ok(pairs) if x.params.get("case") == "mlp_train"]
+    if val:
+        fig = Figure(figsize=(6.0, 4.4), dpi=100)
+        ax = fig.add_subplot()
+        notes = []
+        for label, (run, recs) in rp.by_run(val).items():
+            ax.plot([x.metrics["bytes_measured"] / 2**20 for x in recs], [x.metrics["bytes_predicted"] / 2**20 for x in recs],
+                    "o", label=label, markersize=4)
+            errs = [abs(x.metrics["prediction_error"]) for x in recs]
+            worst = max(recs, key=lambda x: abs(x.metrics["prediction_error"]))
+            within = sum(e <= TOLERANCE for e in errs)
+            notes.append(f"On {label} the estimate was within {TOLERANCE:.0%} of XLA's memory analysis on {within} of "
+                         f"{len(errs)} MLP train steps (median error {rp.median(errs):.1%}; worst "
+                         f"{worst.metrics['prediction_error']:+.1%} at widths {worst.params['widths']}, batch "
+                         f"{worst.params['batch']}, {worst.params['preset']}).")
+        lim = max(x.metrics["bytes_measured"] for _, x in val) / 2**20 * 1.2
+        ax.plot([0.1, lim], [0.1, lim], "k--", linewidth=1, label="prediction = XLA")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("XLA memory analysis (MiB)")
+        ax.set_ylabel("estimate (MiB)")
+        ax.set_title("MLP train step (AdamW): estimate vs XLA", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        sec.plots.append(rp.Plot("memory_fit", fig, " ".join(notes)))
+        rows = [[run.label, "x".join(map(str, x.params["widths"])), x.params["batch"], x.params["preset"],
+                 rp.fmt(x.metrics["bytes_predicted"] / 2**20), rp.fmt(x.metrics["bytes_measured"] / 2**20),
+                 f"{x.metrics['prediction_error']:+.1%}", rp.fmt(x.metrics.get("peak_bytes", float("nan")) / 2**20)]
+                for run, x in val]
+        sec.tables.append(rp.Table(["run", "widths", "batch", "preset", "estimate MiB", "XLA MiB", "error",
+                                    "device peak MiB"], rows, "Estimate vs compiled.memory_analysis()"))
+    tab = [x for _, x in rp.ok(pairs) if x.params.get("case") == "transformer"]
+    if tab:
+        seen, rows = set(), []
+        for x in tab:
+            key = (x.params["model"], x.params["mode"], x.params["preset"])
+            if key in seen:
+                continue
+            seen.add(key)
+            m = x.metrics
+            rows.append([x.params["model"], x.params["mode"], x.params["preset"], rp.fmt(m["bytes_predicted"] / 1e9),
+                         *["yes" if m[f"fits_{gb}gb"] else "no" for gb in fit.GPU_MEMORY_GB]])
+        sec.tables.append(rp.Table(["model", "mode", "preset", "GB", *[f"fits {gb} GB" for gb in fit.GPU_MEMORY_GB]],
+                                   rows, "Decoder-only transformers, sequence 2048, batch 1: training with Adam "
+                                         "(state + activations) and inference (weights + KV cache)"))
+        t7 = next((x for x in tab if x.params == {"case": "transformer", "model": "7B", "preset": "bf16",
+                                                   "mode": "train"}), None)
+        i7 = next((x for x in tab if x.params == {"case": "transformer", "model": "7B", "preset": "bf16",
+                                                   "mode": "inference"}), None)
+        if t7 and i7:
+            sec.paragraphs.append(
+                f"A 7B model needs {i7.metrics['bytes_predicted'] / 1e9:.0f} GB to serve in bf16 and "
+                f"{t7.metrics['bytes_predicted'] / 1e9:.0f} GB to train with Adam "
+                f"({t7.metrics['bytes_predicted'] / i7.metrics['bytes_predicted']:.1f}x): training needs far more "
+                "than the weights, as the claim says.")
+    for run, x in pairs:
+        if x.status == "does_not_fit":
+            sec.paragraphs.append(f"{run.label}: {x.params}: does not fit: {x.reason}")
+        elif x.status != "ok":
+            sec.paragraphs.append(f"{run.label}: {x.params}: {x.status}: {x.reason}")
+    return sec

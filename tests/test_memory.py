@@ -1,0 +1,93 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxgpu import fit, memory, mlp
+
+from experiments import memory_fit, runner
+
+
+@pytest.mark.parametrize("kernel", list(memory.KERNELS))
+@pytest.mark.parametrize("variant", ["jit", "loop"])
+def test_stream_kernels_compute_the_right_values(kernel, variant, device):
+    arrays = memory.stream_arrays(4096, sharding=jax.sharding.SingleDeviceSharding(device))
+    r = memory.bench_stream(kernel, arrays, variant, loop_iters=3, target_s=0.0)
+    assert r.gbytes_per_s > 0 and r.bytes_per_call == memory.stream_bytes(kernel, 4096, 4)
+    fn = memory.stream_kernel(kernel)
+    np.testing.assert_allclose(np.asarray(fn(*arrays)), memory.stream_reference(kernel, *arrays), rtol=1e-6)
+
+
+def test_stream_counting():
+    assert memory.stream_bytes("copy", 10, 4) == 80 and memory.stream_bytes("triad", 10, 4) == 120
+
+
+def test_a_wrong_kernel_is_caught(monkeypatch):
+    arrays = memory.stream_arrays(1024)
+    monkeypatch.setitem(memory.KERNELS, "triad", (2, 1))
+    monkeypatch.setattr(memory, "stream_kernel", lambda k: (lambda a, b, c: b + 2.0 * c))
+    with pytest.raises(ArithmeticError, match="wrong result"):
+        memory.bench_stream("triad", arrays, "jit", target_s=0.0)
+
+
+@pytest.mark.parametrize("kernel", ["copy", "triad"])
+def test_numpy_and_torch_peers(kernel):
+    assert memory.bench_stream_numpy(kernel, 4096, target_s=0.0).gbytes_per_s > 0
+    pytest.importorskip("torch")
+    assert memory.bench_stream_torch(kernel, 4096, target_s=0.0).gbytes_per_s > 0
+
+
+def test_roofline_points(device):
+    p = memory.bench_fma(16, 4096, device, target_s=0.0)
+    assert p.intensity == 4.0 and p.flops == 2 * 16 * 4096
+    assert memory.bench_matvec(128, device, target_s=0.0).intensity == pytest.approx(0.5, rel=0.02)
+    assert memory.matmul_point(64, device, target_s=0.0).intensity == pytest.approx(64 / 6)
+
+
+def test_transfer_moves_every_byte(device):
+    for d in ("host_to_device", "device_to_host"):
+        r = memory.bench_transfer(1 << 16, d, device, target_s=0.0)
+        assert r.nbytes == 1 << 16 and r.gbytes_per_s > 0
+
+
+def test_last_level_cache_is_read():
+    llc = memory.last_level_cache_bytes()
+    assert llc is None or llc >= 2**16
+
+
+def test_estimator_arithmetic_by_hand():
+    assert fit.mlp_param_count(4, (3,), 2) == 4 * 3 + 3 + 3 * 2 + 2
+    e = fit.mlp_train(4, (3,), 2, batch=5, optimizer="adam", preset="fp32")
+    p = 23
+    assert (e.params, e.optimizer, e.batch) == (4 * p, 8 * p, 5 * 4 * 4 + 5 * 4)
+    assert e.activations == 5 * 3 * 8 and e.gradients == 4 * p + 4 * 12
+    assert e.total == e.state + e.batch + max(e.activations, e.gradients)
+    assert fit.mlp_train(4, (3,), 2, 5, "sgd").optimizer == 0
+    assert mlp.param_count(mlp.MLP(widths=(3,), n_out=2), 4) == p
+    with pytest.raises(KeyError, match="unknown optimizer"):
+        fit.mlp_train(4, (3,), 2, 5, "lion")
+
+
+def test_transformer_table_arithmetic():
+    t7 = next(t for t in fit.TRANSFORMERS if t.name == "7B")
+    assert 6e9 < t7.params < 7.5e9
+    assert fit.transformer_inference(t7, "bf16")["weights"] == 2 * t7.params
+    assert fit.transformer_train(t7, "bf16")["state"] == 18 * t7.params
+    assert not fit.fits(fit.transformer_train(t7, "bf16")["state"], 80)
+
+
+@pytest.mark.parametrize("widths,batch", [((64, 64), 16), ((128,), 64)])
+def test_estimate_is_within_tolerance_of_xla(widths, batch, device):
+    ctx = runner.RunContext("cpu", "tiny", device.device_kind, 1, None)
+    cfg = memory_fit.Config(input_dim=32)
+    m = memory_fit._validate(widths, batch, "fp32", cfg, ctx)
+    assert abs(m["prediction_error"]) <= memory_fit.TOLERANCE, m
+
+
+def test_a_size_that_cannot_fit_is_predicted_and_recorded():
+    cfg = memory_fit.config("tiny", "cpu")
+    ctx = runner.RunContext("cpu", "tiny", "cpu", 1, None)
+    recs = [runner._measure("memory_fit", memory_fit, c, ctx, "r") for c in memory_fit.cases(cfg, ctx)
+            if c.params.get("widths") == list(cfg.too_big) or c.params.get("case") == "allocate_past_memory"]
+    assert [r.status for r in recs] == ["does_not_fit", "does_not_fit"]
+    assert all("GiB" in r.reason and "available" in r.reason for r in recs)

@@ -26,6 +26,9 @@ REGISTRY: dict[str, str] = {
     "roofline": "experiments.roofline",
     "transfer": "experiments.transfer",
     "memory_fit": "experiments.memory_fit",
+    "training": "experiments.training",
+    "inference": "experiments.inference",
+    "op_mix": "experiments.op_mix",
 }
 
 PROFILES = ("tiny", "quick", "full")

@@ -12,17 +12,28 @@ writes no files. ``experiments`` drives it and writes reports. Quick tour::
         jaxgpu.precision_matmul(a, b)
 """
 
+from jaxgpu.data import Dataset, digits
 from jaxgpu.devices import BackendError, configure, fingerprint, resolve
+from jaxgpu.fit import MemoryEstimate, transformer_inference, transformer_train
+from jaxgpu.fit import mlp_train as estimate_mlp_train
 from jaxgpu.hardware import GPUS, Hardware, cpu_estimate, for_device, gpu_spec
 from jaxgpu.matmul import (MamfResult, MatmulResult, bench_jax, bench_numpy, bench_torch, mamf_search, operands,
                            worked_example)
+from jaxgpu.memory import bench_fma, bench_stream, bench_transfer, stream_arrays
+from jaxgpu.mlp import MLP, LossScale, TrainResult, make_infer_step, make_train_step, train
 from jaxgpu.precision import PRESETS, Format, Preset, formats, quantize
 from jaxgpu.precision import matmul as precision_matmul
 from jaxgpu.precision import use as use_precision
 from jaxgpu.results import DoesNotFit, Record, ResultsError, Run, Unsupported, merge, read_run
+from jaxgpu.stack import op_flops
 from jaxgpu.timing import Timing, time_host, time_jitted
 
 __all__ = [
+    "Dataset", "digits",
+    "MemoryEstimate", "estimate_mlp_train", "transformer_inference", "transformer_train",
+    "bench_fma", "bench_stream", "bench_transfer", "stream_arrays",
+    "MLP", "LossScale", "TrainResult", "make_infer_step", "make_train_step", "train",
+    "op_flops",
     "BackendError", "configure", "fingerprint", "resolve",
     "GPUS", "Hardware", "cpu_estimate", "for_device", "gpu_spec",
     "MamfResult", "MatmulResult", "bench_jax", "bench_numpy", "bench_torch", "mamf_search", "operands",

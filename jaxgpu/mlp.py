@@ -148,3 +148,170 @@ def accuracy(model: MLP, params, x, y, preset: str = "fp32") -> float:
 def param_count(model: MLP, input_dim: int) -> int:
     dims = [input_dim, *model.widths, model.n_out]
     return sum(a * b + b for a, b in zip(dims[:-1], dims[1:]))
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """One training run: the eval curve and the run's figures (seconds exclude compile unless named)."""
+
+    preset: str
+    curve: tuple[tuple[int, float, float, float], ...]  # (step, train loss, test accuracy, train seconds so far)
+    compile_s: float
+    train_s: float
+    steps: int
+    samples: int
+    flops_per_step: float | None
+    grad_zero_fraction: float
+    nonfinite_steps: int
+    skipped_steps: int
+    final_scale: float | None
+    target_accuracy: float
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.train_s
+
+    @property
+    def final_accuracy(self) -> float:
+        return self.curve[-1][2]
+
+    @property
+    def time_to_target_s(self) -> float | None:
+        """Training seconds (compile excluded) until the test accuracy first reached the target."""
+        return next((t for _, _, acc, t in self.curve if acc >= self.target_accuracy), None)
+
+
+def train(model: MLP, optimizer: optax.GradientTransformation, data, *, preset: str = "fp32", epochs: int = 30,
+          batch: int = 128, loss_scale: LossScale | None = None, target_accuracy: float = 0.95, seed: int = 0,
+          device=None) -> TrainResult:
+    """Trains on ``data`` (a ``jaxgpu.data.Dataset``), evaluating test accuracy after every epoch.
+
+    Data sits on the device; each step takes a shuffled batch. Only the train steps are
+    timed (each epoch blocked until ready); evaluation and compilation are kept apart.
+    """
+    import time
+
+    import numpy as np
+
+    from jaxgpu import timing
+
+    device = device or jax.devices()[0]
+    state = jax.device_put(init_state(model, optimizer, jax.random.key(seed), data.input_dim, loss_scale), device)
+    step = make_train_step(model, optimizer, preset, loss_scale)
+    infer = make_infer_step(model, preset)
+    xtr, ytr = jax.device_put(data.x_train, device), jax.device_put(data.y_train, device)
+    xte, yte = jax.device_put(data.x_test, device), jax.device_put(data.y_test, device)
+    n = data.x_train.shape[0]
+    steps_per_epoch = n // batch
+    rng = np.random.default_rng(seed)
+    compiled, compile_s = timing.compile_timed(step, state, xtr[:batch], ytr[:batch])
+    flops, _ = timing.cost_analysis(compiled)
+    take = jax.jit(lambda x, y, idx: (x[idx], y[idx]))
+    curve, zero_fracs, nonfinite, skipped, train_s, steps = [], [], 0, 0, 0.0, 0
+    for _ in range(epochs):
+        perm = jax.device_put(rng.permutation(n)[: steps_per_epoch * batch].reshape(steps_per_epoch, batch), device)
+        batches = [take(xtr, ytr, perm[i]) for i in range(steps_per_epoch)]
+        jax.block_until_ready(batches)
+        t0 = time.perf_counter()
+        metrics = []
+        for xb, yb in batches:
+            state, m = compiled(state, xb, yb)
+            metrics.append(m)
+        jax.block_until_ready(state)
+        train_s += time.perf_counter() - t0
+        steps += steps_per_epoch
+        ms = jax.device_get(metrics)
+        losses = [float(m["loss"]) for m in ms]
+        nonfinite += sum(not np.isfinite(v) for v in losses)
+        skipped += int(sum(float(m.get("skipped", 0.0)) for m in ms))
+        zero_fracs += [float(m["grad_zero_fraction"]) for m in ms]
+        acc = float(jnp.mean(jnp.argmax(infer(state["params"], xte), -1) == yte))
+        curve.append((steps, float(np.mean(losses)), acc, train_s))
+    return TrainResult(preset, tuple(curve), compile_s, train_s, steps, steps * batch, flops,
+                       float(np.mean(zero_fracs)), nonfinite, skipped,
+                       float(state["scale"]) if "scale" in state else None, target_accuracy)
+
+
+def underflow_share(model: MLP, params, x, y) -> dict[str, float]:
+    """Of the non-zero fp32 gradient entries at ``params``, the share fp16 would flush to zero or make subnormal.
+
+    fp16's smallest subnormal is 2^-24 (values below half of it round to 0) and its smallest
+    normal 2^-14: this is the underflow that loss scaling exists to prevent, measured on real
+    gradients rather than asserted.
+    """
+    grads = jax.grad(lambda p: cross_entropy(model.apply({"params": p}, x), y))(params)
+    g = jnp.abs(jnp.concatenate([v.ravel() for v in jax.tree.leaves(grads)]))
+    nz = g[g > 0]
+    return {"to_zero_fraction": float(jnp.mean(nz < 2.0**-25)),
+            "subnormal_fraction": float(jnp.mean((nz >= 2.0**-25) & (nz < 2.0**-14))),
+            "grad_abs_median": float(jnp.median(nz))}
+
+
+def step_throughput(model: MLP, optimizer: optax.GradientTransformation, input_dim: int, batch: int,
+                    preset: str = "fp32", device=None, target_s: float = 0.3):
+    """Times the jitted train step on synthetic data: (Timing, XLA FLOPs per step)."""
+    from jaxgpu import data, timing
+
+    device = device or jax.devices()[0]
+    x, y = (jax.device_put(a, device) for a in data.synthetic(batch, input_dim, model.n_out))
+    state = jax.device_put(init_state(model, optimizer, jax.random.key(0), input_dim), device)
+    compiled, compile_s = timing.compile_timed(make_train_step(model, optimizer, preset), state, x, y)
+    flops, _ = timing.cost_analysis(compiled)
+    holder = [state]
+
+    def call():
+        holder[0], m = compiled(holder[0], x, y)
+        return m
+
+    t = timing.time_host(call, sync=jax.block_until_ready, target_s=target_s, min_iters=5)
+    if not bool(jnp.isfinite(call()["loss"])):
+        raise ArithmeticError("train step produced a non-finite loss")
+    return dataclasses.replace(t, compile_s=compile_s), flops
+
+
+def torch_step_throughput(widths: Sequence[int], input_dim: int, batch: int, n_out: int = 10,
+                          target_s: float = 0.3, device: str = "cpu"):
+    """The same MLP (Linear + ReLU, Adam) as a PyTorch peer; returns its Timing."""
+    import numpy as np
+    import torch
+
+    from jaxgpu import data, timing
+
+    dims = [input_dim, *widths]
+    layers = []
+    for a, b in zip(dims[:-1], dims[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    net = torch.nn.Sequential(*layers, torch.nn.Linear(dims[-1], n_out)).to(device)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    xs, ys = data.synthetic(batch, input_dim, n_out)
+    x, y = torch.from_numpy(xs).to(device), torch.from_numpy(ys.astype(np.int64)).to(device)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def call():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    sync = (lambda _: torch.cuda.synchronize()) if device.startswith("cuda") else (lambda _: None)
+    t = timing.time_host(call, sync=sync, target_s=target_s, min_iters=5)
+    if not np.isfinite(float(call().detach())):
+        raise ArithmeticError("torch step produced a non-finite loss")
+    return t
+
+
+class TransformerBlock(nn.Module):
+    """One pre-norm transformer block (self-attention + MLP), for the op-mix comparison."""
+
+    d_model: int = 256
+    heads: int = 4
+    mlp_ratio: int = 4
+
+    @nn.compact
+    def __call__(self, x):
+        h = nn.LayerNorm()(x)
+        x = x + nn.MultiHeadDotProductAttention(num_heads=self.heads)(h, h)
+        h = nn.LayerNorm()(x)
+        h = nn.Dense(self.d_model * self.mlp_ratio)(h)
+        return x + nn.Dense(self.d_model)(nn.gelu(h))

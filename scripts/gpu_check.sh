@@ -7,7 +7,8 @@
 # It runs the quick study on the GPU, the GPU tests, the same study on the host's CPU
 # (so the merged report has both sides from one machine), merges the two into one
 # report and packs the three folders into one archive. Each step is bounded so the
-# archive is written even if a step runs long; the whole stays under 8 minutes.
+# archive is written even if a step runs long (a killed study keeps every record it
+# finished; the merged report is rebuilt from them); the whole stays under 8 minutes.
 set -uo pipefail
 archive=${1:?usage: scripts/gpu_check.sh ARCHIVE.tar.gz}
 export PYTHONPATH="${PYTHONPATH:-.}" PYTHONUNBUFFERED=1
@@ -20,12 +21,13 @@ mkdir -p "$root"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv || true
 "$py" -c "import jax; print('jax', jax.__version__, jax.devices())"
 
-timeout 270 "$py" -m experiments.run --backend gpu --profile "${PROFILE:-quick}" --out "$root/$gpu" --no-progress
+timeout 300 "$py" -m experiments.run --backend gpu --profile "${PROFILE:-quick}" --out "$root/$gpu" --no-progress
 echo "gpu study exit: $?"
-timeout 60 "$py" -m pytest -q --backend gpu -p no:cacheprovider tests/test_gpu.py tests/test_matmul.py \
+timeout 40 "$py" -m pytest -q --backend gpu -p no:cacheprovider tests/test_gpu.py tests/test_matmul.py \
     > "$root/$gpu/pytest-gpu.txt" 2>&1
 echo "gpu tests exit: $?"; tail -3 "$root/$gpu/pytest-gpu.txt"
-timeout 120 "$py" -m experiments.run --backend cpu --profile quick --out "$root/$cpu" --no-progress
+timeout 110 "$py" -m experiments.run --backend cpu --profile quick --only matmul,precision,training,inference,op_mix \
+    --out "$root/$cpu" --no-progress
 echo "cpu study exit: $?"
 "$py" -m experiments.report "$root/$gpu" "$root/$cpu" --out "$root/$merged"
 tar czf "$archive" -C "$root" "$gpu" "$cpu" "$merged"

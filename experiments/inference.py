@@ -1,0 +1,111 @@
+"""inference: latency and throughput vs batch size; the train step against the inference step (C16)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import optax
+
+from jaxgpu import data, mlp, timing
+from jaxgpu import report as rp
+
+from experiments.runner import Case, RunContext
+
+BENCHMARK_VERSION = 1
+CLAIMS = ("C16",)
+DESCRIPTION = "MLP inference latency/throughput vs batch; train vs inference step: time, FLOPs, memory ratios"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    widths: tuple[int, ...] = (1024, 1024, 1024)
+    input_dim: int = 784
+    batches: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)
+    compare_batch: int = 1024
+    target_s: float = 0.2
+
+
+def config(profile: str, platform: str) -> Config:
+    if profile == "tiny":
+        return Config(widths=(64,), input_dim=32, batches=(1, 8), compare_batch=8, target_s=0.01)
+    if platform == "gpu":
+        return Config(batches=tuple(4**i for i in range(7)) + (8192,), compare_batch=8192)
+    if profile == "full":
+        return Config(batches=tuple(2**i for i in range(0, 13)), target_s=0.5)
+    return Config()
+
+
+def _params(cfg: Config, ctx: RunContext):
+    model = mlp.MLP(widths=cfg.widths)
+    return model, jax.device_put(mlp.init_state(model, optax.adamw(1e-3), jax.random.key(0), cfg.input_dim),
+                                 ctx.device)
+
+
+def _infer(batch: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    model, state = _params(cfg, ctx)
+    x = jax.device_put(data.synthetic(batch, cfg.input_dim)[0], ctx.device)
+    t = timing.time_jitted(mlp.make_infer_step(model), state["params"], x, target_s=cfg.target_s)
+    out = {**t.metrics(), "samples_per_s": batch / t.median_s}
+    if t.flops_xla:
+        out["gflops"] = t.flops_xla / t.median_s / 1e9
+    return out
+
+
+def _compare(cfg: Config, ctx: RunContext) -> dict[str, float]:
+    model, state = _params(cfg, ctx)
+    b = cfg.compare_batch
+    x, y = (jax.device_put(a, ctx.device) for a in data.synthetic(b, cfg.input_dim))
+    inf_c, _ = timing.compile_timed(mlp.make_infer_step(model), state["params"], x)
+    t_inf = timing.time_compiled(inf_c, [(state["params"], x)], target_s=cfg.target_s)
+    t_train, train_flops = mlp.step_throughput(model, optax.adamw(1e-3), cfg.input_dim, b, "fp32", ctx.device,
+                                               cfg.target_s)
+    train_c, _ = timing.compile_timed(mlp.make_train_step(model, optax.adamw(1e-3)), state, x, y)
+    mem = lambda c: (lambda m: m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+                     - m.alias_size_in_bytes)(c.memory_analysis())
+    out = {"train_time_s": t_train.median_s, "infer_time_s": t_inf.median_s,
+           "time_ratio": t_train.median_s / t_inf.median_s, "train_bytes": float(mem(train_c)),
+           "infer_bytes": float(mem(inf_c))}
+    out["memory_ratio"] = out["train_bytes"] / out["infer_bytes"]
+    if train_flops and t_inf.flops_xla:
+        out["flops_ratio"] = train_flops / t_inf.flops_xla
+    return out
+
+
+def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    out = [Case({"case": "batch", "batch": b}, functools.partial(_infer, b, cfg, ctx)) for b in cfg.batches]
+    out.append(Case({"case": "train_vs_infer", "batch": cfg.compare_batch}, functools.partial(_compare, cfg, ctx)))
+    return out
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("Training vs inference", "inference", CLAIMS)
+    good = rp.ok(pairs)
+    series, notes = [], []
+    for label, (run, recs) in rp.by_run(good).items():
+        pts = sorted((x.params["batch"], x.metrics["samples_per_s"], x.metrics["time_s_median"]) for x in recs
+                     if x.params["case"] == "batch")
+        if pts:
+            series.append(rp.Series(f"{label} throughput (samples/s)", [p[0] for p in pts], [p[1] for p in pts]))
+            series.append(rp.Series(f"{label} latency (us per batch)", [p[0] for p in pts], [p[2] * 1e6 for p in pts],
+                                    style="--s"))
+            best = max(p[1] for p in pts)
+            knee = next(p for p in pts if p[1] >= 0.9 * best)
+            notes.append(f"On {label}, batch 1 took {pts[0][2] * 1e6:.0f} us; throughput reached 90% of its best "
+                         f"({best:.3g} samples/s) at batch {knee[0]}, where a batch took {knee[2] * 1e3:.2f} ms.")
+        cmp_ = next((x for x in recs if x.params["case"] == "train_vs_infer"), None)
+        if cmp_:
+            m = cmp_.metrics
+            notes.append(f"At batch {cmp_.params['batch']} a train step cost {m['time_ratio']:.1f}x the time of an "
+                         f"inference step, {m.get('flops_ratio', float('nan')):.1f}x its FLOPs (XLA cost analysis) "
+                         f"and {m['memory_ratio']:.1f}x its memory (XLA memory analysis).")
+    if series:
+        fig = rp.line_plot(series, xlabel="batch size", ylabel="samples/s  |  us per batch",
+                           title="MLP inference: throughput and latency vs batch")
+        sec.plots.append(rp.Plot("inference", fig, " ".join(notes)))
+    rows = [[run.label, x.params["batch"], rp.fmt(x.metrics["time_ratio"]), rp.fmt(x.metrics.get("flops_ratio")),
+             rp.fmt(x.metrics["memory_ratio"])] for run, x in good if x.params["case"] == "train_vs_infer"]
+    sec.tables.append(rp.Table(["run", "batch", "time ratio", "FLOP ratio", "memory ratio"], rows,
+                               "Train step / inference step"))
+    return sec

@@ -1,0 +1,132 @@
+"""op_mix: is deep learning mostly matrix multiplication? FLOP and time shares of dot vs the rest (C02)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxgpu import data, mlp, stack, timing
+from jaxgpu import report as rp
+
+from experiments.runner import Case, RunContext
+
+BENCHMARK_VERSION = 1
+CLAIMS = ("C02",)
+DESCRIPTION = "share of FLOPs (parsed HLO) and of time (dots-only program vs whole step) in matmul"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    mlp_widths: tuple[int, ...] = (64, 256, 1024)
+    mlp_batch: int = 512
+    input_dim: int = 784
+    block: tuple[int, int, int, int] = (256, 4, 128, 8)  # d_model, heads, sequence, batch
+    target_s: float = 0.2
+
+
+def config(profile: str, platform: str) -> Config:
+    if profile == "tiny":
+        return Config(mlp_widths=(32,), mlp_batch=16, input_dim=16, block=(32, 2, 8, 2), target_s=0.01)
+    if platform == "gpu":
+        return Config(mlp_widths=(256, 1024, 4096, 8192), mlp_batch=4096, block=(1024, 16, 1024, 8))
+    return Config()
+
+
+def _shares(fn, args, target_s: float) -> dict[str, float]:
+    lowered = jax.jit(fn).lower(*args)
+    flops = stack.op_flops(lowered.as_text(dialect="hlo"))
+    total = sum(flops.values())
+    out = {f"{k}_flop_share": v / total for k, v in flops.items()}
+    out["flops_parsed"] = total
+    compiled = lowered.compile()
+    xla_flops, _ = timing.cost_analysis(compiled)
+    if xla_flops:
+        out["flops_xla"] = xla_flops
+    full = timing.time_compiled(compiled, [args], target_s=target_s)
+    prog, dot_args = stack.dots_only(lowered.as_text(dialect="hlo"))
+    dots = timing.time_jitted(prog, dot_args, target_s=target_s)
+    out.update(time_s_median=full.median_s, dot_time_s=dots.median_s, dot_time_share=dots.median_s / full.median_s)
+    return out
+
+
+def _mlp(width: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    model = mlp.MLP(widths=(width, width, width))
+    opt = optax.adamw(1e-3)
+    state = jax.device_put(mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim), ctx.device)
+    x, y = (jax.device_put(a, ctx.device) for a in data.synthetic(cfg.mlp_batch, cfg.input_dim))
+    step = mlp.make_train_step(model, opt, donate=False)
+    return _shares(step, (state, x, y), cfg.target_s)
+
+
+def _block(cfg: Config, ctx: RunContext) -> dict[str, float]:
+    d, heads, seq, batch = cfg.block
+    block = mlp.TransformerBlock(d_model=d, heads=heads)
+    x = jax.device_put(jax.random.normal(jax.random.key(1), (batch, seq, d)), ctx.device)
+    params = jax.device_put(block.init(jax.random.key(0), x[:1]), ctx.device)
+
+    def step(p, x):  # one SGD step on a regression loss: forward, backward, update
+        loss, g = jax.value_and_grad(lambda q: jnp.mean(block.apply(q, x) ** 2))(p)
+        return jax.tree.map(lambda a, b: a - 1e-3 * b, p, g), loss
+
+    return _shares(step, (params, x), cfg.target_s)
+
+
+def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    out = [Case({"model": "mlp", "width": w, "batch": cfg.mlp_batch}, functools.partial(_mlp, w, cfg, ctx))
+           for w in cfg.mlp_widths]
+    d, h, s, b = cfg.block
+    out.append(Case({"model": "transformer_block", "width": d, "heads": h, "seq": s, "batch": b},
+                    functools.partial(_block, cfg, ctx)))
+    return out
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    from matplotlib.figure import Figure
+
+    sec = rp.Section("Is deep learning mostly matrix multiplication?", "op_mix", CLAIMS)
+    good = rp.ok(pairs)
+    if not good:
+        return sec
+    fig = Figure(figsize=(7.5, 3.8), dpi=100)
+    ax = fig.add_subplot()
+    labels, flop, tshare = [], [], []
+    for run, x in good:
+        labels.append(f"{run.label}\n{x.params['model'].replace('transformer_block', 'block')} w={x.params['width']}")
+        flop.append(x.metrics["dot_flop_share"])
+        tshare.append(x.metrics["dot_time_share"])
+    xs = range(len(labels))
+    ax.bar([i - 0.2 for i in xs], flop, width=0.4, label="share of FLOPs in dot")
+    ax.bar([i + 0.2 for i in xs], tshare, width=0.4, label="share of time in dot")
+    ax.set_xticks(list(xs), labels, fontsize=7)
+    ax.set_ylim(0, 1.05)
+    ax.set_title("train step: matmul share of FLOPs and of time", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    notes = []
+    for label, (run, recs) in rp.by_run(good).items():
+        m = sorted((x for x in recs if x.params["model"] == "mlp"), key=lambda x: x.params["width"])
+        if m:
+            notes.append(f"On {label} the MLP train step spent {m[0].metrics['dot_flop_share']:.0%} of its FLOPs and "
+                         f"{m[0].metrics['dot_time_share']:.0%} of its time in matmul at width {m[0].params['width']}, "
+                         f"{m[-1].metrics['dot_flop_share']:.0%} and {m[-1].metrics['dot_time_share']:.0%} at width "
+                         f"{m[-1].params['width']}.")
+        t = next((x for x in recs if x.params["model"] == "transformer_block"), None)
+        if t:
+            notes.append(f"A transformer block (d={t.params['width']}, seq {t.params['seq']}): "
+                         f"{t.metrics['dot_flop_share']:.0%} of FLOPs, {t.metrics['dot_time_share']:.0%} of time in matmul.")
+    sec.plots.append(rp.Plot("op_mix", fig, " ".join(notes)))
+    rows = [[run.label, x.params["model"], x.params["width"], rp.fmt(x.metrics["dot_flop_share"]),
+             rp.fmt(x.metrics["elementwise_flop_share"]), rp.fmt(x.metrics["reduce_flop_share"]),
+             rp.fmt(x.metrics["dot_time_share"]), rp.fmt(x.metrics["flops_parsed"]), rp.fmt(x.metrics.get("flops_xla"))]
+            for run, x in good]
+    sec.paragraphs.append("Time share = time of a program doing only the step's dots over the whole step; above 1 "
+                          "means the dots alone, unfused and at precision HIGHEST, ran slower than inside the step.")
+    sec.tables.append(rp.Table(["run", "model", "width", "dot FLOPs", "elementwise", "reduce", "dot time",
+                                "FLOPs (parsed)", "FLOPs (XLA)"], rows,
+                               "FLOP shares from the HLO; time share = a program of only the step's dots / the whole step"))
+    return sec

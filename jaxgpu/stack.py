@@ -1,0 +1,116 @@
+"""Views of what XLA compiles: the op mix of a program (FLOPs by op class), parsed from its HLO.
+
+FLOPs per instruction, from the HLO text of a lowered program (shapes are explicit
+there, before fusion hides them): a dot is 2 x (output elements) x (contracted size);
+an elementwise op is one FLOP per output element (a transcendental counts as one); a
+reduce one per input element; data movement (reshape, broadcast, transpose, slice,
+concatenate, copy, convert, constants, parameters) counts zero.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+) = (\w+)\[([\d,]*)\]\S*\s+([\w\-]+)\((.*)$")
+_MOVEMENT = {"parameter", "constant", "reshape", "broadcast", "transpose", "slice", "concatenate", "copy", "convert",
+             "bitcast", "bitcast-convert", "get-tuple-element", "tuple", "iota", "dynamic-slice",
+             "dynamic-update-slice", "pad", "reverse", "gather", "scatter", "custom-call", "call", "while",
+             "conditional", "rng-bit-generator", "rng", "after-all", "partition-id", "replica-id", "optimization-barrier"}
+CLASSES = ("dot", "elementwise", "reduce")
+
+
+def _dims(s: str) -> list[int]:
+    return [int(d) for d in s.split(",") if d]
+
+
+def parse(hlo_text: str) -> list[dict]:
+    """Instructions as dicts: name, dtype, shape, op, operands, attrs (the raw rest of the line)."""
+    out = []
+    for line in hlo_text.splitlines():
+        m = _INSTR.match(line)
+        if not m:
+            continue
+        name, dtype, dims, op, rest = m.groups()
+        depth, i = 1, 0
+        while i < len(rest) and depth:
+            depth += {"(": 1, ")": -1}.get(rest[i], 0)
+            i += 1
+        operands = [o.strip().lstrip("%") for o in rest[: i - 1].split(",") if o.strip()]
+        out.append({"name": name, "dtype": dtype, "shape": _dims(dims), "op": op, "operands": operands,
+                    "attrs": rest[i:]})
+    return out
+
+
+def _attr_dims(attrs: str, key: str) -> list[int]:
+    m = re.search(key + r"=\{([\d,]*)\}", attrs)
+    return _dims(m.group(1)) if m else []
+
+
+def op_flops(hlo_text: str) -> dict[str, float]:
+    """FLOPs of a program by class (dot, elementwise, reduce), from its unoptimized HLO text."""
+    instrs = parse(hlo_text)
+    shapes = {i["name"]: i["shape"] for i in instrs}
+    totals = dict.fromkeys(CLASSES, 0.0)
+    for ins in instrs:
+        op, n_out = ins["op"], math.prod(ins["shape"]) if ins["shape"] else 1
+        if op in _MOVEMENT:
+            continue
+        if op in ("dot", "convolution"):
+            lhs = shapes.get(ins["operands"][0], [])
+            k = math.prod(lhs[d] for d in _attr_dims(ins["attrs"], "lhs_contracting_dims") if d < len(lhs))
+            totals["dot"] += 2.0 * n_out * k
+        elif op in ("reduce", "reduce-window"):
+            src = shapes.get(ins["operands"][0], ins["shape"])
+            totals["reduce"] += float(math.prod(src) if src else 1)
+        else:
+            totals["elementwise"] += float(n_out)
+    return totals
+
+
+def dot_shapes(hlo_text: str) -> list[dict]:
+    """Every dot of a program with its operand shapes, dtypes and dimension numbers."""
+    instrs = parse(hlo_text)
+    by_name = {i["name"]: i for i in instrs}
+    out = []
+    for ins in instrs:
+        if ins["op"] != "dot":
+            continue
+        lhs, rhs = (by_name.get(o) for o in ins["operands"][:2])
+        if lhs is None or rhs is None:
+            continue
+        a = ins["attrs"]
+        out.append({"lhs": lhs["shape"], "rhs": rhs["shape"], "lhs_dtype": lhs["dtype"], "rhs_dtype": rhs["dtype"],
+                    "out_dtype": ins["dtype"],
+                    "dims": ((_attr_dims(a, "lhs_contracting_dims"), _attr_dims(a, "rhs_contracting_dims")),
+                             (_attr_dims(a, "lhs_batch_dims"), _attr_dims(a, "rhs_batch_dims")))})
+    return out
+
+
+_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "f64": "float64", "s8": "int8", "s32": "int32"}
+
+
+def dots_only(hlo_text: str, seed: int = 0):
+    """A jitted program doing only the program's dots (same shapes, dtypes), and random inputs for it.
+
+    Timing it next to the whole program gives the share of time spent in matrix
+    multiplication without a profiler.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    specs = dot_shapes(hlo_text)
+    key = jax.random.key(seed)
+    args = []
+    for i, s in enumerate(specs):
+        k1, k2 = jax.random.split(jax.random.fold_in(key, i))
+        args.append((jax.random.normal(k1, s["lhs"], jnp.float32).astype(_DTYPES.get(s["lhs_dtype"], "float32")),
+                     jax.random.normal(k2, s["rhs"], jnp.float32).astype(_DTYPES.get(s["rhs_dtype"], "float32"))))
+    dims = [tuple(tuple(tuple(d) for d in pair) for pair in s["dims"]) for s in specs]
+    outs = [jnp.dtype(_DTYPES.get(s["out_dtype"], "float32")) for s in specs]
+
+    def run(pairs):
+        return [jax.lax.dot_general(a, b, d, precision=jax.lax.Precision.HIGHEST, preferred_element_type=o)
+                for (a, b), d, o in zip(pairs, dims, outs)]
+
+    return jax.jit(run), args

@@ -12,6 +12,7 @@ Each module defines:
   ``cases(cfg, ctx)``     the cases to measure, as ``experiments.runner.Case`` objects
   ``section(pairs)``      the report section, from ``(Run, Record)`` pairs only
   ``info(ctx)``           (optional) facts about the run worth keeping in run.json
+  ``attachments(ctx, dir)`` (optional) writes files a reader can open; returns their paths
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import importlib
 from types import ModuleType
 
 REGISTRY: dict[str, str] = {
+    "devices": "experiments.devices",
     "matmul": "experiments.matmul",
     "precision": "experiments.precision",
     "bandwidth": "experiments.bandwidth",
@@ -29,6 +31,9 @@ REGISTRY: dict[str, str] = {
     "training": "experiments.training",
     "inference": "experiments.inference",
     "op_mix": "experiments.op_mix",
+    "serial_parallel": "experiments.serial_parallel",
+    "threads": "experiments.threads",
+    "compiler": "experiments.compiler",
 }
 
 PROFILES = ("tiny", "quick", "full")

@@ -40,8 +40,23 @@ def config(profile: str, platform: str) -> Config:
     return Config()
 
 
+@functools.lru_cache(maxsize=8)
+def _upcasts(preset: str, platform: str) -> bool:
+    """Whether this backend converts the preset's matmul operands to fp32, read from a compiled dot."""
+    import numpy as np
+
+    from jaxgpu import matmul, precision
+
+    a = np.ones((64, 64), np.float32)
+    prepared = precision.prepare(jnp.asarray(a), jnp.asarray(a), preset)
+    args = prepared[:2] if prepared[2] is None else prepared
+    hlo = matmul.jax_matmul(preset).lower(*args).compile().as_text()
+    return precision.upcast_in_hlo(hlo, preset)
+
+
 def _validate(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, float]:
-    est = fit.mlp_train(cfg.input_dim, widths, 10, batch, "adamw", preset)
+    upcast = _upcasts(preset, ctx.platform)
+    est = fit.mlp_train(cfg.input_dim, widths, 10, batch, "adamw", preset, upcast)
     available = devices.device_memory_bytes(ctx.device)
     if available and est.total > available:
         raise DoesNotFit(f"predicted {est.total / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available")
@@ -55,7 +70,7 @@ def _validate(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, 
     measured = ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes - ma.alias_size_in_bytes
     out = {"bytes_predicted": float(est.total), "bytes_measured": float(measured),
            "prediction_error": est.total / measured - 1, "params": float(est.params / 4),
-           "temp_bytes_measured": float(ma.temp_size_in_bytes)}
+           "temp_bytes_measured": float(ma.temp_size_in_bytes), "upcast_to_fp32": float(upcast)}
     if ctx.platform == "gpu":
         before = (ctx.device.memory_stats() or {}).get("bytes_in_use", 0)
         state, _ = step(state, x, y)

@@ -39,6 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--devices", type=int, metavar="N", help="number of CPU host devices (XLA_FLAGS is appended to)")
     p.add_argument("--seed", type=int)
     p.add_argument("--no-report", action="store_true", help="write results only, no report")
+    p.add_argument("--profile-trace", metavar="DIR",
+                   help="write a jax.profiler trace of the run to DIR (open in Perfetto or TensorBoard/XProf)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
     if args.resume and args.out and args.out != args.resume:
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.resume or args.out or runner.default_out_dir(platform)
     try:
         runner.run_study(names, platform=platform, profile=args.profile, out_dir=out, resume=bool(args.resume),
-                         seed=args.seed, host_devices=args.devices, progress=not args.no_progress, report=not args.no_report,
+                         seed=args.seed, host_devices=args.devices, trace_dir=args.profile_trace, progress=not args.no_progress, report=not args.no_report,
                          argv=sys.argv[1:] if argv is None else argv)
     except results.ResultsError as err:
         return _fail(str(err))

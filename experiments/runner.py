@@ -58,7 +58,7 @@ def _progress(total: int, enabled: bool):
 
 
 def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", out_dir: str | Path,
-              resume: bool = False, seed: int = 0, host_devices: int | None = None, progress: bool = True, report: bool = True,
+              resume: bool = False, seed: int = 0, host_devices: int | None = None, trace_dir: str | Path | None = None, progress: bool = True, report: bool = True,
               argv: Sequence[str] | None = None, log: Callable[[str], None] | None = None) -> Path:
     """Runs the named experiments on ``platform`` and writes the result folder ``out_dir``.
 
@@ -99,6 +99,8 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
         plans.append((name, mod, cases))
         if hasattr(mod, "info"):
             meta["info"][name] = mod.info(ctx)
+        if hasattr(mod, "attachments"):
+            meta.setdefault("attachments", {})[name] = mod.attachments(ctx, out_dir)
     total = sum(len(c) for _, _, c in plans)
     skipped = len(done)
     log(f"jaxgpu: {total} cases on {platform} ({env['device_kind']}, {env['n_devices']} device(s)), "
@@ -106,7 +108,12 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
     bar = _progress(total, progress)
     counts = {s: 0 for s in results.STATUSES}
     t_start = time.perf_counter()
-    with results.RunWriter(out_dir, meta) as writer:
+    import contextlib
+
+    import jax
+
+    trace = jax.profiler.trace(str(trace_dir)) if trace_dir else contextlib.nullcontext()
+    with results.RunWriter(out_dir, meta) as writer, trace:
         for name, mod, cases in plans:
             if bar is None or bar.disable:
                 log(f"jaxgpu: {name}: {len(cases)} cases")

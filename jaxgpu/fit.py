@@ -8,7 +8,8 @@ MLP train step (the jitted Flax + Optax step of ``jaxgpu.mlp``, state donated)::
     batch            = B x d_in x 4 + B x 4 (fp32 inputs, int32 labels)
     activation phase = B x sum(widths) x (8 + 2 if bf16/fp16)   every hidden output kept for the
                        backward pass in fp32 plus one working buffer of the same size, plus the
-                       compute-dtype copy; + B x d_in x 2 for a low-precision input copy
+                       compute-dtype copy (+ 4 more where the backend upcasts that dtype to fp32);
+                       + B x d_in x 2 for a low-precision input copy
     gradient phase   = 4 P (every parameter gradient, fp32) + the largest weight matrix x 4 for a
                        stateful optimizer's update temporary
 
@@ -60,15 +61,20 @@ def mlp_param_count(input_dim: int, widths: Sequence[int], n_out: int) -> int:
 
 
 def mlp_train(input_dim: int, widths: Sequence[int], n_out: int, batch: int, optimizer: str = "adam",
-              preset: str = "fp32") -> MemoryEstimate:
-    """Bytes of one jitted MLP train step (see the module docstring for the formula)."""
+              preset: str = "fp32", upcast: bool = False) -> MemoryEstimate:
+    """Bytes of one jitted MLP train step (see the module docstring for the formula).
+
+    ``upcast``: the backend converts the preset's operands to fp32 before multiplying (XLA:CPU
+    does for fp16; ``jaxgpu.precision.upcast_in_hlo`` tells), which keeps one more fp32
+    copy of every activation.
+    """
     if optimizer not in OPT_STATE_COPIES:
         raise KeyError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPT_STATE_COPIES)}")
     p = mlp_param_count(input_dim, widths, n_out)
     lowp = BYTES[preset] == 2
     dims = [input_dim, *widths, n_out]
     largest_weight = max(a * b for a, b in zip(dims[:-1], dims[1:]))
-    acts = batch * sum(widths) * (8 + 2 * lowp) + lowp * batch * input_dim * 2
+    acts = batch * sum(widths) * (8 + 2 * lowp + 4 * (lowp and upcast)) + lowp * batch * input_dim * 2
     grads = 4 * p + (OPT_STATE_COPIES[optimizer] > 0) * 4 * largest_weight
     return MemoryEstimate(params=4 * p, optimizer=4 * p * OPT_STATE_COPIES[optimizer],
                           batch=batch * input_dim * 4 + batch * 4, activations=acts, gradients=grads)

@@ -124,6 +124,13 @@ class RunWriter:
             # A resumed run keeps its first run.json and lists later sessions beside it.
             old = json.loads(run_path.read_text(encoding="utf-8"))
             old.setdefault("resumed_by", []).append(meta.get("run_id"))
+            # Experiments first run by the resuming session bring their facts along.
+            for key in ("info", "attachments"):
+                old[key] = {**meta.get(key, {}), **old.get(key, {})}
+            cfg_old, cfg_new = old.setdefault("config", {}), meta.get("config", {})
+            cfg_old["experiments"] = list(dict.fromkeys([*cfg_old.get("experiments", []),
+                                                         *cfg_new.get("experiments", [])]))
+            cfg_old["per_experiment"] = {**cfg_new.get("per_experiment", {}), **cfg_old.get("per_experiment", {})}
             meta = old
         tmp = run_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -114,3 +114,46 @@ def dots_only(hlo_text: str, seed: int = 0):
                 for (a, b), d, o in zip(pairs, dims, outs)]
 
     return jax.jit(run), args
+
+
+def count_ops(hlo_text: str) -> dict[str, int]:
+    """Instructions of an HLO module (all computations), fusions, and the entry computation's
+    instructions: after fusion each of those is one kernel launch or loop."""
+    instrs = parse(hlo_text)
+    entry = hlo_text[hlo_text.find("\nENTRY"):] if "\nENTRY" in hlo_text else hlo_text
+    entry = entry[: entry.find("\n}") + 1] if "\n}" in entry else entry
+    skip = ("parameter", "constant", "tuple", "get-tuple-element")
+    return {"instructions": len([i for i in instrs if i["op"] not in skip]),
+            "fusions": sum(i["op"] == "fusion" for i in instrs),
+            "entry_ops": len([i for i in parse(entry) if i["op"] not in skip])}
+
+
+def library_calls(optimized_hlo: str) -> list[str]:
+    """Library kernels an optimized program calls: custom-call targets (cuBLAS, cuDNN, oneDNN, ...)
+    and the kinds of custom fusions (Triton, YNNPACK, cuBLAS-fused GEMMs)."""
+    targets = set(re.findall(r'custom_call_target="([^"]+)"', optimized_hlo))
+    kinds = set(re.findall(r'"kind":"(__[\w]+)"', optimized_hlo))
+    kinds |= {f"fusion kind {k}" for k in re.findall(r"kind=(kCustom|kTriton\w*)", optimized_hlo) if k != "kCustom"}
+    return sorted(targets | kinds)
+
+
+def unfused_bytes(hlo_text: str, itemsize: int = 4) -> float:
+    """Bytes moved if every non-trivial instruction read its operands and wrote its output to memory."""
+    instrs = parse(hlo_text)
+    shapes = {i["name"]: i["shape"] for i in instrs}
+    total = 0.0
+    for ins in instrs:
+        if ins["op"] in ("parameter", "constant", "tuple", "get-tuple-element"):
+            continue
+        total += math.prod(ins["shape"] or [1]) * itemsize
+        total += sum(math.prod(shapes.get(o, []) or [1]) * itemsize for o in ins["operands"] if o in shapes)
+    return total
+
+
+def lowering_chain(fn, *args) -> dict[str, str]:
+    """The program at each stage: jaxpr, StableHLO, and XLA's optimized HLO."""
+    import jax
+
+    lowered = jax.jit(fn).lower(*args)
+    return {"jaxpr.txt": str(jax.make_jaxpr(fn)(*args)), "stablehlo.mlir": lowered.as_text(),
+            "optimized_hlo.txt": lowered.compile().as_text()}

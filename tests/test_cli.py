@@ -35,7 +35,7 @@ def test_unknown_backend():
 
 def test_unknown_experiment_lists_the_known_ones():
     proc = _run("experiments.run", "--only", "matmull")
-    _one_line_error(proc, "unknown experiment 'matmull'; known: matmul")
+    _one_line_error(proc, "unknown experiment 'matmull'; known: devices, matmul, precision")
 
 
 def test_bad_device_count():

@@ -91,3 +91,10 @@ def test_a_size_that_cannot_fit_is_predicted_and_recorded():
             if c.params.get("widths") == list(cfg.too_big) or c.params.get("case") == "allocate_past_memory"]
     assert [r.status for r in recs] == ["does_not_fit", "does_not_fit"]
     assert all("GiB" in r.reason and "available" in r.reason for r in recs)
+
+
+def test_upcast_keeps_one_more_fp32_copy_of_each_activation():
+    base = fit.mlp_train(8, (16, 16), 2, batch=4, preset="fp16")
+    up = fit.mlp_train(8, (16, 16), 2, batch=4, preset="fp16", upcast=True)
+    assert up.activations - base.activations == 4 * 32 * 4
+    assert fit.mlp_train(8, (16,), 2, 4, preset="fp32", upcast=True) == fit.mlp_train(8, (16,), 2, 4, preset="fp32")

@@ -99,10 +99,11 @@ def test_latest_record_of_a_case_wins():
 
 
 def test_rewriting_run_json_on_resume_keeps_the_first(tmp_path):
-    _write(tmp_path, [_rec(1)], {"run_id": "first"})
-    _write(tmp_path, [_rec(2)], {"run_id": "second"})
+    _write(tmp_path, [_rec(1)], {"run_id": "first", "info": {"a": 1}, "config": {"experiments": ["a"]}})
+    _write(tmp_path, [_rec(2)], {"run_id": "second", "info": {"a": 2, "b": 3}, "config": {"experiments": ["b"]}})
     run = results.read_run(tmp_path)
     assert run.meta["run_id"] == "first" and run.meta["resumed_by"] == ["second"]
+    assert run.meta["info"] == {"a": 1, "b": 3} and run.meta["config"]["experiments"] == ["a", "b"]
     assert len(run.records) == 2
 
 

@@ -1,0 +1,163 @@
+"""compiler: what XLA does under JAX: op-by-op vs jit, compile vs run, fusion, library calls (C15)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgpu import stack, timing
+from jaxgpu import report as rp
+
+from experiments.runner import Case, RunContext
+
+BENCHMARK_VERSION = 1
+CLAIMS = ("C15",)
+DESCRIPTION = "op-by-op vs jit, compile vs run and amortisation, fusion counts and bytes, library calls, lowering chain"
+
+
+def gelu_chain(x):
+    """A tanh-GELU written out op by op: nine elementwise ops XLA can fuse into one loop."""
+    inner = 0.7978845608 * (x + 0.044715 * x * x * x)
+    return 0.5 * x * (1.0 + jnp.tanh(inner))
+
+
+def mlp_layer(x, w, b):
+    return jax.nn.gelu(x @ w + b)
+
+
+N_CHAIN_OPS = 9
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    chain_n: int = 1 << 20
+    layer: tuple[int, int, int] = (512, 1024, 1024)  # batch, in, out
+    target_s: float = 0.2
+
+
+def config(profile: str, platform: str) -> Config:
+    if profile == "tiny":
+        return Config(chain_n=1 << 10, layer=(8, 16, 16), target_s=0.01)
+    if platform == "gpu":
+        return Config(chain_n=1 << 24, layer=(4096, 4096, 4096))
+    return Config()
+
+
+def _programs(cfg: Config, ctx: RunContext):
+    rng = np.random.default_rng(0)
+    x = jax.device_put(rng.standard_normal(cfg.chain_n, dtype=np.float32), ctx.device)
+    b_, i_, o_ = cfg.layer
+    layer_args = tuple(jax.device_put(rng.standard_normal(s, dtype=np.float32), ctx.device)
+                       for s in ((b_, i_), (i_, o_), (o_,)))
+    return {"gelu_chain": (gelu_chain, (x,)), "mlp_layer": (mlp_layer, layer_args)}
+
+
+def _measure(name: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    fn, args = _programs(cfg, ctx)[name]
+    jitted = jax.jit(fn)
+    lowered = jitted.lower(*args)
+    t0 = time.perf_counter()
+    compiled = lowered.compile()  # first, so that no earlier call's cached executable hides the cost
+    compile_s = time.perf_counter() - t0
+    ref = np.asarray(compiled(*args))
+    eager = fn(*args)
+    if not np.allclose(np.asarray(eager), ref, rtol=1e-4, atol=1e-5):
+        raise ArithmeticError(f"{name}: op-by-op and jit disagree")
+    # Op by op: every jnp call dispatches its own compiled kernel (cached after the first call).
+    t_eager = timing.time_host(fn, *args, sync=jax.block_until_ready, target_s=cfg.target_s, min_iters=5)
+    t_jit = timing.time_compiled(compiled, [args], compile_s=compile_s, target_s=cfg.target_s)
+    pre, post = lowered.as_text(dialect="hlo"), compiled.as_text()
+    before, after = stack.count_ops(pre), stack.count_ops(post)
+    _, fused_bytes = timing.cost_analysis(compiled)
+    saved = t_eager.median_s - t_jit.median_s
+    out = {"time_s_median": t_jit.median_s, "eager_time_s": t_eager.median_s, "speedup": t_eager.median_s / t_jit.median_s,
+           "compile_s": compile_s, "instructions_before": float(before["entry_ops"]),
+           "instructions_after": float(after["entry_ops"]), "fusions_after": float(after["fusions"]),
+           "unfused_bytes": stack.unfused_bytes(pre), "library_calls": float(len(stack.library_calls(post)))}
+    if saved > 0:
+        out["runs_to_amortise_compile"] = compile_s / saved
+    if name == "gelu_chain":
+        out["dispatch_s_per_op"] = max(saved, 0.0) / N_CHAIN_OPS
+    if fused_bytes:
+        out["fused_bytes"] = fused_bytes
+    return out
+
+
+def info(ctx: RunContext) -> dict[str, str]:
+    cfg = Config(chain_n=1 << 10, layer=(8, 16, 16))
+    out = {}
+    for name, (fn, args) in _programs(cfg, ctx).items():
+        post = jax.jit(fn).lower(*args).compile().as_text()
+        out[name] = ", ".join(stack.library_calls(post)) or "none (XLA's own emitted loops)"
+    return out
+
+
+def attachments(ctx: RunContext, out_dir: Path) -> list[str]:
+    """Writes the lowering chain of each program under out_dir/attachments/compiler; returns the paths."""
+    cfg = Config(chain_n=1 << 10, layer=(8, 16, 16))
+    written = []
+    for name, (fn, args) in _programs(cfg, ctx).items():
+        d = out_dir / "attachments" / "compiler" / f"{ctx.platform}-{name}"
+        d.mkdir(parents=True, exist_ok=True)
+        for fname, text in stack.lowering_chain(fn, *args).items():
+            (d / fname).write_text(text, encoding="utf-8")
+            written.append(str((d / fname).relative_to(out_dir)))
+    return written
+
+
+def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    return [Case({"program": name}, functools.partial(_measure, name, cfg, ctx)) for name in ("gelu_chain", "mlp_layer")]
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("The software stack: what XLA does with a JAX program", "compiler", CLAIMS)
+    good = rp.ok(pairs)
+    rows, notes = [], []
+    for run, x in good:
+        m = x.metrics
+        rows.append([run.label, x.params["program"], rp.fmt(m["eager_time_s"] * 1e6), rp.fmt(m["time_s_median"] * 1e6),
+                     rp.fmt(m["speedup"]), rp.fmt(m["compile_s"] * 1e3), rp.fmt(m.get("runs_to_amortise_compile")),
+                     f"{int(m['instructions_before'])} -> {int(m['instructions_after'])}", int(m["fusions_after"]),
+                     rp.fmt(m["unfused_bytes"] / 2**20), rp.fmt(m.get("fused_bytes", float("nan")) / 2**20)])
+        if x.params["program"] == "gelu_chain" and "runs_to_amortise_compile" in m:
+            notes.append(f"On {run.label} the 9-op GELU chain ran {m['speedup']:.1f}x faster jitted than op by op "
+                         f"({m.get('dispatch_s_per_op', 0) * 1e6:.1f} us saved per op), fused into "
+                         f"{int(m['fusions_after'])} fusion(s); compiling took {m['compile_s'] * 1e3:.0f} ms, repaid after "
+                         f"{m.get('runs_to_amortise_compile', float('nan')):.0f} runs. Bytes moved: "
+                         f"{m['unfused_bytes'] / 2**20:.0f} MiB unfused vs {m.get('fused_bytes', float('nan')) / 2**20:.0f} "
+                         "MiB fused (XLA cost analysis).")
+    sec.tables.append(rp.Table(["run", "program", "op-by-op us", "jit us", "speed-up", "compile ms", "runs to amortise",
+                                "top-level HLO ops", "fusions", "MiB unfused", "MiB fused"], rows,
+                               "Op by op vs jit; fusion before and after XLA's optimisation"))
+    for label, (run, _) in rp.by_run(pairs).items():
+        info = run.meta.get("info", {}).get("compiler")
+        if info:
+            sec.paragraphs.append(f"Library calls in the optimized HLO on {label}: "
+                                  + "; ".join(f"{k}: {v}" for k, v in info.items()) + ".")
+        files = run.meta.get("attachments", {}).get("compiler")
+        if files:
+            sec.paragraphs.append(f"Lowering chain (jaxpr, StableHLO, optimized HLO) of {label}: "
+                                  + ", ".join(f"{run.path.name}/{f}" for f in files) + ".")
+    if good:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(6.5, 3.2), dpi=100)
+        ax = fig.add_subplot()
+        labels = [f"{run.label}\n{x.params['program']}" for run, x in good]
+        xs = range(len(good))
+        ax.bar([i - 0.2 for i in xs], [x.metrics["eager_time_s"] * 1e6 for _, x in good], width=0.4, label="op by op")
+        ax.bar([i + 0.2 for i in xs], [x.metrics["time_s_median"] * 1e6 for _, x in good], width=0.4, label="jit")
+        ax.set_xticks(list(xs), labels, fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("us per call (median)")
+        ax.legend(fontsize=7)
+        ax.grid(True, axis="y", alpha=0.3)
+        fig.tight_layout()
+        sec.plots.append(rp.Plot("compiler", fig, " ".join(notes) or "Op by op vs jit, per program."))
+    return sec

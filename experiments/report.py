@@ -32,7 +32,7 @@ _RATE_METRICS = ("gflops", "gbytes_per_s", "samples_per_s")
 def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
     pairs = results.merge(runs)
     present = {rec.experiment for _, rec in pairs}
-    sections = []
+    sections = [ledger_section(pairs)]
     for name in experiments.names():
         if name in present:
             sec = experiments.load(name).section([p for p in pairs if p[1].experiment == name])
@@ -46,6 +46,21 @@ def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
     sections.append(rp.Section("Runs", "runs", tables=[rp.env_table(list(runs))],
                                paragraphs=[_status_summary(runs)]))
     return sections
+
+
+def ledger_section(pairs) -> rp.Section:
+    """One row per claim: the rule, the deciding figure and the verdict the rule computed."""
+    from jaxgpu import claims
+
+    rows = []
+    for c, v in claims.ledger(pairs):
+        links = ", ".join(e for e in c.experiments)
+        rows.append([c.id, c.text, links, v.evidence, v.verdict, c.rule_text])
+    counts = {k: sum(r[4] == k for r in rows) for k in claims.VERDICTS}
+    return rp.Section("Claims ledger", "ledger", paragraphs=[
+        "Each verdict is computed by the rule beside it from the records of the runs below; "
+        + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + "."],
+        tables=[rp.Table(["claim", "the explainer says", "experiments", "deciding figure", "verdict", "rule"], rows)])
 
 
 def _version_warning(sec: rp.Section, name: str, pairs) -> None:

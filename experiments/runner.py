@@ -112,7 +112,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
 
     import jax
 
-    trace = jax.profiler.trace(str(trace_dir)) if trace_dir else contextlib.nullcontext()
+    trace = jax.profiler.trace(str(trace_dir), create_perfetto_trace=True) if trace_dir else contextlib.nullcontext()
     with results.RunWriter(out_dir, meta) as writer, trace:
         for name, mod, cases in plans:
             if bar is None or bar.disable:

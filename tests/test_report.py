@@ -95,3 +95,10 @@ def test_every_experiment_runs_tiny_and_reports(tmp_path):
         title = experiments.load(name).section([(run, r) for r in run.records if r.experiment == name]).title
         assert f"## {title}" in md, name
     assert md.count("**Takeaway:**") >= len(names)
+
+
+def test_profile_trace_is_written(tmp_path):
+    runner.run_study(["devices"], platform="cpu", profile="tiny", out_dir=tmp_path / "run", progress=False,
+                     report=False, trace_dir=tmp_path / "trace", log=lambda m: None)
+    files = [p.name for p in (tmp_path / "trace").rglob("*") if p.is_file()]
+    assert any(f.endswith(".xplane.pb") for f in files) and any(f.endswith(".trace.json.gz") for f in files), files

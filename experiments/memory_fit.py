@@ -164,14 +164,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                          f"{worst.params['batch']}, {worst.params['preset']}).")
         lim = max(x.metrics["bytes_measured"] for _, x in val) / 2**20 * 1.2
         ax.plot([0.1, lim], [0.1, lim], "k--", linewidth=1, label="prediction = XLA")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("XLA memory analysis (MiB)")
-        ax.set_ylabel("estimate (MiB)")
-        ax.set_title("MLP train step (AdamW): estimate vs XLA", fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
+        rp.finish(fig, ax, xlabel="XLA memory analysis (MiB)", ylabel="estimate (MiB)", logx=10, logy=True,
+                  title="MLP train step (AdamW): estimate vs XLA")
         sec.plots.append(rp.Plot("memory_fit", fig, " ".join(notes)))
         rows = [[run.label, "x".join(map(str, x.params["widths"])), x.params["batch"], x.params["preset"],
                  rp.fmt(x.metrics["bytes_predicted"] / 2**20), rp.fmt(x.metrics["bytes_measured"] / 2**20),

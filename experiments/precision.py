@@ -246,12 +246,8 @@ def _error_plot(groups) -> rp.Plot:
         ax.bar(xs, ys, width=width, label=f"{label} n={n}")
         worst[label] = errs
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, fontsize=8)
-    ax.set_yscale("log")
-    ax.set_ylabel("rel. error vs float64")
-    ax.set_title("accuracy per preset (whole quantise-multiply-dequantise path)", fontsize=10)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    rp.finish(fig, ax, ylabel="rel. error vs float64", logy=True, grid="y",
+              title="accuracy per preset (whole quantise-multiply-dequantise path)")
     parts = []
     for label, errs in worst.items():
         ordered = sorted(errs, key=errs.get)

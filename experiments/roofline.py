@@ -88,14 +88,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
             ax.plot(xs, [min(dpeak * 1e3, dbw * x) for x in xs], ":", color="0.4", linewidth=1,
                     label=f"{label} datasheet roof (fp32)")
         notes.append(_takeaway(label, recs, bw, peak, hw))
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte of memory traffic)")
-    ax.set_ylabel("GFLOP/s")
-    ax.set_title("roofline: measured points against the roof", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    rp.finish(fig, ax, xlabel="arithmetic intensity (FLOP per byte of memory traffic)", ylabel="GFLOP/s",
+              title="roofline: measured points against the roof", logx=True, logy=True)
     sec.plots.append(rp.Plot("roofline", fig, " ".join(n for n in notes if n)))
     rows = [[run.label, x.params["kind"], x.params.get("k", "-"), rp.fmt(x.metrics["intensity_flop_per_byte"]),
              rp.fmt(x.metrics["gflops"]), rp.fmt(x.metrics["gbytes_per_s"]), rp.fmt(x.metrics["time_s_median"] * 1e3)]

@@ -127,6 +127,26 @@ def line_plot(series: Sequence[Series], *, xlabel: str, ylabel: str, title: str,
     return fig
 
 
+def finish(fig: Figure, ax, *, xlabel: str | None = None, ylabel: str | None = None, title: str | None = None,
+           logx: bool | int = False, logy: bool = False, grid: str = "both") -> Figure:
+    """The axes set-up every figure shares: scales (logx may be a base), labels, grid, legend, layout."""
+    if logx:
+        ax.set_xscale("log", base=2 if logx is True else logx)
+    if logy:
+        ax.set_yscale("log")
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", axis=grid if grid in ("x", "y") else "both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def fmt(x: float | None, digits: int = 3) -> str:
     """A number for a table: 3 significant digits, scientific when tiny or huge."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):

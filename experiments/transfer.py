@@ -10,10 +10,9 @@ import dataclasses
 import functools
 
 import jax
-import numpy as np
 import optax
 
-from jaxgpu import memory, mlp, timing
+from jaxgpu import memory, mlp
 from jaxgpu import report as rp
 
 from experiments.runner import Case, RunContext
@@ -50,25 +49,9 @@ def _copy_on_device(nbytes: int, ctx: RunContext, target_s: float) -> dict[str, 
 
 
 def _mlp_step(feed: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
-    model = mlp.MLP(widths=cfg.widths, n_out=10)
-    opt = optax.adamw(1e-3)
-    state = jax.device_put(mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim), ctx.device)
-    step = mlp.make_train_step(model, opt, "fp32")
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((cfg.batch, cfg.input_dim), dtype=np.float32)
-    y = rng.integers(0, 10, cfg.batch).astype(np.int32)
-    if feed == "resident":
-        x, y = jax.device_put(x, ctx.device), jax.device_put(y, ctx.device)
-    holder = [state]
-
-    def call():
-        holder[0], metrics = step(holder[0], x, y)  # host-fed: the numpy batch is copied in every call
-        return metrics
-
-    t = timing.time_host(call, sync=jax.block_until_ready, target_s=cfg.target_s, min_iters=5)
-    if not np.isfinite(float(call()["loss"])):
-        raise ArithmeticError("MLP step diverged")
-    return {**t.metrics(), "batch_bytes": float(x.nbytes + y.nbytes),
+    t, _ = mlp.step_throughput(mlp.MLP(widths=cfg.widths, n_out=10), optax.adamw(1e-3), cfg.input_dim, cfg.batch,
+                               "fp32", ctx.device, cfg.target_s, host_fed=feed == "host_fed")
+    return {**t.metrics(), "batch_bytes": float(cfg.batch * (cfg.input_dim * 4 + 4)),
             "samples_per_s": cfg.batch / t.median_s}
 
 

@@ -248,19 +248,25 @@ def underflow_share(model: MLP, params, x, y) -> dict[str, float]:
 
 
 def step_throughput(model: MLP, optimizer: optax.GradientTransformation, input_dim: int, batch: int,
-                    preset: str = "fp32", device=None, target_s: float = 0.3):
-    """Times the jitted train step on synthetic data: (Timing, XLA FLOPs per step)."""
+                    preset: str = "fp32", device=None, target_s: float = 0.3, host_fed: bool = False):
+    """Times the jitted train step on synthetic data: (Timing, XLA FLOPs per step).
+
+    ``host_fed``: the batch stays a numpy array and is copied to the device in every call,
+    as data that is not resident must be.
+    """
     from jaxgpu import data, timing
 
     device = device or jax.devices()[0]
-    x, y = (jax.device_put(a, device) for a in data.synthetic(batch, input_dim, model.n_out))
+    host_x, host_y = data.synthetic(batch, input_dim, model.n_out)
+    x, y = (jax.device_put(a, device) for a in (host_x, host_y))
     state = jax.device_put(init_state(model, optimizer, jax.random.key(0), input_dim), device)
     compiled, compile_s = timing.compile_timed(make_train_step(model, optimizer, preset), state, x, y)
     flops, _ = timing.cost_analysis(compiled)
     holder = [state]
+    feed = (host_x, host_y) if host_fed else (x, y)
 
     def call():
-        holder[0], m = compiled(holder[0], x, y)
+        holder[0], m = compiled(holder[0], *feed)
         return m
 
     t = timing.time_host(call, sync=jax.block_until_ready, target_s=target_s, min_iters=5)

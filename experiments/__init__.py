@@ -34,7 +34,17 @@ REGISTRY: dict[str, str] = {
     "serial_parallel": "experiments.serial_parallel",
     "threads": "experiments.threads",
     "compiler": "experiments.compiler",
+    "collectives": "experiments.collectives",
+    "data_parallel": "experiments.data_parallel",
+    "tensor_parallel": "experiments.tensor_parallel",
+    "distributed": "experiments.distributed",
 }
+
+# Experiments that compare device counts. On CPU a run that selects one and leaves
+# --devices unset gets this many host devices (XLA's virtual CPU devices; measured here,
+# they do not change single-device timings: matmul and triad within 4% of 1 device).
+MULTI_DEVICE = ("collectives", "data_parallel", "tensor_parallel")
+DEFAULT_HOST_DEVICES = 8
 
 PROFILES = ("tiny", "quick", "full")
 

@@ -145,9 +145,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
             sec.paragraphs.append(f"Lowering chain (jaxpr, StableHLO, optimized HLO) of {label}: "
                                   + ", ".join(f"{run.path.name}/{f}" for f in files) + ".")
     if good:
-        from matplotlib.figure import Figure
 
-        fig = Figure(figsize=(6.5, 3.2), dpi=100)
+        fig = rp.Figure(figsize=(6.5, 3.2), dpi=100)
         ax = fig.add_subplot()
         labels = [f"{run.label}\n{x.params['program']}" for run, x in good]
         xs = range(len(good))

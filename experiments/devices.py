@@ -56,7 +56,6 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 def section(pairs: list[rp.Pair]) -> rp.Section:
-    from matplotlib.figure import Figure
 
     sec = rp.Section("What each backend is: cores, lanes, memory", "devices", CLAIMS)
     good = rp.ok(pairs)
@@ -77,7 +76,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                                 "memory GB", "bandwidth GB/s", "fp32 TFLOP/s", "source"], rows,
                                "Parallel lanes = cores x fp32 lanes (SIMD width on a CPU, FP32 units per SM on a GPU)"))
     if bars:
-        fig = Figure(figsize=(6.5, 3.0), dpi=100)
+        fig = rp.Figure(figsize=(6.5, 3.0), dpi=100)
         ax = fig.add_subplot()
         ax.barh([b[0] for b in bars], [b[1] for b in bars])
         ax.set_xscale("log")

@@ -144,12 +144,11 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 def section(pairs: list[rp.Pair]) -> rp.Section:
-    from matplotlib.figure import Figure
 
     sec = rp.Section("What fits in memory: predicted and checked against XLA", "memory_fit", CLAIMS)
     val = [(r, x) for r, x in rp.ok(pairs) if x.params.get("case") == "mlp_train"]
     if val:
-        fig = Figure(figsize=(6.0, 4.4), dpi=100)
+        fig = rp.Figure(figsize=(6.0, 4.4), dpi=100)
         ax = fig.add_subplot()
         notes = []
         for label, (run, recs) in rp.by_run(val).items():

@@ -85,13 +85,12 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 def section(pairs: list[rp.Pair]) -> rp.Section:
-    from matplotlib.figure import Figure
 
     sec = rp.Section("Is deep learning mostly matrix multiplication?", "op_mix", CLAIMS)
     good = rp.ok(pairs)
     if not good:
         return sec
-    fig = Figure(figsize=(7.5, 3.8), dpi=100)
+    fig = rp.Figure(figsize=(7.5, 3.8), dpi=100)
     ax = fig.add_subplot()
     labels, flop, tshare = [], [], []
     for run, x in good:

@@ -62,10 +62,9 @@ def roof(pairs_of_run) -> tuple[float | None, float | None]:
 
 
 def section(pairs: list[rp.Pair]) -> rp.Section:
-    from matplotlib.figure import Figure
 
     sec = rp.Section("The roofline: when do the cores wait?", "roofline", CLAIMS)
-    fig = Figure(figsize=(7.0, 4.4), dpi=100)
+    fig = rp.Figure(figsize=(7.0, 4.4), dpi=100)
     ax = fig.add_subplot()
     notes = []
     for label, (run, recs) in rp.by_run(rp.ok(pairs)).items():

@@ -6,7 +6,8 @@ Examples::
     python -m experiments.run --backend gpu --profile full
     python -m experiments.run --only matmul --out reports/my-run
     python -m experiments.run --resume reports/my-run # finish a run that was interrupted
-    python -m experiments.run --backend cpu --devices 4 --only matmul
+    python -m experiments.run --backend cpu --devices 4 --only data_parallel,tensor_parallel,collectives
+    python -m experiments.run --only distributed --processes 2
 
 Bad input ends with one line on stderr and exit code 2. Nothing here imports JAX
 before the backend and host device count are set.
@@ -36,7 +37,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--list", action="store_true", help="list the experiments and exit")
     p.add_argument("--out", metavar="DIR", help="result folder (default: a new folder under reports/runs/)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR, skipping cases already recorded")
-    p.add_argument("--devices", type=int, metavar="N", help="number of CPU host devices (XLA_FLAGS is appended to)")
+    p.add_argument("--devices", type=int, metavar="N",
+                   help="number of CPU host devices (XLA_FLAGS is appended to); default 1, or "
+                        f"{experiments.DEFAULT_HOST_DEVICES} when a multi-device experiment "
+                        f"({', '.join(experiments.MULTI_DEVICE)}) is selected")
+    p.add_argument("--processes", type=int, metavar="N", help="processes for the distributed experiment (default 2)")
     p.add_argument("--seed", type=int)
     p.add_argument("--no-report", action="store_true", help="write results only, no report")
     p.add_argument("--profile-trace", metavar="DIR",
@@ -47,6 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--resume DIR already names the result folder; drop --out")
     if args.devices is not None and args.devices < 1:
         p.error(f"--devices must be at least 1, got {args.devices}")
+    if args.processes is not None and args.processes < 1:
+        p.error(f"--processes must be at least 1, got {args.processes}")
     return args
 
 
@@ -59,7 +66,8 @@ def _defaults_from(args: argparse.Namespace) -> None:
         saved = results.read_run(args.resume).meta.get("config", {})
         if args.only is None and saved.get("experiments"):
             args.only = ",".join(saved["experiments"])
-    for name, default in (("backend", "auto"), ("profile", "quick"), ("devices", None), ("seed", 0)):
+    for name, default in (("backend", "auto"), ("profile", "quick"), ("devices", None), ("processes", None),
+                          ("seed", 0)):
         if getattr(args, name) is None:
             setattr(args, name, saved.get(name, default))
 
@@ -80,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:16s} {', '.join(mod.CLAIMS):12s} {mod.DESCRIPTION}")
         return 0
 
+    if args.devices is None and any(n in experiments.MULTI_DEVICE for n in names):
+        args.devices = experiments.DEFAULT_HOST_DEVICES  # only the CPU platform reads it
+
     from jaxgpu import devices  # imports JAX: only after the cheap checks above
 
     try:
@@ -94,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.resume or args.out or runner.default_out_dir(platform)
     try:
         runner.run_study(names, platform=platform, profile=args.profile, out_dir=out, resume=bool(args.resume),
-                         seed=args.seed, host_devices=args.devices, trace_dir=args.profile_trace, progress=not args.no_progress, report=not args.no_report,
+                         seed=args.seed, host_devices=args.devices, processes=args.processes,
+                         trace_dir=args.profile_trace, progress=not args.no_progress, report=not args.no_report,
                          argv=sys.argv[1:] if argv is None else argv)
     except results.ResultsError as err:
         return _fail(str(err))

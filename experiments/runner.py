@@ -37,6 +37,7 @@ class RunContext:
     n_devices: int
     hardware: hardware.Hardware | None
     seed: int = 0
+    processes: int | None = None  # --processes, for the distributed experiment
 
     @property
     def device(self):
@@ -58,7 +59,8 @@ def _progress(total: int, enabled: bool):
 
 
 def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", out_dir: str | Path,
-              resume: bool = False, seed: int = 0, host_devices: int | None = None, trace_dir: str | Path | None = None, progress: bool = True, report: bool = True,
+              resume: bool = False, seed: int = 0, host_devices: int | None = None, processes: int | None = None,
+              trace_dir: str | Path | None = None, progress: bool = True, report: bool = True,
               argv: Sequence[str] | None = None, log: Callable[[str], None] | None = None) -> Path:
     """Runs the named experiments on ``platform`` and writes the result folder ``out_dir``.
 
@@ -79,7 +81,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
     env = devices.fingerprint(platform)
     ctx = RunContext(platform=platform, profile=profile, device_kind=env["device_kind"],
                      n_devices=env["n_devices"], hardware=hardware.for_device(platform, env["device_kind"]),
-                     seed=seed)
+                     seed=seed, processes=processes)
     modules = {name: experiments.load(name) for name in names}
     configs = {name: mod.config(profile, platform) for name, mod in modules.items()}
     run_id = results.new_run_id()
@@ -87,7 +89,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
         "run_id": run_id,
         "argv": list(argv) if argv is not None else None,
         "config": {"profile": profile, "backend": platform, "experiments": list(names), "seed": seed,
-                   "devices": host_devices,
+                   "devices": host_devices, "processes": processes,
                    "per_experiment": {n: dataclasses.asdict(c) for n, c in configs.items()}},
         "env": env,
         "hardware": dataclasses.asdict(ctx.hardware) if ctx.hardware else None,

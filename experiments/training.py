@@ -14,7 +14,7 @@ import functools
 
 import optax
 
-from jaxgpu import data, hardware, matmul, mlp, precision
+from jaxgpu import data, matmul, mlp, precision
 from jaxgpu import report as rp
 
 from experiments.runner import Case, RunContext
@@ -148,14 +148,13 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 def section(pairs: list[rp.Pair]) -> rp.Section:
-    from matplotlib.figure import Figure
 
     sec = rp.Section("Training an MLP: precision, throughput, time to accuracy", "training", CLAIMS)
     good = rp.ok(pairs)
     curves = [(r, x) for r, x in good if x.params.get("case") == "curve"]
     runs_ = [(r, x) for r, x in good if x.params.get("case") == "run"]
     if curves:
-        fig = Figure(figsize=(8.5, 3.6), dpi=100)
+        fig = rp.Figure(figsize=(8.5, 3.6), dpi=100)
         ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
         for label, (run, recs) in rp.by_run(curves).items():
             for v in VARIANTS:

@@ -10,6 +10,7 @@ writes no files. ``experiments`` drives it and writes reports. Quick tour::
     jaxgpu.cpu_estimate().peak_flops("fp32") # this CPU's estimated peak, FLOP/s
     with jaxgpu.use_precision("int8"):       # calls without a preset follow the scope
         jaxgpu.precision_matmul(a, b)
+    jaxgpu.bench_collective("all_reduce", jax.devices(), 1 << 20).busbw   # bytes/s, NCCL-tests' definition
 """
 
 from jaxgpu.data import Dataset, digits
@@ -20,7 +21,11 @@ from jaxgpu.hardware import GPUS, Hardware, cpu_estimate, for_device, gpu_spec
 from jaxgpu.matmul import (MamfResult, MatmulResult, bench_jax, bench_numpy, bench_torch, mamf_search, operands,
                            worked_example)
 from jaxgpu.memory import bench_fma, bench_stream, bench_transfer, stream_arrays
+from jaxgpu.distributed import DistributedFailure, DistributedResult
+from jaxgpu.distributed import launch as launch_distributed
 from jaxgpu.mlp import MLP, LossScale, TrainResult, make_infer_step, make_train_step, train
+from jaxgpu.parallel import (CollectiveResult, DataParallel, TensorParallel, bench_collective, data_parallel,
+                             make_mesh, tensor_parallel)
 from jaxgpu.precision import PRESETS, Format, Preset, formats, quantize
 from jaxgpu.precision import matmul as precision_matmul
 from jaxgpu.precision import use as use_precision
@@ -34,6 +39,9 @@ __all__ = [
     "bench_fma", "bench_stream", "bench_transfer", "stream_arrays",
     "MLP", "LossScale", "TrainResult", "make_infer_step", "make_train_step", "train",
     "op_flops",
+    "DistributedFailure", "DistributedResult", "launch_distributed",
+    "CollectiveResult", "DataParallel", "TensorParallel", "bench_collective", "data_parallel", "make_mesh",
+    "tensor_parallel",
     "BackendError", "configure", "fingerprint", "resolve",
     "GPUS", "Hardware", "cpu_estimate", "for_device", "gpu_spec",
     "MamfResult", "MatmulResult", "bench_jax", "bench_numpy", "bench_torch", "mamf_search", "operands",

@@ -179,7 +179,24 @@ def _c10(p):
 
 
 def _c11(p):
-    return _not_run("tensor_parallel (not built yet)")
+    recs = [r for r in _ok(p, "tensor_parallel") if r.params["data"] == 1]
+    if not recs:
+        return _not_run("tensor_parallel")
+    backend = max(recs, key=lambda r: r.params["model"]).backend
+    by_m = {r.params["model"]: r.metrics for r in recs if r.backend == backend}
+    m = max(by_m)
+    if m < 2 or 1 not in by_m:
+        return Verdict("not run", f"tensor_parallel ran on 1 device only ({backend}); "
+                                  "run with --devices 4 on CPU or on several GPUs")
+    share = by_m[m]["bytes_measured"] / by_m[1]["bytes_measured"]
+    same = all(v["rel_error"] < 1e-5 for v in by_m.values())
+    ev = (f"{backend}: split over {m} devices, each holds {share:.0%} of the 1-device train step "
+          f"(1/{m} = {1 / m:.0%}); outputs {'equal' if same else 'differ'} (worst rel. error "
+          f"{max(v['rel_error'] for v in by_m.values()):.0e})")
+    if not same:
+        return Verdict("contradicted", ev)
+    return Verdict("supported" if share <= 1.4 / m else "supported with caveats" if share < 0.75 else "contradicted",
+                   ev)
 
 
 def _c12(p):
@@ -247,7 +264,32 @@ def _c16(p):
 
 
 def _c17(p):
-    return _not_run("data_parallel (not built yet)")
+    agree = [r for _, r in p if r.experiment == "data_parallel" and r.params.get("case") == "agreement"]
+    if not agree:
+        return _not_run("data_parallel")
+    bad = [r for r in agree if r.status != "ok"]
+    dist = [r for _, r in p if r.experiment == "distributed"]
+    parts = [f"{len(agree) - len(bad)}/{len(agree)} data-parallel runs (pmap, jit + sharding, shard_map) match one "
+             f"device to {max((r.metrics['rel_error'] for r in agree if r.status == 'ok'), default=float('nan')):.0e}"]
+    if dist:
+        d = dist[0]
+        parts.append(f"{d.params['processes']} processes (jax.distributed) " + (
+            f"match one process to {d.metrics['rel_error']:.0e}" if d.status == "ok" else f"{d.status}: {d.reason}"))
+    strong = [r for r in _ok(p, "data_parallel", case="strong", variant="jit_sharding") if r.params["devices"] > 1]
+    if bad or any(r.status != "ok" for r in dist):
+        return Verdict("contradicted", "; ".join(parts))
+    gpu = [r for r in strong if r.backend == "gpu"]
+    if gpu:
+        top = max(gpu, key=lambda r: r.params["devices"])
+        parts.append(f"strong scaling on {top.params['devices']} GPUs: {top.metrics['speedup']:.2f}x "
+                     f"({top.metrics['efficiency']:.0%} efficiency)")
+        return _grade(top.metrics["efficiency"], 0.7, 0.3, "; ".join(parts))
+    if strong:
+        top = max(strong, key=lambda r: r.params["devices"])
+        parts.append(f"{top.params['devices']} CPU host devices sharing the same cores "
+                     f"ran at {top.metrics['speedup']:.2f}x one device: working together is shown, speed-up needs "
+                     "several real GPUs")
+    return Verdict("supported with caveats", "; ".join(parts))
 
 
 def _c18(p):

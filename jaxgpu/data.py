@@ -9,6 +9,8 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
+    """A classification set with a fixed train/test split: fp32 inputs, int32 labels."""
+
     x_train: np.ndarray
     y_train: np.ndarray
     x_test: np.ndarray

@@ -80,6 +80,39 @@ def mlp_train(input_dim: int, widths: Sequence[int], n_out: int, batch: int, opt
                           batch=batch * input_dim * 4 + batch * 4, activations=acts, gradients=grads)
 
 
+def megatron_split(layer: int, in_dim: int, out_dim: int, model_size: int) -> str | None:
+    """How tensor parallelism splits layer ``layer`` of an MLP over ``model_size`` devices:
+    "column" (even layers: output features), "row" (odd layers: input features), or None
+    (replicated) where that dimension does not divide evenly. ``jaxgpu.parallel`` follows it."""
+    column = layer % 2 == 0
+    if (out_dim if column else in_dim) % model_size:
+        return None
+    return "column" if column else "row"
+
+
+def mlp_train_tensor_parallel(input_dim: int, widths: Sequence[int], n_out: int, batch: int, model_size: int,
+                              optimizer: str = "adam", data_size: int = 1) -> MemoryEstimate:
+    """Bytes per device of the MLP train step split Megatron-style over ``model_size`` devices
+    (and its batch over ``data_size``): every split matrix, its gradient and optimizer state
+    divide by ``model_size``; a column layer's output is split, a row layer's is whole (after
+    its all-reduce); the batch divides by ``data_size``. Same phases as ``mlp_train``."""
+    if optimizer not in OPT_STATE_COPIES:
+        raise KeyError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPT_STATE_COPIES)}")
+    dims = [input_dim, *widths, n_out]
+    b = batch // data_size
+    per_device = acts = largest = 0
+    for i, (a, c) in enumerate(zip(dims[:-1], dims[1:])):
+        split = megatron_split(i, a, c, model_size)
+        div = model_size if split else 1
+        per_device += a * c // div + (c // model_size if split == "column" else c)
+        largest = max(largest, a * c // div)
+        if i < len(widths):
+            acts += b * (c // model_size if split == "column" else c) * 8
+    grads = 4 * per_device + (OPT_STATE_COPIES[optimizer] > 0) * 4 * largest
+    return MemoryEstimate(params=4 * per_device, optimizer=4 * per_device * OPT_STATE_COPIES[optimizer],
+                          batch=b * input_dim * 4 + b * 4, activations=acts, gradients=grads)
+
+
 def mlp_inference(input_dim: int, widths: Sequence[int], n_out: int, batch: int, preset: str = "fp32") -> int:
     """Bytes to serve an MLP: fp32 parameters, the input and the two widest live activations."""
     p = mlp_param_count(input_dim, widths, n_out)

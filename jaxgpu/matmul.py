@@ -212,13 +212,33 @@ def torch_available() -> bool:
 
 
 def bench_torch(sets: list[tuple[np.ndarray, np.ndarray]], device: str = "cpu", target_s: float = 0.5,
-                dtype: str = "float32") -> MatmulResult:
-    """Times ``torch.matmul`` (TF32 off for fp32) on CPU or CUDA on the same operands in ``dtype``."""
+                dtype: str = "float32", budget_s: float = 60.0) -> MatmulResult:
+    """Times ``torch.matmul`` (TF32 off for fp32) on CPU or CUDA on the same operands in ``dtype``.
+
+    A CPU without a native kernel for ``dtype`` can be hundreds of times slower (seen: torch's
+    bf16 matmul at under 1 GFLOP/s on an AVX2-dispatched build). A 256^3 probe runs first; if
+    the timed runs would take longer than ``budget_s``, the peer is reported unsupported with
+    its measured rate rather than stalling the run.
+
+    Raises:
+      Unsupported: the probe predicts more than ``budget_s`` for the measurement.
+    """
     import torch
 
     tdt = getattr(torch, dtype)
-    tsets = [tuple(torch.from_numpy(x).to(device=device, dtype=tdt) for x in s) for s in sets]
     sync = (lambda out: torch.cuda.synchronize()) if device.startswith("cuda") else (lambda out: out)
+    (m, k), n = sets[0][0].shape, sets[0][1].shape[1]
+    probe = torch.ones((256, 256), dtype=tdt, device=device)
+    sync(torch.matmul(probe, probe))
+    t0 = time.perf_counter()
+    sync(torch.matmul(probe, probe))
+    per_flop = (time.perf_counter() - t0) / (2 * 256**3)
+    predicted = per_flop * 2 * m * k * n * 8  # the reference check, warm-up and at least 5 timed calls
+    if predicted > budget_s:
+        cap = torch.backends.cpu.get_cpu_capability() if device == "cpu" else device
+        raise Unsupported(f"torch {dtype} matmul runs at {1e-9 / per_flop:.3g} GFLOP/s here (no fast {dtype} "
+                          f"kernel for CPU capability {cap}); {m}x{k}x{n} would take about {predicted:.0f} s")
+    tsets = [tuple(torch.from_numpy(x).to(device=device, dtype=tdt) for x in s) for s in sets]
     saved = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False  # match precision=highest; restored below
     try:
@@ -226,7 +246,6 @@ def bench_torch(sets: list[tuple[np.ndarray, np.ndarray]], device: str = "cpu", 
         t = timing.time_host(torch.matmul, arg_sets=tsets, sync=sync, target_s=target_s)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
-    (m, k), n = sets[0][0].shape, sets[0][1].shape[1]
     return MatmulResult("torch", m, k, n, dtype, None, t, err)
 
 

@@ -86,6 +86,22 @@ def make_train_step(model: MLP, optimizer: optax.GradientTransformation, preset:
     metrics: ``loss`` and ``grad_zero_fraction`` (share of gradient entries that are
     exactly zero: underflow shows here) and, with loss scaling, ``scale`` and ``skipped``.
     """
+    return jax.jit(train_step_fn(model, optimizer, preset, loss_scale), donate_argnums=(0,) if donate else ())
+
+
+def train_step_fn(model: MLP, optimizer: optax.GradientTransformation, preset: str = "fp32",
+                  loss_scale: LossScale | None = None, reduce=None, local=None):
+    """The train step as a plain function, before ``jax.jit`` (see ``make_train_step``).
+
+    ``reduce`` is applied to the local loss and gradients before the update: ``None`` on one
+    device or under ``jit`` with shardings (XLA inserts the all-reduce itself), or
+    ``lambda t: lax.pmean(t, axis)`` inside ``pmap`` / ``shard_map``. One step function
+    serves every data-parallel variant of ``jaxgpu.parallel``. ``local`` is applied to the
+    parameters the gradient is taken of (inside ``shard_map``: marking them device-varying, so
+    that autodiff does not sum the gradients itself and ``reduce`` is the only reduction).
+    """
+    reduce = reduce or (lambda t: t)
+    local = local or (lambda t: t)
     net = with_preset(model, preset)
     prec = precision.get(preset)
 
@@ -97,8 +113,8 @@ def make_train_step(model: MLP, optimizer: optax.GradientTransformation, preset:
                 loss = cross_entropy(net.apply({"params": params}, x), y)
             return loss * scale, loss
 
-        grads, loss = jax.grad(loss_fn, has_aux=True)(state["params"])
-        grads = jax.tree.map(lambda g: g / scale, grads)
+        grads, loss = jax.grad(loss_fn, has_aux=True)(local(state["params"]))
+        grads, loss = reduce((jax.tree.map(lambda g: g / scale, grads), loss))
         leaves = jax.tree.leaves(grads)
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(g)) for g in leaves]))
         zeros = sum(jnp.sum(g == 0) for g in leaves) / sum(g.size for g in leaves)
@@ -119,7 +135,7 @@ def make_train_step(model: MLP, optimizer: optax.GradientTransformation, preset:
             metrics.update(scale=new["scale"], skipped=(~finite).astype(jnp.float32))
         return new, metrics
 
-    return jax.jit(step, donate_argnums=(0,) if donate else ())
+    return step
 
 
 def make_infer_step(model: MLP, preset: str = "fp32"):

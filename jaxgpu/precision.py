@@ -38,6 +38,8 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
+    """A named precision: operand dtype, accumulator dtype, XLA precision, and how it is quantised."""
+
     name: str
     operand_dtype: str
     accum_dtype: str

@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure as _MplFigure
 from matplotlib.ticker import ScalarFormatter
 
 from jaxgpu.results import Record, Run
@@ -21,11 +21,33 @@ from jaxgpu.results import Record, Run
 Pair = tuple[Run, Record]
 
 
+class Figure(_MplFigure):
+    """A matplotlib Figure that a notebook shows as a PNG when a cell returns it (no pyplot needed)."""
+
+    def _repr_png_(self) -> bytes:
+        import io
+
+        buf = io.BytesIO()
+        self.savefig(buf, format="png")
+        return buf.getvalue()
+
+
 @dataclasses.dataclass
 class Table:
+    """Rows under headers; a notebook shows it as an HTML table."""
+
     headers: list[str]
     rows: list[list[Any]]
     caption: str = ""
+
+    def _repr_html_(self) -> str:
+        import html
+
+        cell = lambda tag, v: f"<{tag}>{html.escape(str(v))}</{tag}>"
+        head = "".join(cell("th", h) for h in self.headers)
+        body = "".join("<tr>" + "".join(cell("td", v) for v in row) + "</tr>" for row in self.rows)
+        cap = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
+        return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 @dataclasses.dataclass

@@ -26,3 +26,11 @@ def test_experiment_modules_define_the_interface():
             for platform in ("cpu", "gpu"):
                 cfg = mod.config(profile, platform)
                 assert isinstance(cfg, mod.Config)
+
+
+def test_the_api_page_lists_every_public_name():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    missing = [n for n in jaxgpu.__all__ if f"`{n}" not in page and f"{n}(" not in page and f", `{n}`" not in page]
+    assert not missing, f"docs/api.md does not mention {missing}"

@@ -112,3 +112,7 @@ def test_report_refuses_a_broken_results_file(tmp_path):
 
 def test_report_on_a_folder_that_is_not_a_run(tmp_path):
     _one_line_error(_run("experiments.report", str(tmp_path / "missing")), "not a result folder")
+
+
+def test_bad_process_count():
+    _one_line_error(_run("experiments.run", "--processes", "0"), "--processes must be at least 1")

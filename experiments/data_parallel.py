@@ -1,0 +1,167 @@
+"""data_parallel: one MLP train step run three ways over N devices: pmap, jit + sharding, shard_map (C17).
+
+Agreement: each variant trains ``steps`` steps from the same state on the same global
+batches as the single-device step; ``rel_error`` is the largest relative difference of
+the losses (tolerance ``TOLERANCE``, fp32). Scaling: step time vs device count, strong
+(global batch fixed) and weak (batch per device fixed), with ``speedup`` over the
+single-device step, the efficiency, and a prediction next to each measurement:
+single-device compute time / N (strong) or as is (weak), plus the all-reduce of the
+gradients (fp32, 4 bytes per parameter) measured on the same devices in the same case.
+CPU host devices share the same cores: there the figure tests correctness and the
+overhead of splitting, not a speed-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import optax
+
+from jaxgpu import devices as dv
+from jaxgpu import fit, mlp, parallel
+from jaxgpu import report as rp
+
+from experiments.runner import Case, RunContext
+
+BENCHMARK_VERSION = 1
+CLAIMS = ("C17",)
+DESCRIPTION = "data-parallel MLP training: pmap vs jit+sharding vs shard_map; agreement, strong/weak scaling"
+TOLERANCE = 1e-5  # relative, fp32 losses: the variants differ only in the order of the gradient sums
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    widths: tuple[int, ...] = (512, 512)
+    input_dim: int = 784
+    global_batch: int = 512  # strong scaling
+    per_device_batch: int = 128  # weak scaling
+    device_counts: tuple[int, ...] = (1, 2, 4, 8)
+    steps: int = 5
+    target_s: float = 0.2
+
+
+def config(profile: str, platform: str) -> Config:
+    if profile == "tiny":
+        return Config(widths=(32,), input_dim=16, global_batch=16, per_device_batch=4, device_counts=(1, 2, 4),
+                      steps=3, target_s=0.01)
+    if platform == "gpu":
+        return Config(widths=(4096, 4096, 4096), global_batch=8192, per_device_batch=2048, target_s=0.5)
+    if profile == "full":
+        return Config(widths=(1024, 1024), global_batch=1024, per_device_batch=256, target_s=0.5)
+    return Config()
+
+
+def _model(cfg: Config):
+    return mlp.MLP(widths=cfg.widths), optax.adamw(1e-3)
+
+
+@functools.lru_cache(maxsize=4)
+def _state(cfg: Config):
+    model, opt = _model(cfg)
+    return jax.device_get(mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim))
+
+
+def _batch(cfg: Config, n: int, seed: int = 0):
+    from jaxgpu import data
+
+    return data.synthetic(n, cfg.input_dim, seed=seed)
+
+
+def _agreement(variant: str, k: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    model, opt = _model(cfg)
+    devs = dv.devices_of(ctx.platform)[:k]
+    parallel.check_divisible(cfg.global_batch, k)
+    batches = [_batch(cfg, cfg.global_batch, seed=i) for i in range(cfg.steps)]
+    ref = parallel.loss_trajectory(parallel.data_parallel(model, opt, "single", devs[:1]), _state(cfg), batches)
+    got = parallel.loss_trajectory(parallel.data_parallel(model, opt, variant, devs), _state(cfg), batches)
+    err = parallel.trajectory_error(ref, got)
+    if err > TOLERANCE:
+        raise ArithmeticError(f"{variant} over {k} devices drifted from the single-device losses by {err:.2e} "
+                              f"(tolerance {TOLERANCE:g})")
+    return {"rel_error": err, "loss": got[-1], "loss_single": ref[-1], "steps": float(cfg.steps),
+            "lines_of_code": float(parallel.lines_of_code(variant))}
+
+
+@functools.lru_cache(maxsize=16)
+def _single_time(cfg: Config, batch: int, platform: str) -> float:
+    model, opt = _model(cfg)
+    dp = parallel.data_parallel(model, opt, "single", dv.devices_of(platform)[:1])
+    return parallel.time_step(dp, _state(cfg), *_batch(cfg, batch), target_s=cfg.target_s).median_s
+
+
+@functools.lru_cache(maxsize=16)
+def _allreduce_time(cfg: Config, k: int, platform: str) -> float:
+    if k == 1:
+        return 0.0
+    grad_bytes = 4 * fit.mlp_param_count(cfg.input_dim, cfg.widths, 10)
+    return parallel.bench_collective("all_reduce", dv.devices_of(platform)[:k], grad_bytes,
+                                     cfg.target_s).timing.median_s
+
+
+def _scaling(mode: str, variant: str, k: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    model, opt = _model(cfg)
+    batch = cfg.global_batch if mode == "strong" else cfg.per_device_batch * k
+    parallel.check_divisible(batch, k)
+    dp = parallel.data_parallel(model, opt, variant, dv.devices_of(ctx.platform)[:k])
+    t = parallel.time_step(dp, _state(cfg), *_batch(cfg, batch), target_s=cfg.target_s)
+    base = _single_time(cfg, cfg.global_batch if mode == "strong" else cfg.per_device_batch, ctx.platform)
+    comm = _allreduce_time(cfg, k, ctx.platform)
+    # strong: same work split k ways; weak: k times the work at k times the devices
+    predicted = (base / k if mode == "strong" else base) + comm
+    speedup = (base / t.median_s) if mode == "strong" else (base * k / t.median_s)
+    return {**t.metrics(), "samples_per_s": batch / t.median_s, "speedup": speedup, "efficiency": speedup / k,
+            "baseline_time_s": base, "allreduce_time_s": comm, "predicted_time_s": predicted, "batch": float(batch)}
+
+
+def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    counts = [k for k in cfg.device_counts if k <= ctx.n_devices]
+    out = [Case({"case": "agreement", "variant": v, "devices": counts[-1]},
+                functools.partial(_agreement, v, counts[-1], cfg, ctx)) for v in parallel.DP_VARIANTS]
+    out += [Case({"case": mode, "variant": v, "devices": k}, functools.partial(_scaling, mode, v, k, cfg, ctx))
+            for mode in ("strong", "weak") for v in parallel.DP_VARIANTS for k in counts]
+    return out
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+
+    sec = rp.Section("Data parallel: three implementations, scaling with devices", "data_parallel", CLAIMS)
+    good = rp.ok(pairs)
+    rows = []
+    for run, x in good:
+        if x.params["case"] == "agreement":
+            rows.append([run.label, x.params["variant"], x.params["devices"], f"{x.metrics['rel_error']:.1e}",
+                         f"{'yes' if x.metrics['rel_error'] <= TOLERANCE else 'no'}", int(x.metrics["lines_of_code"])])
+    if rows:
+        sec.tables.append(rp.Table(["run", "variant", "devices", "loss rel. error", f"within {TOLERANCE:g}",
+                                    "lines of code"], rows,
+                                   "Loss trajectory vs the single-device step on the same global batches"))
+    for label, (run, recs) in rp.by_run(good).items():
+        fig = rp.Figure(figsize=(9.0, 3.8), dpi=100)
+        notes = []
+        for i, mode in enumerate(("strong", "weak")):
+            ax = fig.add_subplot(1, 2, i + 1)
+            for v in parallel.DP_VARIANTS:
+                pts = sorted((x.params["devices"], x.metrics["time_s_median"], x.metrics["predicted_time_s"],
+                              x.metrics["speedup"]) for x in recs if x.params["case"] == mode and x.params["variant"] == v)
+                if not pts:
+                    continue
+                (line,) = ax.plot([p[0] for p in pts], [p[1] * 1e3 for p in pts], "-o", markersize=4, label=v)
+                if v == parallel.DP_VARIANTS[0]:
+                    ax.plot([p[0] for p in pts], [p[2] * 1e3 for p in pts], "k--", linewidth=1, label="prediction")
+                if v == "jit_sharding" and len(pts) > 1:
+                    notes.append(f"{mode} scaling, jit + sharding: {pts[-1][3]:.2f}x the single-device throughput on "
+                                 f"{pts[-1][0]} devices ({pts[-1][3] / pts[-1][0]:.0%} efficiency), "
+                                 f"{pts[-1][1] / pts[-1][2]:.2f}x the predicted step time.")
+            rp.finish(fig, ax, xlabel="devices", ylabel="ms per step", logx=True,
+                      title=f"{mode} scaling ({'global batch fixed' if mode == 'strong' else 'batch per device fixed'})")
+        if notes:
+            host = run.env.get("backend") == "cpu"
+            caveat = (" These are CPU host devices sharing the same cores: the figure shows correctness and the "
+                      "cost of splitting one machine's work, not a speed-up." if host else "")
+            sec.plots.append(rp.Plot(f"data_parallel_{len(sec.plots)}", fig, f"On {label}: " + " ".join(notes) + caveat))
+    for run, x in pairs:
+        if x.status != "ok":
+            sec.paragraphs.append(f"{run.label}: {x.params}: {x.status}: {x.reason}")
+    return sec

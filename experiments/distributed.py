@@ -1,0 +1,91 @@
+"""distributed: one data-parallel training job over N processes with ``jax.distributed`` (C17).
+
+``--processes N`` (default 2) local processes meet through JAX's coordination service on
+127.0.0.1 and train the MLP together (``jaxgpu.distributed``); the same job in one
+process is the reference, and ``rel_error`` is the largest relative difference of the
+per-step losses. A process that dies or hangs ends the case as ``failed`` with the
+reason within ``timeout_s``; nothing waits forever. On CPU the processes talk through
+gloo over loopback; with fewer GPUs than processes they run on the CPU, and the record's
+``params.worker_platform`` says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from jaxgpu import distributed
+from jaxgpu import devices as dv
+from jaxgpu import report as rp
+
+from experiments.runner import Case, RunContext
+
+BENCHMARK_VERSION = 1
+CLAIMS = ("C17",)
+DESCRIPTION = "2+ processes via jax.distributed (gloo on CPU): one data-parallel job; agreement with 1 process"
+TOLERANCE = 1e-5
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    spec: distributed.Spec = distributed.Spec()
+    timeout_s: float = 100.0
+    die_after: tuple[int, int] | None = None  # (process, step): a crash drill (tests)
+
+
+def config(profile: str, platform: str) -> Config:
+    if profile == "tiny":
+        return Config(spec=distributed.Spec(widths=(32,), input_dim=16, global_batch=8, steps=3), timeout_s=90.0)
+    if profile == "full":
+        return Config(spec=distributed.Spec(widths=(512, 512), input_dim=784, global_batch=512, steps=10))
+    return Config()
+
+
+def worker_platform(ctx: RunContext, processes: int) -> str:
+    return "gpu" if ctx.platform == "gpu" and len(dv.devices_of("gpu")) >= processes else "cpu"
+
+
+def _run(processes: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    plat = worker_platform(ctx, processes)
+    one = distributed.launch(1, cfg.spec, platform=plat, timeout_s=cfg.timeout_s)
+    many = distributed.launch(processes, cfg.spec, platform=plat, timeout_s=cfg.timeout_s, die_after=cfg.die_after)
+    ref, got = np.asarray(one.losses), np.asarray(many.losses)
+    err = float(np.max(np.abs(got - ref) / np.abs(ref)))
+    if err > TOLERANCE:
+        raise ArithmeticError(f"{processes} processes drifted from one process by {err:.2e} (tolerance {TOLERANCE:g})")
+    steps = len(many.losses)
+    return {"rel_error": err, "loss": float(got[-1]), "time_s_median": max(many.train_s) / steps,
+            "single_process_step_s": one.train_s[0] / steps, "compile_s": max(many.compile_s),
+            "wall_s": many.wall_s, "single_process_wall_s": one.wall_s,
+            "speedup": (one.train_s[0] / steps) / (max(many.train_s) / steps)}
+
+
+def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    n = ctx.processes or 2
+    return [Case({"processes": n, "worker_platform": worker_platform(ctx, n)},
+                 functools.partial(_run, n, cfg, ctx))]
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("Several processes, one job: jax.distributed", "distributed", CLAIMS)
+    rows = []
+    for run, x in pairs:
+        if x.status == "ok":
+            m = x.metrics
+            rows.append([run.label, x.params["processes"], x.params["worker_platform"], f"{m['rel_error']:.1e}",
+                         rp.fmt(m["time_s_median"] * 1e3), rp.fmt(m["single_process_step_s"] * 1e3),
+                         rp.fmt(m["wall_s"])])
+            sec.paragraphs.append(
+                f"On {run.label}, {x.params['processes']} processes joined through jax.distributed and trained "
+                f"one model: their losses matched the single-process run to {m['rel_error']:.1e} (relative). A step "
+                f"took {m['time_s_median'] * 1e3:.2f} ms against {m['single_process_step_s'] * 1e3:.2f} ms in one "
+                f"process; the whole job, start-up included, {m['wall_s']:.1f} s.")
+        else:
+            sec.paragraphs.append(f"{run.label}: {x.params}: {x.status}: {x.reason}")
+    if rows:
+        sec.tables.append(rp.Table(["run", "processes", "worker platform", "loss rel. error vs 1 process",
+                                    "ms per step", "1-process ms per step", "job wall s"], rows,
+                                   "Data-parallel MLP across processes (gloo on CPU, NCCL on GPUs)"))
+    return sec

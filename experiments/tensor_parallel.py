@@ -1,0 +1,139 @@
+"""tensor_parallel: the MLP split Megatron-style over a model axis; memory per device vs device count (C11).
+
+For each model-axis size m (and one 2-D data x model mesh): the output of the split
+inference step against the unsharded one (``rel_error``), the loss after ``steps`` split
+train steps against the unsharded train step (``loss_rel_error``), the train step's
+bytes per device from ``compiled.memory_analysis()`` (``bytes_measured``) next to
+``jaxgpu.fit.mlp_train_tensor_parallel`` (``bytes_predicted``), and the step time with
+its ``speedup`` over m = 1. On CPU host devices the time shows the cost of splitting,
+not a speed-up (the devices share the same cores); the memory is what each device holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import numpy as np
+import optax
+
+from jaxgpu import data, fit, mlp, parallel, timing
+from jaxgpu import devices as dv
+from jaxgpu import report as rp
+
+from experiments.runner import Case, RunContext
+
+BENCHMARK_VERSION = 1
+CLAIMS = ("C11",)
+DESCRIPTION = "Megatron-style tensor-parallel MLP: same outputs, per-device memory (XLA) vs device count"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    widths: tuple[int, ...] = (1024, 1024, 1024)
+    input_dim: int = 784
+    batch: int = 256
+    model_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    steps: int = 3
+    target_s: float = 0.2
+
+
+def config(profile: str, platform: str) -> Config:
+    if profile == "tiny":
+        return Config(widths=(64, 64, 64), input_dim=32, batch=16, model_sizes=(1, 2, 4), steps=2, target_s=0.01)
+    if platform == "gpu":
+        return Config(widths=(8192, 8192, 8192), batch=4096, target_s=0.5)
+    if profile == "full":
+        return Config(widths=(2048, 2048, 2048), batch=512, target_s=0.5)
+    return Config()
+
+
+@functools.lru_cache(maxsize=2)
+def _setup(cfg: Config):
+    model, opt = mlp.MLP(widths=cfg.widths), optax.adamw(1e-3)
+    state = jax.device_get(mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim))
+    batches = [data.synthetic(cfg.batch, cfg.input_dim, seed=i) for i in range(cfg.steps)]
+    logits = np.asarray(jax.device_get(mlp.make_infer_step(model)(state["params"], batches[0][0])), np.float64)
+    s = state
+    step = mlp.make_train_step(model, opt, donate=False)
+    for x, y in batches:
+        s, m = step(s, x, y)
+    return model, opt, state, batches, logits, float(m["loss"])
+
+
+def _one(d: int, m: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    model, opt, state, batches, ref_logits, ref_loss = _setup(cfg)
+    mesh = parallel.make_mesh(dv.devices_of(ctx.platform)[: d * m], (d, m), (parallel.DATA, parallel.MODEL))
+    tp = parallel.tensor_parallel(model, opt, state, mesh)
+    put_b = lambda a: jax.device_put(a, tp.batch_sharding)
+    logits = np.asarray(tp.infer_step(jax.device_put(state["params"], tp.params_sharding), put_b(batches[0][0])),
+                        np.float64)
+    err = float(np.linalg.norm(logits - ref_logits) / np.linalg.norm(ref_logits))
+    s = jax.device_put(state, tp.state_sharding)
+    x0, y0 = put_b(batches[0][0]), put_b(batches[0][1])
+    compiled, compile_s = timing.compile_timed(tp.train_step, s, x0, y0)
+    measured = parallel.memory_per_device(compiled)
+    for x, y in batches:
+        s, metrics = compiled(s, put_b(x), put_b(y))
+    loss_err = abs(float(metrics["loss"]) - ref_loss) / abs(ref_loss)
+    if err > 1e-5 or loss_err > 1e-5:
+        raise ArithmeticError(f"the split MLP differs from the unsharded one (output {err:.1e}, loss {loss_err:.1e})")
+    holder = [s]
+
+    def call():
+        holder[0], out = compiled(holder[0], x0, y0)
+        return out
+
+    t = timing.time_host(call, sync=jax.block_until_ready, target_s=cfg.target_s, min_iters=5)
+    predicted = fit.mlp_train_tensor_parallel(cfg.input_dim, cfg.widths, 10, cfg.batch, m, "adam", d).total
+    return {**t.metrics(), "compile_s": compile_s, "rel_error": err, "loss_rel_error": loss_err,
+            "bytes_measured": float(measured), "bytes_predicted": float(predicted),
+            "prediction_error": predicted / measured - 1, "samples_per_s": cfg.batch / t.median_s}
+
+
+def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    sizes = [m for m in cfg.model_sizes if m <= ctx.n_devices]
+    out = [Case({"data": 1, "model": m}, functools.partial(_one, 1, m, cfg, ctx)) for m in sizes]
+    if ctx.n_devices >= 4:
+        out.append(Case({"data": 2, "model": 2}, functools.partial(_one, 2, 2, cfg, ctx)))
+    return out
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+
+    sec = rp.Section("Tensor parallel: memory per device vs device count", "tensor_parallel", CLAIMS)
+    good = rp.ok(pairs)
+    fig = rp.Figure(figsize=(6.5, 4.2), dpi=100)
+    ax = fig.add_subplot()
+    notes, rows = [], []
+    for label, (run, recs) in rp.by_run(good).items():
+        pts = sorted((x.params["model"], x.metrics["bytes_measured"], x.metrics["bytes_predicted"])
+                     for x in recs if x.params["data"] == 1)
+        if not pts:
+            continue
+        ax.plot([p[0] for p in pts], [p[1] / 2**20 for p in pts], "-o", markersize=4, label=f"{label} XLA")
+        ax.plot([p[0] for p in pts], [p[2] / 2**20 for p in pts], "--", linewidth=1, label=f"{label} estimate")
+        one = next((p for p in pts if p[0] == 1), None)
+        if one and len(pts) > 1:
+            last = pts[-1]
+            notes.append(f"On {label}, split over {last[0]} devices each holds {last[1] / one[1]:.0%} of the "
+                         f"single-device train step's memory ({last[1] / 2**20:.1f} of {one[1] / 2**20:.1f} MiB; "
+                         f"1/{last[0]} would be {1 / last[0]:.0%}), with outputs equal to the unsharded MLP's.")
+        for x in sorted(recs, key=lambda r: (r.params["data"], r.params["model"])):
+            mm = x.metrics
+            rows.append([run.label, f"{x.params['data']} x {x.params['model']}", rp.fmt(mm["bytes_measured"] / 2**20),
+                         rp.fmt(mm["bytes_predicted"] / 2**20), f"{mm['prediction_error']:+.1%}",
+                         f"{mm['rel_error']:.1e}", rp.fmt(mm["time_s_median"] * 1e3)])
+    if notes:
+        rp.finish(fig, ax, xlabel="model-axis devices", ylabel="MiB per device (train step, AdamW)", logx=True,
+                  logy=True, title="Megatron-style MLP: memory per device")
+        sec.plots.append(rp.Plot("tensor_parallel", fig, " ".join(notes)))
+    if rows:
+        sec.tables.append(rp.Table(["run", "mesh data x model", "XLA MiB/device", "estimate MiB", "error",
+                                    "output rel. error", "ms per step"], rows,
+                                   "Per-device memory from compiled.memory_analysis(); outputs vs the unsharded MLP"))
+    for run, x in pairs:
+        if x.status != "ok":
+            sec.paragraphs.append(f"{run.label}: {x.params}: {x.status}: {x.reason}")
+    return sec

@@ -1,0 +1,26 @@
+"""The tour notebook runs headless, top to bottom, and every code cell shows something."""
+
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat", reason="the notebook test needs the test extra: pip install -e '.[test]'")
+nbclient = pytest.importorskip("nbclient", reason="the notebook test needs the test extra: pip install -e '.[test]'")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_tour_notebook_executes_in_under_two_minutes():
+    nb = nbformat.read(ROOT / "experiments" / "tour.ipynb", as_version=4)
+    t0 = time.perf_counter()
+    nbclient.NotebookClient(nb, timeout=240, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT)}}).execute()
+    assert time.perf_counter() - t0 < 120
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert len(code) >= 6
+    for c in code[1:]:  # the set-up cell prints; every other cell returns a figure or a table
+        kinds = {k for o in c.outputs for k in o.get("data", {})}
+        assert kinds & {"text/html", "image/png", "text/plain"}, c.source[:80]
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]

@@ -37,7 +37,7 @@ def config(profile: str, platform: str) -> Config:
     if platform == "gpu" or profile == "full":
         return Config(widths=((256, 256), (1024, 1024), (2048,), (512, 512, 512, 512), (4096, 4096)),
                       batches=(32, 256, 1024, 4096), presets=("fp32", "bf16", "fp16"))
-    return Config()
+    return Config(widths=((256, 256), (1024, 1024), (512, 512, 512, 512)), batches=(32, 1024))
 
 
 @functools.lru_cache(maxsize=8)

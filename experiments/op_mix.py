@@ -33,7 +33,9 @@ def config(profile: str, platform: str) -> Config:
         return Config(mlp_widths=(32,), mlp_batch=16, input_dim=16, block=(32, 2, 8, 2), target_s=0.01)
     if platform == "gpu":
         return Config(mlp_widths=(256, 1024, 4096, 8192), mlp_batch=4096, block=(1024, 16, 1024, 8))
-    return Config()
+    if profile == "full":
+        return Config()
+    return Config(mlp_widths=(64, 1024), target_s=0.1)
 
 
 def _shares(fn, args, target_s: float) -> dict[str, float]:

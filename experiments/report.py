@@ -12,6 +12,8 @@ import argparse
 import base64
 import html
 import io
+import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,7 +34,7 @@ _RATE_METRICS = ("gflops", "gbytes_per_s", "samples_per_s")
 def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
     pairs = results.merge(runs)
     present = {rec.experiment for _, rec in pairs}
-    sections = [ledger_section(pairs)]
+    sections = [ledger_section(pairs, present)]
     for name in experiments.names():
         if name in present:
             sec = experiments.load(name).section([p for p in pairs if p[1].experiment == name])
@@ -48,13 +50,16 @@ def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
     return sections
 
 
-def ledger_section(pairs) -> rp.Section:
-    """One row per claim: the rule, the deciding figure and the verdict the rule computed."""
+def ledger_section(pairs, present: set[str] = frozenset()) -> rp.Section:
+    """One row per claim: the rule, the deciding figure and the verdict the rule computed.
+
+    Each experiment named links to its section (and so to its figure) where it ran.
+    """
     from jaxgpu import claims
 
     rows = []
     for c, v in claims.ledger(pairs):
-        links = ", ".join(e for e in c.experiments)
+        links = ", ".join(f"[{e}](#{e})" if e in present else f"{e} (not run)" for e in c.experiments)
         rows.append([c.id, c.text, links, v.evidence, v.verdict, c.rule_text])
     counts = {k: sum(r[4] == k for r in rows) for k in claims.VERDICTS}
     return rp.Section("Claims ledger", "ledger", paragraphs=[
@@ -122,9 +127,17 @@ def _md_table(t: rp.Table) -> list[str]:
     return out + [""]
 
 
+_MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def _html_text(x) -> str:
+    """Escaped text with the markdown links the report writes ([text](target)) made into anchors."""
+    return _MD_LINK.sub(lambda m: f'<a href="{m.group(2)}">{m.group(1)}</a>', html.escape(str(x)))
+
+
 def _html_table(t: rp.Table) -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in t.headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in row) + "</tr>" for row in t.rows)
+    body = "".join("<tr>" + "".join(f"<td>{_html_text(x)}</td>" for x in row) + "</tr>" for row in t.rows)
     cap = f"<caption>{html.escape(t.caption)}</caption>" if t.caption else ""
     return f'<div class="tw"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
@@ -137,11 +150,12 @@ td,th{border:1px solid #ccc;padding:.2rem .45rem;text-align:left}caption{text-al
 
 def render(sections: Sequence[rp.Section], out_dir: Path, sources: Sequence[str]) -> tuple[str, str]:
     """Writes the figures into out_dir; returns (markdown, html)."""
-    md = [f"# {TITLE}", "", INTRO, "", "Runs: " + ", ".join(f"`{s}`" for s in sources), "", "## Contents", ""]
+    raw = ", ".join(f"[{s}]({s}/{results.RESULTS_FILE})" for s in sources)
+    md = [f"# {TITLE}", "", INTRO, "", f"Runs (raw records): {raw}", "", "## Contents", ""]
     md += [f"- [{s.title}](#{s.anchor})" for s in sections] + [""]
     toc = "".join(f'<li><a href="#{s.anchor}">{html.escape(s.title)}</a></li>' for s in sections)
     body = [f"<h1>{html.escape(TITLE)}</h1><p>{html.escape(INTRO)}</p>",
-            "<p>Runs: " + ", ".join(f"<code>{html.escape(s)}</code>" for s in sources) + "</p>",
+            f"<p>Runs (raw records): {_html_text(raw)}</p>",
             f"<nav><h2>Contents</h2><ul>{toc}</ul></nav>"]
     for s in sections:
         claims = f" (claims {', '.join(s.claims)})" if s.claims else ""
@@ -149,7 +163,7 @@ def render(sections: Sequence[rp.Section], out_dir: Path, sources: Sequence[str]
         body.append(f'<h2 id="{s.anchor}">{html.escape(s.title + claims)}</h2>')
         for p in s.paragraphs:
             md += [p, ""]
-            body.append(f"<p>{html.escape(p)}</p>")
+            body.append(f"<p>{_html_text(p)}</p>")
         for plot in s.plots:
             png = _png(plot.figure)
             (out_dir / f"{plot.name}.png").write_bytes(png)
@@ -172,7 +186,8 @@ def write_report(dirs: Sequence[str | Path], out_dir: str | Path) -> tuple[Path,
     runs = [results.read_run(d) for d in dirs]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sources = [str(Path(d)) for d in dirs]
+    # Relative to the report, so the links work wherever the folders are copied together.
+    sources = [os.path.relpath(Path(d).resolve(), out.resolve()) for d in dirs]
     md, page = render(build_sections(runs), out, sources)
     (out / "report.md").write_text(md, encoding="utf-8")
     (out / "report.html").write_text(page, encoding="utf-8")

@@ -40,7 +40,7 @@ def config(profile: str, platform: str) -> Config:
         # k stops at 1024 (256 FLOP/byte): far past the ridge, and an unrolled chain of 4096 runs for minutes.
         return Config(ks=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024), n=1 << 27, matvec_n=16384, matmul_n=4096,
                       target_s=0.5)
-    return Config()
+    return Config(ks=(1, 4, 16, 64, 256), n=1 << 25)
 
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:

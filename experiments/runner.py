@@ -119,6 +119,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
         for name, mod, cases in plans:
             if bar is None or bar.disable:
                 log(f"jaxgpu: {name}: {len(cases)} cases")
+            t_exp = time.perf_counter()
             for case in cases:
                 if bar is not None:
                     bar.set_description(name)
@@ -129,6 +130,8 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
                     log(f"jaxgpu: {name} {_short(case.params)} failed: {record.reason}")
                 if bar is not None:
                     bar.update(1)
+            if cases and (bar is None or bar.disable):
+                log(f"jaxgpu: {name}: done in {time.perf_counter() - t_exp:.0f} s")
     if bar is not None:
         bar.close()
     log(f"jaxgpu: measured {total} cases in {time.perf_counter() - t_start:.0f} s: "

@@ -39,7 +39,7 @@ def config(profile: str, platform: str) -> Config:
                       recurrence_sizes=(10, 1000, 10**5, 10**6, 10**7))
     if profile == "full":
         return Config(sizes=tuple(10**k for k in range(0, 9)), target_s=0.3)
-    return Config()
+    return Config(python_max=10**6)
 
 
 def _independent(variant: str, n: int, cfg: Config, ctx: RunContext) -> dict[str, float]:

@@ -49,7 +49,7 @@ def config(profile: str, platform: str) -> Config:
         return Config(sweep_widths=(256, 1024, 2048, 4096, 8192), sweep_batch=8192)
     if profile == "full":
         return Config(epochs=60, sweep_widths=(128, 256, 512, 1024, 2048), target_s=1.0)
-    return Config()
+    return Config(epochs=20, sweep_widths=(256, 1024), target_s=0.2)
 
 
 @functools.lru_cache(maxsize=1)

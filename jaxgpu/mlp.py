@@ -67,12 +67,18 @@ class LossScale:
 def init_state(model: MLP, optimizer: optax.GradientTransformation, key: jax.Array, input_dim: int,
                loss_scale: LossScale | None = None) -> dict:
     """Parameters, optimizer state and (with ``loss_scale``) the scale and its counter."""
-    params = model.init(key, jnp.zeros((1, input_dim), jnp.float32))["params"]
-    state = {"params": params, "opt": optimizer.init(params), "step": jnp.zeros((), jnp.int32)}
-    if loss_scale is not None:
-        state["scale"] = jnp.asarray(loss_scale.initial, jnp.float32)
-        state["good_steps"] = jnp.zeros((), jnp.int32)
-    return state
+
+    def make(key):
+        params = model.init(key, jnp.zeros((1, input_dim), jnp.float32))["params"]
+        state = {"params": params, "opt": optimizer.init(params), "step": jnp.zeros((), jnp.int32)}
+        if loss_scale is not None:
+            state["scale"] = jnp.asarray(loss_scale.initial, jnp.float32)
+            state["good_steps"] = jnp.zeros((), jnp.int32)
+        return state
+
+    # One compiled program: run op by op, every initializer and zeros_like of a new shape
+    # would compile on its own (dozens of small compiles per model).
+    return jax.jit(make)(key)
 
 
 def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:

@@ -98,14 +98,15 @@ def dots_only(hlo_text: str, seed: int = 0):
     """
     import jax
     import jax.numpy as jnp
+    import ml_dtypes  # noqa: F401 - numpy casts to bfloat16 / float8 through it
+    import numpy as np
 
     specs = dot_shapes(hlo_text)
-    key = jax.random.key(seed)
-    args = []
-    for i, s in enumerate(specs):
-        k1, k2 = jax.random.split(jax.random.fold_in(key, i))
-        args.append((jax.random.normal(k1, s["lhs"], jnp.float32).astype(_DTYPES.get(s["lhs_dtype"], "float32")),
-                     jax.random.normal(k2, s["rhs"], jnp.float32).astype(_DTYPES.get(s["rhs_dtype"], "float32"))))
+    # numpy draws the inputs: a jax.random call per new shape would compile a program each
+    rng = np.random.default_rng(seed)
+    draw = lambda shape, dtype: jnp.asarray(rng.standard_normal(shape, dtype=np.float32).astype(
+        jnp.dtype(_DTYPES.get(dtype, "float32"))))
+    args = [(draw(s["lhs"], s["lhs_dtype"]), draw(s["rhs"], s["rhs_dtype"])) for s in specs]
     dims = [tuple(tuple(tuple(d) for d in pair) for pair in s["dims"]) for s in specs]
     outs = [jnp.dtype(_DTYPES.get(s["out_dtype"], "float32")) for s in specs]
 

@@ -26,8 +26,9 @@ echo "gpu study exit: $?"
 timeout 40 "$py" -m pytest -q --backend gpu -p no:cacheprovider tests/test_gpu.py tests/test_matmul.py \
     > "$root/$gpu/pytest-gpu.txt" 2>&1
 echo "gpu tests exit: $?"; tail -3 "$root/$gpu/pytest-gpu.txt"
-timeout 110 "$py" -m experiments.run --backend cpu --profile quick --only matmul,precision,training,inference,op_mix \
-    --out "$root/$cpu" --no-progress
+# With one GPU, splitting over several devices (C11, C17) is shown on 8 CPU host devices.
+timeout 130 "$py" -m experiments.run --backend cpu --profile quick --devices 8 \
+    --only matmul,precision,training,inference,op_mix,tensor_parallel,data_parallel --out "$root/$cpu" --no-progress
 echo "cpu study exit: $?"
 "$py" -m experiments.report "$root/$gpu" "$root/$cpu" --out "$root/$merged"
 tar czf "$archive" -C "$root" "$gpu" "$cpu" "$merged"

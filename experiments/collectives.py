@@ -79,7 +79,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         for name in parallel.COLLECTIVES:
             pts = sorted((x.params["bytes"], x.metrics["gbytes_per_s"]) for x in recs if x.params["collective"] == name)
             if pts:
-                series.append(rp.Series(f"{label} {name}", [p[0] for p in pts], [p[1] for p in pts]))
+                series.append(rp.Series(f"{label} {name}", [p[0] / 1024 for p in pts], [p[1] for p in pts]))
         ar = sorted((x.params["bytes"], x.metrics["gbytes_per_s"], x.metrics["time_s_median"], x.params["devices"])
                     for x in recs if x.params["collective"] == "all_reduce")
         if ar:
@@ -88,7 +88,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                          f"{ar[0][0] // 1024} KiB (latency-bound) and peaked at {best[1]:.3g} GB/s bus bandwidth at "
                          f"{best[0] / 2**20:.3g} MiB.")
     if series:
-        fig = rp.line_plot(series, xlabel="message size (bytes, NCCL-tests size)", ylabel="bus bandwidth (GB/s)",
+        fig = rp.line_plot(series, xlabel="message size (KiB, NCCL-tests size)", ylabel="bus bandwidth (GB/s)",
                            title="Collectives over the run's devices")
         sec.plots.append(rp.Plot("collectives", fig, " ".join(notes)))
     for run, x in pairs:

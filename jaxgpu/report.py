@@ -210,4 +210,6 @@ def env_table(runs: Sequence[Run]) -> Table:
         rows.append(row)
     rows.append(["run id", *[str(r.meta.get("run_id", "?")) for r in runs]])
     rows.append(["profile", *[str(r.meta.get("config", {}).get("profile", "?")) for r in runs]])
-    return Table(["", *[r.label for r in runs]], rows, "Environment of each run")
+    rows.append(["experiments", *[", ".join(r.meta.get("config", {}).get("experiments", [])) or "?" for r in runs]])
+    # the folder names tell two runs of one backend (two machines) apart
+    return Table(["", *[f"{r.label}: {r.path.name}" for r in runs]], rows, "Environment of each run")

@@ -135,3 +135,27 @@ def test_bus_bandwidth_follows_nccl_tests():
     assert r.busbw == pytest.approx(r.algbw * 2 * (N - 1) / N)
     g = parallel.bench_collective("all_gather", jax.devices()[:N], 1 << 16, target_s=0.01)
     assert g.nbytes == 1 << 16 and g.busbw == pytest.approx(g.algbw * (N - 1) / N)
+
+
+def test_shard_map_falls_back_to_the_experimental_module(monkeypatch, devs):
+    # jax < 0.7 has no top-level jax.shard_map; the same call must work through the old module
+    import warnings
+
+    monkeypatch.delattr(jax, "shard_map")
+    P = jax.sharding.PartitionSpec
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        f = jax.jit(parallel.shard_map(lambda x: jax.lax.psum(x, "data"), mesh=parallel.make_mesh(devs),
+                                       in_specs=P("data"), out_specs=P("data")))
+        out = np.asarray(f(np.ones(N, np.float32)))
+    np.testing.assert_array_equal(out, np.full(N, N, np.float32))
+
+
+def test_to_varying_follows_the_installed_api(monkeypatch):
+    tree = {"a": np.zeros(2), "b": np.ones(3)}
+    calls = []
+    monkeypatch.delattr(jax.lax, "pcast", raising=False)
+    monkeypatch.setattr(jax.lax, "pvary", lambda a, axis: calls.append(axis) or a, raising=False)
+    assert parallel.to_varying(tree) is not tree and calls == ["data", "data"]  # jax 0.6-0.7: pvary
+    monkeypatch.delattr(jax.lax, "pvary")
+    assert parallel.to_varying(tree) is tree  # before replication typing: nothing to do

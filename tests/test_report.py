@@ -119,3 +119,16 @@ def test_the_committed_report_is_reproduced_from_the_committed_runs(tmp_path):
     ledger = md.split("## Claims ledger")[1].split("\n## ")[0]
     rows = [ln for ln in ledger.splitlines() if ln.startswith("| C")]
     assert len(rows) == 18 and all("](#" in r or "(not run)" in r for r in rows)
+
+
+def test_an_older_benchmark_version_is_flagged_not_mixed_silently(tiny_run, tmp_path):
+    old = tmp_path / "old"
+    shutil.copytree(tiny_run, old)
+    lines = [json.loads(x) for x in (old / "results.jsonl").read_text().splitlines()]
+    for rec in lines:
+        rec["benchmark_version"] = 0
+    (old / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    md = report.write_report([old, tiny_run], tmp_path / "merged")[0].read_text()
+    assert "measured matmul with different methods (benchmark_version [0, 1])" in md
+    alone = report.write_report([tiny_run], tmp_path / "alone")[0].read_text()
+    assert "different methods" not in alone

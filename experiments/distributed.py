@@ -49,9 +49,9 @@ def worker_platform(ctx: RunContext, processes: int) -> str:
 
 def _run(processes: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
     plat = worker_platform(ctx, processes)
-    one = distributed.launch(1, cfg.spec, platform=plat, timeout_s=cfg.timeout_s)
     many = distributed.launch(processes, cfg.spec, platform=plat, timeout_s=cfg.timeout_s, die_after=cfg.die_after)
     # the single-process run is launched the same way: the same worker, platform and start-up
+    one = distributed.launch(1, cfg.spec, platform=plat, timeout_s=cfg.timeout_s)
     ref, got = np.asarray(one.losses), np.asarray(many.losses)
     err = float(np.max(np.abs(got - ref) / np.abs(ref)))
     if err > TOLERANCE:

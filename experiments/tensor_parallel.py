@@ -130,8 +130,15 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                          rp.fmt(mm["bytes_predicted"] / 2**20), f"{mm['prediction_error']:+.1%}",
                          f"{mm['rel_error']:.1e}", rp.fmt(mm["time_s_median"] * 1e3)])
     if notes:
+        from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
         rp.finish(fig, ax, xlabel="model-axis devices", ylabel="MiB per device (train step, AdamW)", logx=True,
                   logy=True, title="Megatron-style MLP: memory per device")
+        counts = sorted({x.params["model"] for _, x in good})  # ticks 1, 2, 4, 8 and plain MiB, not powers
+        ax.set_xticks(counts, [str(c) for c in counts])
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
         sec.plots.append(rp.Plot("tensor_parallel", fig, " ".join(notes)))
     if rows:
         sec.tables.append(rp.Table(["run", "mesh data x model", "XLA MiB/device", "estimate MiB", "error",

@@ -15,7 +15,7 @@ from jaxgpu.results import DoesNotFit
 
 from experiments.runner import Case, RunContext
 
-BENCHMARK_VERSION = 1
+BENCHMARK_VERSION = 2  # 2: the backward-walk estimator (fit.Lowering)
 CLAIMS = ("C10",)
 DESCRIPTION = "memory estimate of MLP/transformer training and inference vs XLA's memory analysis; what fits where"
 
@@ -35,28 +35,14 @@ def config(profile: str, platform: str) -> Config:
     if profile == "tiny":
         return Config(widths=((64, 64),), batches=(16,), presets=("fp32",), input_dim=32)
     if platform == "gpu" or profile == "full":
-        return Config(widths=((256, 256), (1024, 1024), (2048,), (512, 512, 512, 512), (4096, 4096)),
+        return Config(widths=((256, 256), (1024, 1024), (2048,), (512, 512, 512, 512), (4096, 4096),
+                              (128, 1024, 128), (2048, 512, 512)),
                       batches=(32, 256, 1024, 4096), presets=("fp32", "bf16", "fp16"))
-    return Config(widths=((256, 256), (1024, 1024), (512, 512, 512, 512)), batches=(32, 1024))
-
-
-@functools.lru_cache(maxsize=8)
-def _upcasts(preset: str, platform: str) -> bool:
-    """Whether this backend converts the preset's matmul operands to fp32, read from a compiled dot."""
-    import numpy as np
-
-    from jaxgpu import matmul, precision
-
-    a = np.ones((64, 64), np.float32)
-    prepared = precision.prepare(jnp.asarray(a), jnp.asarray(a), preset)
-    args = prepared[:2] if prepared[2] is None else prepared
-    hlo = matmul.jax_matmul(preset).lower(*args).compile().as_text()
-    return precision.upcast_in_hlo(hlo, preset)
+    return Config(widths=((256, 256), (1024, 1024), (512, 512, 512, 512), (128, 1024, 128)), batches=(32, 1024))
 
 
 def _validate(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, float]:
-    upcast = _upcasts(preset, ctx.platform)
-    est = fit.mlp_train(cfg.input_dim, widths, 10, batch, "adamw", preset, upcast)
+    est = fit.mlp_train(cfg.input_dim, widths, 10, batch, "adamw", preset)
     available = devices.device_memory_bytes(ctx.device)
     if available and est.total > available:
         raise DoesNotFit(f"predicted {est.total / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available")
@@ -70,7 +56,9 @@ def _validate(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, 
     measured = ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes - ma.alias_size_in_bytes
     out = {"bytes_predicted": float(est.total), "bytes_measured": float(measured),
            "prediction_error": est.total / measured - 1, "params": float(est.params / 4),
-           "temp_bytes_measured": float(ma.temp_size_in_bytes), "upcast_to_fp32": float(upcast)}
+           "temp_bytes_measured": float(ma.temp_size_in_bytes), "activation_phase_bytes": float(est.activations),
+           "gradient_phase_bytes": float(est.gradients),
+           **{f"lowering_{k}": float(v) for k, v in dataclasses.asdict(fit.LOWERINGS[preset]).items()}}
     if ctx.platform == "gpu":
         before = (ctx.device.memory_stats() or {}).get("bytes_in_use", 0)
         state, _ = step(state, x, y)

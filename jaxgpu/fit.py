@@ -6,17 +6,25 @@ MLP train step (the jitted Flax + Optax step of ``jaxgpu.mlp``, state donated)::
 
     state            = 4 P (fp32 parameters) + 4 P x (0 SGD | 1 momentum | 2 Adam) optimizer state
     batch            = B x d_in x 4 + B x 4 (fp32 inputs, int32 labels)
-    activation phase = B x sum(widths) x (8 + 2 if bf16/fp16)   every hidden output kept for the
-                       backward pass in fp32 plus one working buffer of the same size, plus the
-                       compute-dtype copy (+ 4 more where the backend upcasts that dtype to fp32);
-                       + B x d_in x 2 for a low-precision input copy
-    gradient phase   = 4 P (every parameter gradient, fp32) + the largest weight matrix x 4 for a
-                       stateful optimizer's update temporary
+    activation phase = the largest live set of the backward pass, walked layer by layer from the top:
+                       what the forward pass kept of the layers below (``keep`` bytes per element)
+                       + the current layer's kept values (``keep_last`` for the top hidden layer)
+                       + the gradient w.r.t. its output (4 B x w_i, the ReLU mask applied in place)
+                       + the gradient arriving from the layer above (4 B x w_i+1)
+                       + the compute-dtype copy of the inputs (``input_copy`` bytes per element)
+                       + a copy of every weight the backward pass multiplies by (all but the
+                         first layer; ``weight_copy`` bytes per element)
+    gradient phase   = 8 x the largest weight matrix: its fp32 gradient and one temporary of
+                       the same size (the step's zero-gradient count)
 
-XLA reuses buffers by liveness, so the peak is the larger phase, not their sum. The
-structure is physical; which buffers XLA keeps was read off ``compiled.memory_analysis()``
-(arguments + outputs + temporaries - aliased) on XLA:CPU. The ``memory_fit`` experiment
-re-checks it on every run, on every backend.
+Which values the compiled program keeps is a property of the backend and the precision (the
+``Lowering``), read off the buffer assignment of compiled train steps (``--xla_dump_to``):
+on XLA:CPU an fp32 step keeps each hidden layer's pre- and post-activation (8 bytes per
+element; the top layer's post-activation is recomputed, 4); bf16 keeps the rounded activation
+in bf16 plus its fp32 round-trip copy that the fp32 dot reads (6), and fp16 keeps fp32
+values only (8); both round-trip the inputs and weights through fp32 (4 bytes per element).
+The ``memory_fit`` experiment re-checks the model against ``compiled.memory_analysis()``
+(arguments + outputs + temporaries - aliased) on every run, on every backend.
 
 Transformer (decoder-only, L layers, width d, vocabulary V, a heads, sequence s, batch b):
 parameters 12 L d^2 + V d; training with Adam keeps fp32 master weights, gradients and two
@@ -60,24 +68,50 @@ def mlp_param_count(input_dim: int, widths: Sequence[int], n_out: int) -> int:
     return sum(a * b + b for a, b in zip(dims[:-1], dims[1:]))
 
 
-def mlp_train(input_dim: int, widths: Sequence[int], n_out: int, batch: int, optimizer: str = "adam",
-              preset: str = "fp32", upcast: bool = False) -> MemoryEstimate:
-    """Bytes of one jitted MLP train step (see the module docstring for the formula).
+@dataclasses.dataclass(frozen=True)
+class Lowering:
+    """Bytes per element a compiled train step keeps, by kind of value (see the module docstring)."""
 
-    ``upcast``: the backend converts the preset's operands to fp32 before multiplying (XLA:CPU
-    does for fp16; ``jaxgpu.precision.upcast_in_hlo`` tells), which keeps one more fp32
-    copy of every activation.
+    keep: float
+    keep_last: float
+    input_copy: float
+    weight_copy: float
+
+
+# Read off XLA:CPU's buffer assignment (jax 0.10.2, Intel Xeon with AMX); other backends are
+# checked against them by the memory_fit experiment.
+LOWERINGS = {
+    "fp32": Lowering(keep=8, keep_last=4, input_copy=0, weight_copy=4),
+    "tf32": Lowering(keep=8, keep_last=4, input_copy=0, weight_copy=4),
+    "bf16": Lowering(keep=6, keep_last=6, input_copy=4, weight_copy=4),
+    "fp16": Lowering(keep=8, keep_last=8, input_copy=4, weight_copy=4),
+}
+
+
+def mlp_train(input_dim: int, widths: Sequence[int], n_out: int, batch: int, optimizer: str = "adam",
+              preset: str = "fp32", lowering: Lowering | None = None) -> MemoryEstimate:
+    """Bytes of one jitted MLP train step (see the module docstring for the model).
+
+    ``lowering``: what the backend keeps per element; ``LOWERINGS[preset]`` (XLA:CPU) by default.
     """
     if optimizer not in OPT_STATE_COPIES:
         raise KeyError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPT_STATE_COPIES)}")
+    if lowering is None:
+        if preset not in LOWERINGS:
+            raise KeyError(f"no lowering known for preset {preset!r}; known: {', '.join(LOWERINGS)}")
+        lowering = LOWERINGS[preset]
+    low, b = lowering, batch
     p = mlp_param_count(input_dim, widths, n_out)
-    lowp = BYTES[preset] == 2
     dims = [input_dim, *widths, n_out]
-    largest_weight = max(a * b for a, b in zip(dims[:-1], dims[1:]))
-    acts = batch * sum(widths) * (8 + 2 * lowp + 4 * (lowp and upcast)) + lowp * batch * input_dim * 2
-    grads = 4 * p + (OPT_STATE_COPIES[optimizer] > 0) * 4 * largest_weight
+    weights = [a * c for a, c in zip(dims[:-1], dims[1:])]
+    backward = 0.0
+    for i in range(len(widths), 0, -1):  # hidden layer i, the top one first
+        below = low.keep * b * sum(widths[:i - 1])
+        own = (low.keep if i < len(widths) else low.keep_last) * b * widths[i - 1]
+        backward = max(backward, below + own + 4 * b * widths[i - 1] + 4 * b * dims[i + 1])
+    acts = backward + low.input_copy * b * input_dim + low.weight_copy * sum(weights[1:])
     return MemoryEstimate(params=4 * p, optimizer=4 * p * OPT_STATE_COPIES[optimizer],
-                          batch=batch * input_dim * 4 + batch * 4, activations=acts, gradients=grads)
+                          batch=b * input_dim * 4 + b * 4, activations=int(acts), gradients=8 * max(weights))
 
 
 def megatron_split(layer: int, in_dim: int, out_dim: int, model_size: int) -> str | None:
@@ -95,7 +129,9 @@ def mlp_train_tensor_parallel(input_dim: int, widths: Sequence[int], n_out: int,
     """Bytes per device of the MLP train step split Megatron-style over ``model_size`` devices
     (and its batch over ``data_size``): every split matrix, its gradient and optimizer state
     divide by ``model_size``; a column layer's output is split, a row layer's is whole (after
-    its all-reduce); the batch divides by ``data_size``. Same phases as ``mlp_train``."""
+    its all-reduce); the batch divides by ``data_size``. Two phases as in ``mlp_train``, with
+    8 bytes per element of every hidden output and 4 P plus the largest split weight's update
+    temporary in the gradient phase."""
     if optimizer not in OPT_STATE_COPIES:
         raise KeyError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPT_STATE_COPIES)}")
     dims = [input_dim, *widths, n_out]

@@ -112,6 +112,13 @@ def cost_analysis(compiled: Any) -> tuple[float | None, float | None]:
             float(nbytes) if nbytes is not None and nbytes >= 0 else None)
 
 
+def memory_bytes(compiled: Any) -> int:
+    """Bytes a compiled program holds, from XLA's memory analysis: arguments + outputs +
+    temporaries - aliased (donated inputs reused for outputs). Per device for an SPMD program."""
+    m = compiled.memory_analysis()
+    return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
+
+
 def compile_timed(fn: Callable, *args: Any) -> tuple[Any, float]:
     """Lowers and compiles ``fn`` (jitted if it is not) for ``args``; returns (compiled, seconds)."""
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
@@ -160,3 +167,18 @@ def time_host(fn: Callable, *args: Any, arg_sets: Sequence[tuple] | None = None,
     k = len(sets)
     return Timing(repeat(lambda i: fn(*sets[i % k]), sync, target_s=target_s, min_iters=min_iters,
                          max_iters=max_iters, warmup=warmup))
+
+
+def time_stateful(compiled: Callable, state: Any, *args: Any, target_s: float = 0.3,
+                  min_iters: int = 5) -> tuple[Timing, Any]:
+    """Times ``state, out = compiled(state, *args)`` in a loop, each call taking the state the
+    previous one returned (a donated state cannot be passed twice). Returns the Timing and the
+    ``out`` of one more call, for the caller to check."""
+    holder = [state]
+
+    def call():
+        holder[0], out = compiled(holder[0], *args)
+        return out
+
+    t = time_host(call, sync=jax.block_until_ready, target_s=target_s, min_iters=min_iters)
+    return t, call()

@@ -72,6 +72,14 @@ def test_xla_cost_analysis_counts_matmul_flops():
     assert t.bytes_xla >= 3 * 4 * n * n
 
 
+def test_memory_bytes_counts_a_donated_argument_once():
+    n = 256
+    plain = jax.jit(lambda a: a * 2).lower(jnp.ones((n, n))).compile()
+    donated = jax.jit(lambda a: a * 2, donate_argnums=0).lower(jnp.ones((n, n))).compile()
+    assert timing.memory_bytes(plain) >= 2 * 4 * n * n  # the input and the output
+    assert timing.memory_bytes(donated) == timing.memory_bytes(plain) - 4 * n * n
+
+
 def test_harness_overhead_per_call_is_small():
     # The harness's own cost (clock reads, loop, sync on a ready value) on a no-op call.
     # 50 us is the design goal; a no-op measures about 1 us, so this leaves CI noise room.

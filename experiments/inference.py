@@ -62,11 +62,9 @@ def _compare(cfg: Config, ctx: RunContext) -> dict[str, float]:
     t_train, train_flops = mlp.step_throughput(model, optax.adamw(1e-3), cfg.input_dim, b, "fp32", ctx.device,
                                                cfg.target_s)
     train_c, _ = timing.compile_timed(mlp.make_train_step(model, optax.adamw(1e-3)), state, x, y)
-    mem = lambda c: (lambda m: m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
-                     - m.alias_size_in_bytes)(c.memory_analysis())
     out = {"train_time_s": t_train.median_s, "infer_time_s": t_inf.median_s,
-           "time_ratio": t_train.median_s / t_inf.median_s, "train_bytes": float(mem(train_c)),
-           "infer_bytes": float(mem(inf_c))}
+           "time_ratio": t_train.median_s / t_inf.median_s, "train_bytes": float(timing.memory_bytes(train_c)),
+           "infer_bytes": float(timing.memory_bytes(inf_c))}
     out["memory_ratio"] = out["train_bytes"] / out["infer_bytes"]
     if train_flops and t_inf.flops_xla:
         out["flops_ratio"] = train_flops / t_inf.flops_xla

@@ -75,7 +75,7 @@ def _one(d: int, m: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
     s = jax.device_put(state, tp.state_sharding)
     x0, y0 = put_b(batches[0][0]), put_b(batches[0][1])
     compiled, compile_s = timing.compile_timed(tp.train_step, s, x0, y0)
-    measured = parallel.memory_per_device(compiled)
+    measured = timing.memory_bytes(compiled)
     for x, y in batches:
         s, metrics = compiled(s, put_b(x), put_b(y))
     loss_err = abs(float(metrics["loss"]) - ref_loss) / abs(ref_loss)
@@ -83,13 +83,7 @@ def _one(d: int, m: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
     # steps amplify that a little (seen: 2e-5 at 8 devices), hence the looser loss tolerance.
     if err > OUTPUT_TOLERANCE or loss_err > LOSS_TOLERANCE:
         raise ArithmeticError(f"the split MLP differs from the unsharded one (output {err:.1e}, loss {loss_err:.1e})")
-    holder = [s]
-
-    def call():
-        holder[0], out = compiled(holder[0], x0, y0)
-        return out
-
-    t = timing.time_host(call, sync=jax.block_until_ready, target_s=cfg.target_s, min_iters=5)
+    t, _ = timing.time_stateful(compiled, s, x0, y0, target_s=cfg.target_s)
     predicted = fit.mlp_train_tensor_parallel(cfg.input_dim, cfg.widths, 10, cfg.batch, m, "adam", d).total
     return {**t.metrics(), "compile_s": compile_s, "rel_error": err, "loss_rel_error": loss_err,
             "bytes_measured": float(measured), "bytes_predicted": float(predicted),

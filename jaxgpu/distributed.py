@@ -200,8 +200,7 @@ def _worker(args: argparse.Namespace) -> None:
     replicated, split = NamedSharding(mesh, P()), NamedSharding(mesh, P(parallel.DATA))
     host_state = jax.device_get(mlp.init_state(model, opt, jax.random.key(spec.seed), spec.input_dim))
     state = jax.tree.map(lambda a: jax.make_array_from_process_local_data(replicated, np.asarray(a)), host_state)
-    step = jax.jit(mlp.train_step_fn(model, opt), in_shardings=(replicated, split, split),
-                   out_shardings=replicated, donate_argnums=(0,))
+    step = parallel.data_parallel(model, opt, "jit_sharding", jax.devices()).step  # the same shardings
     n, pid = args.processes, args.process_id
     local = lambda a: jax.make_array_from_process_local_data(split, np.split(a, n)[pid], a.shape)
     batches = [(local(x), local(y)) for x, y in global_batches(spec)]

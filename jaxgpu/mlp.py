@@ -281,15 +281,9 @@ def step_throughput(model: MLP, optimizer: optax.GradientTransformation, input_d
     state = jax.device_put(init_state(model, optimizer, jax.random.key(0), input_dim), device)
     compiled, compile_s = timing.compile_timed(make_train_step(model, optimizer, preset), state, x, y)
     flops, _ = timing.cost_analysis(compiled)
-    holder = [state]
     feed = (host_x, host_y) if host_fed else (x, y)
-
-    def call():
-        holder[0], m = compiled(holder[0], *feed)
-        return m
-
-    t = timing.time_host(call, sync=jax.block_until_ready, target_s=target_s, min_iters=5)
-    if not bool(jnp.isfinite(call()["loss"])):
+    t, last = timing.time_stateful(compiled, state, *feed, target_s=target_s)
+    if not bool(jnp.isfinite(last["loss"])):
         raise ArithmeticError("train step produced a non-finite loss")
     return dataclasses.replace(t, compile_s=compile_s), flops
 

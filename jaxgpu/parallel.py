@@ -13,7 +13,7 @@ Tensor parallel (C11): the study's MLP split Megatron-style over a ``model`` axi
 annotating the parameters only: even layers column-split (kernel ``P(None, "model")``),
 odd layers row-split (``P("model", None)``), so a column layer's sharded output feeds the
 next row layer directly and one all-reduce per pair restores the full activation. XLA's
-partitioner does the rest; the memory per device is read from ``compiled.memory_analysis()``.
+partitioner does the rest; the memory per device is read from ``compiled.memory_analysis()`` (``timing.memory_bytes``).
 
 Collectives: all-reduce, all-gather, reduce-scatter, all-to-all and ppermute inside
 ``shard_map``, each checked against numpy, with NCCL-tests' bandwidth definitions.
@@ -193,14 +193,8 @@ def time_step(dp: DataParallel, state: dict, x: np.ndarray, y: np.ndarray, targe
     s = dp.put_state(state)
     xb, yb = dp.put_batch(x), dp.put_batch(y)
     compiled, compile_s = timing.compile_timed(dp.step, s, xb, yb)
-    holder = [s]
-
-    def call():
-        holder[0], m = compiled(holder[0], xb, yb)
-        return m
-
-    t = timing.time_host(call, sync=jax.block_until_ready, target_s=target_s, min_iters=5)
-    if not np.isfinite(dp.metric(call()["loss"])):
+    t, last = timing.time_stateful(compiled, s, xb, yb, target_s=target_s)
+    if not np.isfinite(dp.metric(last["loss"])):
         raise ArithmeticError(f"{dp.variant} step produced a non-finite loss")
     return dataclasses.replace(t, compile_s=compile_s)
 
@@ -258,13 +252,6 @@ def tensor_parallel(model: mlp.MLP, optimizer: optax.GradientTransformation, sta
     infer_fn = mlp.make_infer_step(model, preset)
     infer = jax.jit(lambda p, x: infer_fn(p, x), in_shardings=(p_sh, batch), out_shardings=batch)
     return TensorParallel(mesh, train, infer, s_sh, p_sh, batch)
-
-
-def memory_per_device(compiled: Any) -> int:
-    """Bytes one device holds for a compiled SPMD program: arguments + outputs + temporaries
-    - aliased (XLA's memory analysis is per device for a partitioned program)."""
-    m = compiled.memory_analysis()
-    return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
 
 
 # --- collectives ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import numpy as np
 import optax
 import pytest
 
-from jaxgpu import data, fit, mlp, parallel
+from jaxgpu import data, fit, mlp, parallel, timing
 
 N = 4  # conftest.HOST_DEVICES
 
@@ -99,7 +99,7 @@ def test_tensor_parallel_memory_per_device_falls_and_matches_the_estimate(devs):
         tp = parallel.tensor_parallel(model, opt, state, parallel.make_mesh(devs[:m], (1, m), ("data", "model")))
         c = tp.train_step.lower(jax.device_put(state, tp.state_sharding), jax.device_put(x, tp.batch_sharding),
                                 jax.device_put(y, tp.batch_sharding)).compile()
-        measured[m] = parallel.memory_per_device(c)
+        measured[m] = timing.memory_bytes(c)
         predicted = fit.mlp_train_tensor_parallel(64, (256, 256, 256), 10, 32, m).total
         assert abs(predicted / measured[m] - 1) < 0.15, (m, predicted, measured[m])
     assert measured[4] < 0.35 * measured[1], measured

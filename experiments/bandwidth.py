@@ -15,7 +15,7 @@ import numpy as np
 from jaxgpu import matmul, memory
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C09",)
@@ -32,17 +32,19 @@ class Config:
     target_s: float = 0.3
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(sweep=(1 << 16,), max_main_bytes=1 << 20, min_main_bytes=1 << 20, target_s=0.01)
-    if platform == "gpu":
-        return Config(sweep=(1 << 20, 1 << 22, 1 << 24, 1 << 26), min_main_bytes=2**30 * (2 if profile == "full" else 1),
-                      max_main_bytes=2**31, target_s=0.5 if profile == "full" else 0.2)
-    if profile == "full":
-        return Config(sweep=(1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 27), max_main_bytes=4 * 2**30, target_s=1.0)
+PROFILES = {
+    ("tiny", "any"): Config(sweep=(1 << 16,), max_main_bytes=1 << 20, min_main_bytes=1 << 20, target_s=0.01),
     # quick: 128 MiB arrays (4x a 32 MB L3): a fresh output is first-touched every plain-jit call,
     # which at this VM's ~0.4 GB/s first-touch rate is what the quick profile's time goes on
-    return Config(sweep=(1 << 22, 1 << 24), max_main_bytes=128 * 2**20, min_main_bytes=128 * 2**20, target_s=0.2)
+    ("quick", "cpu"): Config(sweep=(1 << 22, 1 << 24), max_main_bytes=128 * 2**20, min_main_bytes=128 * 2**20,
+                             target_s=0.2),
+    ("full", "cpu"): Config(sweep=(1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 27), max_main_bytes=4 * 2**30,
+                            target_s=1.0),
+    # 1 GiB arrays: 20x the H200's 50 MB L2
+    ("quick", "gpu"): Config(sweep=(1 << 22, 1 << 24), min_main_bytes=2**30, max_main_bytes=2**30, target_s=0.1),
+    ("full", "gpu"): Config(sweep=(1 << 20, 1 << 22, 1 << 24, 1 << 26), min_main_bytes=2**31, max_main_bytes=2**31,
+                            target_s=0.5),
+}
 
 
 def main_elements(cfg: Config, itemsize: int = 4) -> int:
@@ -85,33 +87,52 @@ def _with_peak(m: dict[str, float], ctx: RunContext) -> dict[str, float]:
     return m
 
 
+def _cost(kernel: str, variant: str, n: int, dtype: str, cfg: Config, ctx: RunContext, impl: str = "jax",
+          draws: bool = False) -> Cost:
+    itemsize = np.dtype(dtype).itemsize
+    moved = memory.stream_bytes(kernel, n, itemsize)
+    steps = 10 if variant == "loop" else 1  # bench_stream's loop_iters
+    if impl != "jax":  # the peers draw their own arrays and write into a preallocated output
+        return Cost(compiles=0, bytes=moved, on_host=impl == "numpy" and ctx.platform == "gpu", target_s=cfg.target_s,
+                    min_iters=3, warmup=1, rng_bytes=12.0 * n)
+    # three arrays made on the device (first touch), a compile, a sampled check
+    return Cost(compiles=3, bytes=moved * steps, target_s=cfg.target_s, min_iters=3, warmup=1, calls=1,
+                host_bytes=2**20, device_rng_bytes=3.0 * n * itemsize if draws else 0.0)
+
+
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     n = main_elements(cfg)
     out = []
 
-    def add(params, fn):
-        out.append(Case(params, fn))
+    def add(params, fn, cost, key=False):
+        out.append(Case(params, fn, cost, key))
 
+    # a new size, dtype or layout draws three new arrays on the device (_arrays keeps one set)
     for s in [s for s in cfg.sweep if s < n]:
         add({"kernel": "triad", "impl": "jax", "variant": "jit", "n": s, "dtype": "float32"},
-            functools.partial(_jax, "triad", "jit", s, "float32", cfg, ctx))
+            functools.partial(_jax, "triad", "jit", s, "float32", cfg, ctx),
+            _cost("triad", "jit", s, "float32", cfg, ctx, draws=True))
     for dtype in cfg.dtypes:
         kernels = memory.KERNELS if dtype == "float32" else ("triad",)
-        for k in kernels:
+        for i, k in enumerate(kernels):
             add({"kernel": k, "impl": "jax", "variant": "jit", "n": n, "dtype": dtype},
-                functools.partial(_jax, k, "jit", n, dtype, cfg, ctx))
+                functools.partial(_jax, k, "jit", n, dtype, cfg, ctx), _cost(k, "jit", n, dtype, cfg, ctx, draws=i == 0),
+                key=k == "triad" and dtype == "float32")
     add({"kernel": "triad", "impl": "jax", "variant": "loop", "n": n, "dtype": "float32"},
-        functools.partial(_jax, "triad", "loop", n, "float32", cfg, ctx))
+        functools.partial(_jax, "triad", "loop", n, "float32", cfg, ctx),
+        _cost("triad", "loop", n, "float32", cfg, ctx, draws=True))
     if ctx.n_devices > 1:
         add({"kernel": "triad", "impl": "jax", "variant": "sharded", "n": n, "dtype": "float32"},
-            functools.partial(_jax, "triad", "sharded", n, "float32", cfg, ctx))
+            functools.partial(_jax, "triad", "sharded", n, "float32", cfg, ctx),
+            _cost("triad", "sharded", n, "float32", cfg, ctx, draws=True))
     peers = ["torch"] if matmul.torch_available() else []
     if ctx.platform == "cpu":
         peers.insert(0, "numpy")
     for impl in peers:
         for k in ("copy", "triad"):
             add({"kernel": k, "impl": impl, "variant": "peer", "n": n, "dtype": "float32"},
-                functools.partial(_peer, impl, k, n, "float32", cfg, ctx))
+                functools.partial(_peer, impl, k, n, "float32", cfg, ctx), _cost(k, "peer", n, "float32", cfg, ctx, impl),
+                key=k == "triad")
     return out
 
 

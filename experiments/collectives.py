@@ -18,7 +18,7 @@ from jaxgpu import devices as dv
 from jaxgpu import parallel, results
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C17",)
@@ -32,16 +32,15 @@ class Config:
     target_s: float = 0.05
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(sizes=(4096, 65536), target_s=0.01)
-    if platform == "gpu":
-        return Config(sizes=tuple(4 ** i * 4096 for i in range(9)), target_s=0.3)  # to 256 MiB
-    if profile == "full":
-        # to 64 MiB: at 256 MiB the float64 reference check of 8 host devices' buffers alone
-        # would take ~12 GiB of this 24 GiB machine
-        return Config(sizes=tuple(4 ** i * 4096 for i in range(8)), target_s=0.3)
-    return Config()
+PROFILES = {
+    ("tiny", "any"): Config(sizes=(4096, 65536), target_s=0.01),
+    ("quick", "cpu"): Config(),
+    # to 64 MiB: at 256 MiB the float64 reference check of 8 host devices' buffers alone
+    # would take ~12 GiB of this 24 GiB machine
+    ("full", "cpu"): Config(sizes=tuple(4 ** i * 4096 for i in range(8)), target_s=0.3),
+    ("quick", "gpu"): Config(sizes=tuple(16 ** i * 4096 for i in range(4)), target_s=0.05),  # to 16 MiB
+    ("full", "gpu"): Config(sizes=tuple(4 ** i * 4096 for i in range(9)), target_s=0.3),  # to 256 MiB
+}
 
 
 def _one(name: str, nbytes: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
@@ -61,10 +60,13 @@ def _single_device(name: str, ctx: RunContext):
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     if ctx.n_devices < 2:
-        return [Case({"collective": c, "devices": 1}, functools.partial(_single_device, c, ctx))
+        return [Case({"collective": c, "devices": 1}, functools.partial(_single_device, c, ctx), Cost.none())
                 for c in cfg.collectives]
-    return [Case({"collective": c, "bytes": b, "devices": ctx.n_devices}, functools.partial(_one, c, b, cfg, ctx))
-            for c in cfg.collectives for b in cfg.sizes]
+    k = ctx.n_devices
+    # the float64 reference of every device's buffer is host work
+    cost = lambda b: Cost(bytes=2.0 * b * k, target_s=cfg.target_s, host_bytes=64.0 * b * k, calls=2)
+    return [Case({"collective": c, "bytes": b, "devices": k}, functools.partial(_one, c, b, cfg, ctx), cost(b),
+                 key=c == "all_reduce") for c in cfg.collectives for b in cfg.sizes]
 
 
 def section(pairs: list[rp.Pair]) -> rp.Section:

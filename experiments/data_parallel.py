@@ -21,10 +21,10 @@ import jax
 import optax
 
 from jaxgpu import devices as dv
-from jaxgpu import fit, mlp, parallel
+from jaxgpu import fit, mlp, parallel, results
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C17",)
@@ -45,17 +45,16 @@ class Config:
     target_s: float = 0.1
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(widths=(32,), input_dim=16, global_batch=16, per_device_batch=4, device_counts=(1, 2, 4),
-                      steps=3, target_s=0.01)
-    if platform == "gpu":
-        return Config(widths=(4096, 4096, 4096), global_batch=8192, per_device_batch=2048,
-                      weak_variants=parallel.DP_VARIANTS, all_counts_variants=parallel.DP_VARIANTS, target_s=0.5)
-    if profile == "full":
-        return Config(widths=(1024, 1024), global_batch=1024, per_device_batch=256, weak_variants=parallel.DP_VARIANTS,
-                      all_counts_variants=parallel.DP_VARIANTS, target_s=0.5)
-    return Config()
+PROFILES = {
+    ("tiny", "any"): Config(widths=(32,), input_dim=16, global_batch=16, per_device_batch=4, device_counts=(1, 2, 4),
+                            steps=3, target_s=0.01),
+    ("quick", "cpu"): Config(),
+    ("full", "cpu"): Config(widths=(1024, 1024), global_batch=1024, per_device_batch=256,
+                            weak_variants=parallel.DP_VARIANTS, all_counts_variants=parallel.DP_VARIANTS, target_s=0.5),
+    ("quick", "gpu"): Config(widths=(2048, 2048), global_batch=4096, per_device_batch=1024, target_s=0.1),
+    ("full", "gpu"): Config(widths=(4096, 4096, 4096), global_batch=8192, per_device_batch=2048,
+                            weak_variants=parallel.DP_VARIANTS, all_counts_variants=parallel.DP_VARIANTS, target_s=0.5),
+}
 
 
 def _model(cfg: Config):
@@ -124,14 +123,30 @@ def _scaling(mode: str, variant: str, k: int, cfg: Config, ctx: RunContext) -> d
             "baseline_time_s": base, "allreduce_time_s": comm, "predicted_time_s": predicted, "batch": float(batch)}
 
 
+def _one_device(ctx: RunContext):
+    raise results.Unsupported(f"data parallel over 1 device splits nothing (this run has one {ctx.device_kind}); "
+                              "run with --devices N on CPU, or on a machine with several GPUs")
+
+
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     counts = [k for k in cfg.device_counts if k <= ctx.n_devices]
+    if len(counts) < 2:
+        return [Case({"case": "agreement", "devices": 1}, functools.partial(_one_device, ctx), Cost.none(), key=True)]
+    p = fit.mlp_param_count(cfg.input_dim, cfg.widths, 10)
+    step = lambda batch: dict(flops=6.0 * batch * p, bytes=16.0 * p, rng_bytes=4.0 * batch * cfg.input_dim)
+    agree = Cost(compiles=0, step_compiles=2, min_iters=0, warmup=0, calls=2 * cfg.steps,
+                 **step(cfg.global_batch))
     out = [Case({"case": "agreement", "variant": v, "devices": counts[-1]},
-                functools.partial(_agreement, v, counts[-1], cfg, ctx)) for v in parallel.DP_VARIANTS]
+                functools.partial(_agreement, v, counts[-1], cfg, ctx), agree, key=True) for v in parallel.DP_VARIANTS]
     ends = sorted({counts[0], counts[-1]})
-    out += [Case({"case": mode, "variant": v, "devices": k}, functools.partial(_scaling, mode, v, k, cfg, ctx))
-            for mode, variants in (("strong", parallel.DP_VARIANTS), ("weak", cfg.weak_variants))
-            for v in variants for k in (counts if v in cfg.all_counts_variants else ends)]
+    for mode, variants in (("strong", parallel.DP_VARIANTS), ("weak", cfg.weak_variants)):
+        for v in variants:
+            for k in (counts if v in cfg.all_counts_variants else ends):
+                batch = cfg.global_batch if mode == "strong" else cfg.per_device_batch * k
+                cost = Cost(compiles=1, step_compiles=1, target_s=2 * cfg.target_s, **step(batch))
+                out.append(Case({"case": mode, "variant": v, "devices": k},
+                                functools.partial(_scaling, mode, v, k, cfg, ctx), cost,
+                                key=mode == "strong" and v == "jit_sharding"))
     return out
 
 

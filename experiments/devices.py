@@ -8,7 +8,7 @@ from jaxgpu import devices as dv
 from jaxgpu import hardware
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C01",)
@@ -20,18 +20,23 @@ class Config:
     pass
 
 
-def config(profile: str, platform: str) -> Config:
-    return Config()
+PROFILES = {(profile, "any"): Config() for profile in ("tiny", "quick", "full")}
 
 
-def _describe(hw: hardware.Hardware, n_devices: int, memory_bytes: int | None) -> dict[str, float]:
+def _describe(hw: hardware.Hardware, n_devices: int, allocator_bytes: int | None = None) -> dict[str, float]:
+    """The device's figures from the hardware table (a GPU's datasheet, a CPU's estimate and its RAM).
+
+    ``allocator_bytes``: what JAX's allocator may use on the device, recorded apart, since a
+    GPU client reserves a share of the memory (75% by default), not the whole of it."""
     lanes = hw.lanes_per_core or 0
     out = {"cores": float(hw.cores), "lanes_per_core": float(lanes), "parallel_lanes": float(hw.cores * lanes),
            "n_devices": float(n_devices), "peak_fp32_tflops": hw.tflops["fp32"], "estimate": float(hw.estimate)}
     if hw.clock_ghz:
         out["clock_ghz"] = hw.clock_ghz
-    if memory_bytes:
-        out["memory_gb"] = memory_bytes / 1e9
+    if hw.memory_gb:
+        out["memory_gb"] = hw.memory_gb
+    if allocator_bytes:
+        out["allocator_limit_gb"] = allocator_bytes / 1e9
     if hw.memory_bw_gbps:
         out["memory_bw_gbps"] = hw.memory_bw_gbps
     return out
@@ -43,15 +48,15 @@ def _device(ctx: RunContext) -> dict[str, float]:
         from jaxgpu.results import Unsupported
 
         raise Unsupported(f"{ctx.device_kind} is not in jaxgpu.hardware's table")
-    return _describe(hw, ctx.n_devices, dv.device_memory_bytes(ctx.device))
+    return _describe(hw, ctx.n_devices, dv.device_memory_bytes(ctx.device) if ctx.platform == "gpu" else None)
 
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     out = [Case({"device": ctx.device_kind, "role": "accelerator" if ctx.platform == "gpu" else "cpu"},
-                lambda: _device(ctx))]
+                lambda: _device(ctx), Cost.none(), key=True)]
     if ctx.platform == "gpu":  # the host CPU of the same machine, for the side-by-side
-        out.append(Case({"device": "host cpu", "role": "cpu"},
-                        lambda: _describe(hardware.cpu_estimate(), 1, dv.host_memory_bytes())))
+        out.append(Case({"device": "host cpu", "role": "cpu"}, lambda: _describe(hardware.cpu_estimate(), 1),
+                        Cost.none(), key=True))
     return out
 
 

@@ -16,11 +16,10 @@ import functools
 
 import numpy as np
 
-from jaxgpu import distributed
-from jaxgpu import devices as dv
+from jaxgpu import distributed, results
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C17",)
@@ -35,16 +34,20 @@ class Config:
     die_after: tuple[int, int] | None = None  # (process, step): a crash drill (tests)
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(spec=distributed.Spec(widths=(32,), input_dim=16, global_batch=8, steps=3), timeout_s=90.0)
-    if profile == "full":
-        return Config(spec=distributed.Spec(widths=(512, 512), input_dim=784, global_batch=512, steps=10))
-    return Config()
+PROFILES = {
+    ("tiny", "any"): Config(spec=distributed.Spec(widths=(32,), input_dim=16, global_batch=8, steps=3), timeout_s=90.0),
+    ("quick", "any"): Config(),
+    ("full", "any"): Config(spec=distributed.Spec(widths=(512, 512), input_dim=784, global_batch=512, steps=10)),
+}
+
+# One jax.distributed job: the processes start, meet and compile (about 5 s each job in the
+# committed multi-device run: 11 s for the 2-process job and the 1-process reference).
+JOB_START_S = 5.0
 
 
 def worker_platform(ctx: RunContext, processes: int) -> str:
-    return "gpu" if ctx.platform == "gpu" and len(dv.devices_of("gpu")) >= processes else "cpu"
+    """One GPU per process where there are enough, else the CPU (the run's devices count them)."""
+    return "gpu" if ctx.platform == "gpu" and ctx.n_devices >= processes else "cpu"
 
 
 def _run(processes: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
@@ -63,10 +66,19 @@ def _run(processes: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
             "speedup": (one.train_s[0] / steps) / (max(many.train_s) / steps)}
 
 
+def _too_few_gpus(n: int, ctx: RunContext):
+    raise results.Unsupported(f"{n} processes need {n} GPUs and this run has {ctx.n_devices}; the CPU run of the "
+                              "same machine runs the job through gloo")
+
+
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     n = ctx.processes or 2
+    if worker_platform(ctx, n) != ctx.platform:
+        return [Case({"processes": n, "worker_platform": ctx.platform}, functools.partial(_too_few_gpus, n, ctx),
+                     Cost.none(), key=True)]
     return [Case({"processes": n, "worker_platform": worker_platform(ctx, n)},
-                 functools.partial(_run, n, cfg, ctx))]
+                 functools.partial(_run, n, cfg, ctx), Cost(compiles=0, min_iters=0, warmup=0, calls=0,
+                                                            fixed_s=2 * JOB_START_S + 0.05 * cfg.spec.steps), key=True)]
 
 
 def section(pairs: list[rp.Pair]) -> rp.Section:

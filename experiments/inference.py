@@ -8,10 +8,10 @@ import functools
 import jax
 import optax
 
-from jaxgpu import data, mlp, timing
+from jaxgpu import data, fit, mlp, timing
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C16",)
@@ -27,14 +27,13 @@ class Config:
     target_s: float = 0.2
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(widths=(64,), input_dim=32, batches=(1, 8), compare_batch=8, target_s=0.01)
-    if platform == "gpu":
-        return Config(batches=tuple(4**i for i in range(7)) + (8192,), compare_batch=8192)
-    if profile == "full":
-        return Config(batches=tuple(2**i for i in range(0, 13)), target_s=0.5)
-    return Config()
+PROFILES = {
+    ("tiny", "any"): Config(widths=(64,), input_dim=32, batches=(1, 8), compare_batch=8, target_s=0.01),
+    ("quick", "cpu"): Config(),
+    ("full", "cpu"): Config(batches=tuple(2**i for i in range(0, 13)), target_s=0.5),
+    ("quick", "gpu"): Config(batches=(1, 64, 1024, 8192), compare_batch=8192, target_s=0.1),
+    ("full", "gpu"): Config(batches=tuple(4**i for i in range(7)) + (8192,), compare_batch=8192),
+}
 
 
 def _params(cfg: Config, ctx: RunContext):
@@ -72,8 +71,13 @@ def _compare(cfg: Config, ctx: RunContext) -> dict[str, float]:
 
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
-    out = [Case({"case": "batch", "batch": b}, functools.partial(_infer, b, cfg, ctx)) for b in cfg.batches]
-    out.append(Case({"case": "train_vs_infer", "batch": cfg.compare_batch}, functools.partial(_compare, cfg, ctx)))
+    p = fit.mlp_param_count(cfg.input_dim, cfg.widths, 10)
+    infer = lambda b: Cost(compiles=0, gemm_compiles=1, flops=2.0 * b * p, bytes=4.0 * p, target_s=cfg.target_s, rng_bytes=4.0 * b * cfg.input_dim)
+    out = [Case({"case": "batch", "batch": b}, functools.partial(_infer, b, cfg, ctx), infer(b)) for b in cfg.batches]
+    b = cfg.compare_batch
+    # an inference loop and a train-step loop, each timed, and the train step compiled twice
+    both = dataclasses.replace(infer(b), step_compiles=2, flops=8.0 * b * p, bytes=20.0 * p, target_s=2 * cfg.target_s)
+    out.append(Case({"case": "train_vs_infer", "batch": b}, functools.partial(_compare, cfg, ctx), both, key=True))
     return out
 
 

@@ -13,7 +13,7 @@ import re
 from jaxgpu import hardware, matmul
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C03", "C06")
@@ -35,17 +35,19 @@ class Config:
     worked_dtypes: tuple[str, ...] = ("float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "int8")
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(sizes=(64, 128), shapes=((32, 64, 48),), target_s=0.02)
-    if platform == "gpu":
-        sizes = tuple(2**i for i in range(6, 15)) + ((16384,) if profile == "full" else ())
-        return Config(sizes=sizes, shapes=((8192, 8192, 8192), (4096, 4096, 16384), (8192, 784, 1024)),
-                      peer_max_n=4096, target_s=0.3 if profile == "quick" else 1.0)
-    if profile == "full":
-        return Config(sizes=(64, 128, 256, 512, 1024, 2048, 4096), shapes=((1024, 4096, 4096), (1024, 784, 1024)),
-                      target_s=1.0)
-    return Config()
+PROFILES = {
+    ("tiny", "any"): Config(sizes=(64, 128), shapes=((32, 64, 48),), target_s=0.02),
+    ("quick", "cpu"): Config(),
+    ("full", "cpu"): Config(sizes=(64, 128, 256, 512, 1024, 2048, 4096),
+                            shapes=((1024, 4096, 4096), (1024, 784, 1024)), target_s=1.0),
+    # quick on a GPU fits the lent machine's window: sizes either side of the CPU's, and
+    # numpy (on the host) only where the CPU run has it too
+    ("quick", "gpu"): Config(sizes=(256, 1024, 4096, 8192), shapes=((8192, 784, 1024),), peer_max_n=1024,
+                             target_s=0.1),
+    ("full", "gpu"): Config(sizes=tuple(2**i for i in range(6, 15)),
+                            shapes=((8192, 8192, 8192), (4096, 4096, 16384), (8192, 784, 1024)), peer_max_n=4096,
+                            target_s=1.0),
+}
 
 
 @functools.lru_cache(maxsize=1)
@@ -84,18 +86,30 @@ def _worked(dtype: str, ctx: RunContext) -> dict[str, float]:
     return {"top_left": float(out[0, 0]), "max_abs_error": err, "exact": float(err == 0.0)}
 
 
+def _cost(impl: str, m: int, k: int, n: int, cfg: Config, ctx: RunContext, draws: bool) -> Cost:
+    sets = matmul.default_sets(m, k, n)
+    common = dict(flops=2.0 * m * k * n, bytes=4.0 * (m * k + k * n + m * n), target_s=cfg.target_s,
+                  host_flops=2.0 * len(matmul.reference_rows(m)) * k * n, host_bytes=4.0 * (sets * (m * k + k * n) + m * n),
+                  rng_bytes=4.0 * sets * (m * k + k * n) if draws else 0.0)
+    if impl == "numpy":
+        return Cost(compiles=0, on_host=ctx.platform == "gpu", **common)
+    return Cost(compiles=0, gemm_compiles=0 if impl == "torch" else 1, **common)
+
+
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     impls = ["jax", *[p for p in cfg.peers if p != "torch" or matmul.torch_available()]]
     shapes = [("square", s, s, s) for s in cfg.sizes] + [("mlp", *s) for s in cfg.shapes]
-    out = [Case({"case": "worked_example", "dtype": d}, functools.partial(_worked, d, ctx))
+    out = [Case({"case": "worked_example", "dtype": d}, functools.partial(_worked, d, ctx), Cost(min_iters=0), key=True)
            for d in cfg.worked_dtypes]
+    largest = max(cfg.sizes)
     for kind, m, k, n in shapes:
-        for impl in impls:
+        for i, impl in enumerate(impls):
             if impl == "numpy" and ctx.platform == "gpu" and max(m, k, n) > cfg.peer_max_n:
                 continue
             params = {"shape": kind, "m": m, "k": k, "n": n, "dtype": "float32", "precision": "highest",
                       "impl": impl}
-            out.append(Case(params, functools.partial(_run_one, impl, m, k, n, cfg, ctx)))
+            out.append(Case(params, functools.partial(_run_one, impl, m, k, n, cfg, ctx),
+                            _cost(impl, m, k, n, cfg, ctx, draws=i == 0), key=kind == "square" and n == largest))
     return out
 
 

@@ -13,13 +13,16 @@ from jaxgpu import devices, fit, mlp, timing
 from jaxgpu import report as rp
 from jaxgpu.results import DoesNotFit
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 2  # 2: the backward-walk estimator (fit.Lowering)
 CLAIMS = ("C10",)
 DESCRIPTION = "memory estimate of MLP/transformer training and inference vs XLA's memory analysis; what fits where"
 
 TOLERANCE = 0.15
+# Measured before the other experiments of a run: a device's peak memory can only be read
+# while its high-water mark is still low (see device_peak_bytes).
+RUN_FIRST = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,14 +34,17 @@ class Config:
     too_big: tuple[int, ...] = (65536, 65536, 65536, 65536)  # about 210 GB with AdamW: fits on no GPU listed
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(widths=((64, 64),), batches=(16,), presets=("fp32",), input_dim=32)
-    if platform == "gpu" or profile == "full":
-        return Config(widths=((256, 256), (1024, 1024), (2048,), (512, 512, 512, 512), (4096, 4096),
-                              (128, 1024, 128), (2048, 512, 512)),
-                      batches=(32, 256, 1024, 4096), presets=("fp32", "bf16", "fp16"))
-    return Config(widths=((256, 256), (1024, 1024), (512, 512, 512, 512), (128, 1024, 128)), batches=(32, 1024))
+_FULL = Config(widths=((256, 256), (1024, 1024), (2048,), (512, 512, 512, 512), (4096, 4096), (128, 1024, 128),
+                       (2048, 512, 512)), batches=(32, 256, 1024, 4096), presets=("fp32", "bf16", "fp16"))
+PROFILES = {
+    ("tiny", "any"): Config(widths=((64, 64),), batches=(16,), presets=("fp32",), input_dim=32),
+    ("quick", "cpu"): Config(widths=((256, 256), (1024, 1024), (512, 512, 512, 512), (128, 1024, 128)),
+                             batches=(32, 1024)),
+    ("full", "cpu"): _FULL,
+    # each config is an XLA:GPU compile of a train step (seconds, with autotuning) and one step
+    ("quick", "gpu"): Config(widths=((1024, 1024), (4096, 4096), (128, 1024, 128)), batches=(256, 4096)),
+    ("full", "gpu"): _FULL,
+}
 
 
 def _validate(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, float]:
@@ -48,6 +54,7 @@ def _validate(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, 
         raise DoesNotFit(f"predicted {est.total / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available")
     model = mlp.MLP(widths=widths, n_out=10)
     opt = optax.adamw(1e-3)
+    in_use_before = _stats(ctx.device).get("bytes_in_use", 0)
     state = jax.device_put(mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim), ctx.device)
     step = mlp.make_train_step(model, opt, preset)
     x = jax.device_put(jnp.ones((batch, cfg.input_dim), jnp.float32), ctx.device)
@@ -60,13 +67,34 @@ def _validate(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, 
            "gradient_phase_bytes": float(est.gradients),
            **{f"lowering_{k}": float(v) for k, v in dataclasses.asdict(fit.LOWERINGS[preset]).items()}}
     if ctx.platform == "gpu":
-        before = (ctx.device.memory_stats() or {}).get("bytes_in_use", 0)
-        state, _ = step(state, x, y)
-        jax.block_until_ready(state)
-        stats = ctx.device.memory_stats() or {}
-        if "peak_bytes_in_use" in stats:
-            out["peak_bytes"] = float(stats["peak_bytes_in_use"] - before)
+        peak = device_peak_bytes(ctx.device, lambda: jax.block_until_ready(step(state, x, y)), in_use_before)
+        if peak is not None:
+            out["peak_bytes"] = float(peak)
     return out
+
+
+def _stats(device) -> dict:
+    try:
+        return device.memory_stats() or {}
+    except Exception:  # noqa: BLE001 - not every backend has them (CPU: None)
+        return {}
+
+
+def device_peak_bytes(device, run, in_use_before: int) -> int | None:
+    """The device memory ``run()`` took at its peak, above ``in_use_before`` (bytes in use before
+    its inputs were made), from the allocator's statistics; None where they cannot tell.
+
+    The allocator keeps one high-water mark for the whole process, and JAX offers no way to
+    reset it: a step whose peak stays below an earlier one (a large matmul before it) leaves
+    the mark where it was, and that mark says nothing about the step. Only a step that
+    raises the mark is measured.
+    """
+    mark = _stats(device).get("peak_bytes_in_use")
+    run()
+    after = _stats(device).get("peak_bytes_in_use")
+    if mark is None or after is None or after <= mark:
+        return None
+    return after - in_use_before
 
 
 def _too_big(cfg: Config, ctx: RunContext) -> dict[str, float]:
@@ -108,23 +136,30 @@ def _table(t: fit.Transformer, preset: str, mode: str) -> dict[str, float]:
 
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
-    out = []
-    for widths in cfg.widths:
-        for batch in cfg.batches:
-            for preset in cfg.presets:
-                out.append(Case({"case": "mlp_train", "widths": list(widths), "batch": batch, "preset": preset,
-                                 "optimizer": "adamw"},
-                                functools.partial(_validate, widths, batch, preset, cfg, ctx)))
+    val = [(widths, batch, preset) for widths in cfg.widths for batch in cfg.batches for preset in cfg.presets]
+    # smallest first: on a GPU each step then raises the allocator's high-water mark, which is
+    # the only way its peak can be read (see device_peak_bytes)
+    val.sort(key=lambda v: fit.mlp_train(cfg.input_dim, v[0], 10, v[1], "adamw", v[2]).total)
+    out, seen = [], set()
+    for i, (widths, batch, preset) in enumerate(val):
+        params = fit.mlp_param_count(cfg.input_dim, widths, 10)
+        # the first config of a set of widths initialises its parameters op by op: a compile per op and shape
+        out.append(Case({"case": "mlp_train", "widths": list(widths), "batch": batch, "preset": preset,
+                         "optimizer": "adamw"}, functools.partial(_validate, widths, batch, preset, cfg, ctx),
+                        Cost(compiles=2 if widths in seen else 25, step_compiles=1, flops=6.0 * batch * params,
+                             min_iters=0, warmup=0, calls=int(ctx.platform == "gpu"), host_bytes=16.0 * params),
+                        key=i == 0))
+        seen.add(widths)
     out.append(Case({"case": "mlp_train", "widths": list(cfg.too_big), "batch": 1024, "preset": "fp32",
-                     "optimizer": "adamw"}, functools.partial(_too_big, cfg, ctx)))
-    out.append(Case({"case": "allocate_past_memory"}, functools.partial(_overallocate, ctx)))
+                     "optimizer": "adamw"}, functools.partial(_too_big, cfg, ctx), Cost.none()))
+    out.append(Case({"case": "allocate_past_memory"}, functools.partial(_overallocate, ctx), Cost(min_iters=0)))
     for t in fit.TRANSFORMERS:
         for preset in ("fp32", "bf16", "fp16"):
             out.append(Case({"case": "transformer", "model": t.name, "preset": preset, "mode": "train"},
-                            functools.partial(_table, t, preset, "train")))
+                            functools.partial(_table, t, preset, "train"), Cost.none(), key=True))
         for preset in ("fp32", "bf16", "fp8_e4m3", "int8"):
             out.append(Case({"case": "transformer", "model": t.name, "preset": preset, "mode": "inference"},
-                            functools.partial(_table, t, preset, "inference")))
+                            functools.partial(_table, t, preset, "inference"), Cost.none(), key=True))
     return out
 
 

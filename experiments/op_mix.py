@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxgpu import data, mlp, stack, timing
+from jaxgpu import data, fit, mlp, stack, timing
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C02",)
@@ -28,14 +28,13 @@ class Config:
     target_s: float = 0.2
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(mlp_widths=(32,), mlp_batch=16, input_dim=16, block=(32, 2, 8, 2), target_s=0.01)
-    if platform == "gpu":
-        return Config(mlp_widths=(256, 1024, 4096, 8192), mlp_batch=4096, block=(1024, 16, 1024, 8))
-    if profile == "full":
-        return Config()
-    return Config(mlp_widths=(64, 1024), target_s=0.1)
+PROFILES = {
+    ("tiny", "any"): Config(mlp_widths=(32,), mlp_batch=16, input_dim=16, block=(32, 2, 8, 2), target_s=0.01),
+    ("quick", "cpu"): Config(mlp_widths=(64, 1024), target_s=0.1),
+    ("full", "cpu"): Config(),
+    ("quick", "gpu"): Config(mlp_widths=(8192,), mlp_batch=4096, block=(1024, 16, 1024, 8), target_s=0.1),
+    ("full", "gpu"): Config(mlp_widths=(256, 1024, 4096, 8192), mlp_batch=4096, block=(1024, 16, 1024, 8)),
+}
 
 
 def _shares(fn, args, target_s: float) -> dict[str, float]:
@@ -77,12 +76,24 @@ def _block(cfg: Config, ctx: RunContext) -> dict[str, float]:
     return _shares(step, (params, x), cfg.target_s)
 
 
+def _cost(flops: float, params: float, cfg: Config, key_bytes: float = 0.0) -> Cost:
+    # the whole step and a program of only its dots: each compiled and timed
+    # (parameters initialised op by op: a compile per op and shape)
+    return Cost(compiles=20, gemm_compiles=1, step_compiles=1, flops=2 * flops, bytes=32.0 * params + key_bytes, target_s=2 * cfg.target_s,
+                rng_bytes=4.0 * params)
+
+
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
-    out = [Case({"model": "mlp", "width": w, "batch": cfg.mlp_batch}, functools.partial(_mlp, w, cfg, ctx))
-           for w in cfg.mlp_widths]
+    out = []
+    for w in cfg.mlp_widths:
+        p = fit.mlp_param_count(cfg.input_dim, (w, w, w), 10)
+        out.append(Case({"model": "mlp", "width": w, "batch": cfg.mlp_batch}, functools.partial(_mlp, w, cfg, ctx),
+                        _cost(6.0 * cfg.mlp_batch * p, p, cfg), key=w == max(cfg.mlp_widths)))
     d, h, s, b = cfg.block
+    p = 12 * d * d
     out.append(Case({"model": "transformer_block", "width": d, "heads": h, "seq": s, "batch": b},
-                    functools.partial(_block, cfg, ctx)))
+                    functools.partial(_block, cfg, ctx),
+                    _cost(6.0 * b * s * p + 12.0 * b * s * s * d, p, cfg, key_bytes=4.0 * b * h * s * s * 3)))
     return out
 
 
@@ -125,8 +136,9 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
              rp.fmt(x.metrics["elementwise_flop_share"]), rp.fmt(x.metrics["reduce_flop_share"]),
              rp.fmt(x.metrics["dot_time_share"]), rp.fmt(x.metrics["flops_parsed"]), rp.fmt(x.metrics.get("flops_xla"))]
             for run, x in good]
-    sec.paragraphs.append("Time share = time of a program doing only the step's dots over the whole step; above 1 "
-                          "means the dots alone, unfused and at precision HIGHEST, ran slower than inside the step.")
+    sec.paragraphs.append("Time share = time of a program doing only the step's dots, each at the precision it has "
+                          "in the step, over the whole step; above 1 means the dots alone, unfused, ran slower than "
+                          "inside the step.")
     sec.tables.append(rp.Table(["run", "model", "width", "dot FLOPs", "elementwise", "reduce", "dot time",
                                 "FLOPs (parsed)", "FLOPs (XLA)"], rows,
                                "FLOP shares from the HLO; time share = a program of only the step's dots / the whole step"))

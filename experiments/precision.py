@@ -14,7 +14,7 @@ import math
 from jaxgpu import matmul, precision, results
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C12", "C13", "C14")
@@ -43,20 +43,20 @@ class Config:
     mamf_target_s: float = 0.05
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(sizes=(64, 128), target_s=0.01, mamf_presets=("bf16",), mamf_base=256, mamf_budget_s=0.2,
-                      mamf_target_s=0.01)
-    if platform == "gpu":
-        full = profile == "full"
-        return Config(sizes=(256, 512, 1024, 2048, 4096, 8192, 16384) if full else (256, 1024, 4096, 8192, 16384),
-                      target_s=0.5 if full else 0.2,
-                      mamf_presets=("fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "int8"),
-                      mamf_base=8192, mamf_budget_s=110.0 if full else 12.0, mamf_target_s=0.1)
-    if profile == "full":
-        return Config(sizes=(256, 512, 1024, 2048, 4096), target_s=0.5, mamf_budget_s=20.0, mamf_base=2048,
-                      mamf_target_s=0.2)
-    return Config(sizes=(512, 1024), target_s=0.15, mamf_presets=("fp32", "bf16"), mamf_budget_s=2.0)  # quick: keeps the study under 5 minutes
+PROFILES = {
+    ("tiny", "any"): Config(sizes=(64, 128), target_s=0.01, mamf_presets=("bf16",), mamf_base=256, mamf_budget_s=0.2,
+                            mamf_target_s=0.01),
+    # quick keeps the study under 5 minutes on 2 cores
+    ("quick", "cpu"): Config(sizes=(512, 1024), target_s=0.15, mamf_presets=("fp32", "bf16"), mamf_budget_s=2.0),
+    ("full", "cpu"): Config(sizes=(256, 512, 1024, 2048, 4096), target_s=0.5, mamf_budget_s=20.0, mamf_base=2048,
+                            mamf_target_s=0.2),
+    # quick on a GPU fits the lent machine's window: the CPU's largest size and one that fills the GPU
+    ("quick", "gpu"): Config(sizes=(1024, 8192), target_s=0.1, mamf_presets=("bf16",), mamf_base=8192,
+                             mamf_budget_s=4.0, mamf_target_s=0.05),
+    ("full", "gpu"): Config(sizes=(256, 512, 1024, 2048, 4096, 8192, 16384), target_s=0.5,
+                            mamf_presets=("fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "int8"), mamf_base=8192,
+                            mamf_budget_s=110.0, mamf_target_s=0.1),
+}
 
 
 @functools.lru_cache(maxsize=1)
@@ -137,31 +137,55 @@ def _range(dtype: str, value: float) -> dict[str, float]:
             "underflow": float(got == 0.0), "rel_error": abs(got - value) / value if math.isfinite(got) else math.nan}
 
 
+def _cost(n: int, preset: str, cfg: Config, draws: bool) -> Cost:
+    p = precision.get(preset)
+    return Cost(compiles=2 if p.quantized else 1, gemm_compiles=1, flops=2.0 * n**3, dtype=p.hardware_dtype,
+                bytes=(2 * p.bytes_per_element + 4) * n * n, target_s=cfg.target_s,
+                host_flops=2.0 * len(matmul.reference_rows(n)) * n * n, host_bytes=12.0 * n * n,
+                rng_bytes=8.0 * n * n * matmul.default_sets(n, n, n) if draws else 0.0)
+
+
+def _mamf_cost(preset: str, cfg: Config) -> Cost:
+    # the search runs shapes until its budget is spent, then finishes the one it is on
+    top = cfg.mamf_base + 2 * 256
+    one = _cost(cfg.mamf_base, preset, dataclasses.replace(cfg, target_s=cfg.mamf_target_s), draws=False)
+    return dataclasses.replace(one, rng_bytes=8.0 * top * top * matmul.default_sets(top, top, top),
+                               fixed_s=cfg.mamf_budget_s)
+
+
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
-    out = [Case({"case": "format", "format": f.name}, functools.partial(_format, f)) for f in precision.formats()]
+    few = Cost(min_iters=0)
+    out = [Case({"case": "format", "format": f.name}, functools.partial(_format, f), Cost.none(), key=True)
+           for f in precision.formats()]
     for dtype in ("float32", "bfloat16", "float16"):
         for acc in sorted({dtype, "float32"}):
             out.append(Case({"case": "accumulate", "dtype": dtype, "accumulator": acc},
-                            functools.partial(_accumulate, dtype, acc)))
+                            functools.partial(_accumulate, dtype, acc), dataclasses.replace(few, loop_steps=ACC_COUNT),
+                            key=True))
     for dtype in ("float16", "bfloat16"):
         for v in RANGE_VALUES:
-            out.append(Case({"case": "range", "dtype": dtype, "value": v}, functools.partial(_range, dtype, v)))
+            out.append(Case({"case": "range", "dtype": dtype, "value": v}, functools.partial(_range, dtype, v), few,
+                            key=True))
     fp32_times: dict[int, float] = {}
     presets = sorted(cfg.presets, key=lambda p: p != "fp32")  # fp32 first: the speed-up baseline
     torch_ok = matmul.torch_available()
+    largest = max(cfg.sizes)
     for n in cfg.sizes:
-        for preset in presets:
+        for i, preset in enumerate(presets):
             p = precision.get(preset)
             params = {"case": "sweep", "preset": preset, "n": n, "dtype": p.operand_dtype,
                       "accumulate": p.accum_dtype, "precision": p.precision, "impl": "jax"}
-            out.append(Case(params, functools.partial(_sweep, preset, n, cfg, ctx, fp32_times)))
+            out.append(Case(params, functools.partial(_sweep, preset, n, cfg, ctx, fp32_times),
+                            _cost(n, preset, cfg, draws=i == 0),
+                            key=n == largest and preset in ("fp32", "bf16", "fp16", "int8")))
         for dtype in cfg.torch_peer if torch_ok else ():
             params = {"case": "sweep", "preset": "bf16" if dtype == "bfloat16" else "fp16", "n": n, "dtype": dtype,
                       "impl": "torch"}
-            out.append(Case(params, functools.partial(_torch, dtype, n, cfg, ctx)))
+            out.append(Case(params, functools.partial(_torch, dtype, n, cfg, ctx),
+                            dataclasses.replace(_cost(n, "bf16", cfg, draws=False), compiles=0, gemm_compiles=0)))
     for preset in cfg.mamf_presets:
         out.append(Case({"case": "mamf", "preset": preset, "base": cfg.mamf_base},
-                        functools.partial(_mamf, preset, cfg, ctx)))
+                        functools.partial(_mamf, preset, cfg, ctx), _mamf_cost(preset, cfg)))
     return out
 
 
@@ -226,7 +250,7 @@ def _sweep_takeaway(label: str, recs) -> str:
             if name in at_n:
                 x = at_n[name]
                 parts.append(f"{name} {base / x.metrics['time_s_median']:.1f}x (rel. error {x.metrics['rel_error']:.0e}"
-                             + (", upcast to fp32" if x.metrics.get("upcast_to_fp32") else "") + ")")
+                             + _upcast_note(x.metrics) + ")")
     text = (f"On {label} at n={n}, against fp32 (HIGHEST): " + ", ".join(parts) + "."
             f" Fastest: {fastest.params['preset']} at {fastest.metrics['gflops']:.0f} GFLOP/s.")
     torch_bf16 = [x for x in recs if x.params["impl"] == "torch" and x.params["n"] == n]
@@ -235,6 +259,18 @@ def _sweep_takeaway(label: str, recs) -> str:
         text += (f" JAX's bf16 ran at {ratio:.0%} of torch's bf16 "
                  f"({torch_bf16[0].metrics['gflops']:.0f} GFLOP/s).")
     return text
+
+
+def _upcast_cell(m: dict) -> str:
+    if m.get("upcast_to_fp32"):
+        return "yes"
+    return f"to {int(m['upcast_bits'])}-bit" if m.get("upcast_bits") else ""
+
+
+def _upcast_note(m: dict) -> str:
+    if m.get("upcast_to_fp32"):
+        return ", upcast to fp32"
+    return f", upcast to {int(m['upcast_bits'])}-bit" if m.get("upcast_bits") else ""
 
 
 def _error_plot(groups) -> rp.Plot:
@@ -275,7 +311,7 @@ def _sweep_table(sweep) -> rp.Table:
         rows.append([run.label, x.params["impl"], x.params["preset"], x.params["n"], rp.fmt(m["time_s_median"] * 1e3),
                      rp.fmt(m["gflops"]), rp.fmt(m.get("speedup")), rp.fmt(m.get("peak_fraction")),
                      int(m.get("bytes_per_element", 0)), rp.fmt(m["rel_error"]),
-                     "yes" if m.get("upcast_to_fp32") else ""])
+                     _upcast_cell(m)])
     return rp.Table(["run", "impl", "preset", "n", "median ms", "GFLOP/s", "x fp32", "of peak", "bytes/elem",
                      "rel. error", "upcast"], rows,
                     "Every timed preset; x fp32 = speed-up over fp32 (HIGHEST) at the same n; of peak = the "

@@ -44,7 +44,9 @@ def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
     if speed.rows:
         sections.append(rp.Section("GPU / CPU speed-up per case", "speedup", paragraphs=[
             "For every case measured on both a GPU and a CPU run: the GPU's rate over the CPU's "
-            "(or the CPU's time over the GPU's)."], tables=[speed]))
+            "(or the CPU's time over the GPU's), against the CPU of the GPU's own machine where that run is "
+            "here."], tables=[speed]))
+    sections[0].paragraphs[:0] = completion_notes(runs)
     sections.append(rp.Section("Runs", "runs", tables=[rp.env_table(list(runs))],
                                paragraphs=[_status_summary(runs)]))
     return sections
@@ -85,25 +87,49 @@ def _status_summary(runs) -> str:
 
 
 def speedup_table(pairs) -> rp.Table:
-    """GPU/CPU ratio for each case (same experiment and params) measured on both backends."""
-    cpu, gpu = {}, {}
-    for run, rec in pairs:
-        if rec.status == "ok":
-            (gpu if rec.backend == "gpu" else cpu).setdefault(rec.key, (run, rec))
+    """GPU/CPU ratio for each case (same experiment and params) measured on both backends.
+
+    Each GPU run is set beside the CPU run of its own host where the merged runs have one
+    (``results.cpu_partner``); the last column says which CPU run it was.
+    """
+    runs = list({id(run): run for run, _ in pairs}.values())
     rows = []
-    for key in sorted(set(cpu) & set(gpu)):
-        (crun, c), (grun, g) = cpu[key], gpu[key]
-        metric = next((m for m in _RATE_METRICS if m in c.metrics and m in g.metrics), None)
-        if metric:
-            ratio = g.metrics[metric] / c.metrics[metric] if c.metrics[metric] else None
-        elif "time_s_median" in c.metrics and "time_s_median" in g.metrics:
-            metric, ratio = "time_s_median", c.metrics["time_s_median"] / g.metrics["time_s_median"]
-        else:
+    for grun in [r for r in runs if r.env.get("backend") == "gpu"]:
+        crun = results.cpu_partner(grun, runs)
+        if crun is None:
             continue
-        params = ", ".join(f"{k}={v}" for k, v in c.params.items())
-        rows.append([c.experiment, params, metric, rp.fmt(c.metrics[metric]), rp.fmt(g.metrics[metric]),
-                     rp.fmt(ratio) + "x" if ratio else "-"])
-    return rp.Table(["experiment", "case", "metric", "CPU", "GPU", "GPU/CPU"], rows)
+        where = f"{crun.path.name}, " + ("same host" if crun.host == grun.host else "another machine")
+        cpu = {rec.key: rec for run, rec in pairs if run is crun and rec.status == "ok"}
+        gpu = {rec.key: rec for run, rec in pairs if run is grun and rec.status == "ok"}
+        for key in sorted(set(cpu) & set(gpu)):
+            c, g = cpu[key], gpu[key]
+            metric = next((m for m in _RATE_METRICS if m in c.metrics and m in g.metrics), None)
+            if metric:
+                ratio = g.metrics[metric] / c.metrics[metric] if c.metrics[metric] else None
+            elif "time_s_median" in c.metrics and "time_s_median" in g.metrics:
+                metric, ratio = "time_s_median", c.metrics["time_s_median"] / g.metrics["time_s_median"]
+            else:
+                continue
+            params = ", ".join(f"{k}={v}" for k, v in c.params.items())
+            rows.append([c.experiment, params, metric, rp.fmt(c.metrics[metric]), rp.fmt(g.metrics[metric]),
+                         rp.fmt(ratio) + "x" if ratio else "-", where])
+    return rp.Table(["experiment", "case", "metric", "CPU", "GPU", "GPU/CPU", "CPU run"], rows)
+
+
+def completion_notes(runs) -> list[str]:
+    """A sentence for each run that did not finish: cut by its budget, interrupted, or killed."""
+    notes = []
+    for run in runs:
+        c = run.completion
+        state = c.get("state", "complete")
+        if state == "complete":
+            continue
+        done = f"{c.get('cases_done', '?')} of {c.get('cases_planned', '?')} cases measured"
+        why = {"cut_by_budget": f"cut by its time budget of {c.get('budget_s', 0):.0f} s",
+               "interrupted": "interrupted", "running": "stopped without finishing (killed)"}.get(state, state)
+        notes.append(f"Run {run.path.name} ({run.label}) was {why}: {done}; the figures below use what it "
+                     f"measured, and python -m experiments.run --resume {run.path.name} continues it.")
+    return notes
 
 
 # ---------------------------------------------------------------- rendering

@@ -15,7 +15,7 @@ import functools
 from jaxgpu import memory
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C09",)
@@ -31,26 +31,46 @@ class Config:
     target_s: float = 0.2
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(ks=(1, 16), n=1 << 16, matvec_n=256, matmul_n=128, target_s=0.01)
-    if platform == "gpu":
-        return Config(ks=(1, 4, 16, 64, 256, 1024, 4096), n=1 << 28, matvec_n=16384, matmul_n=8192)
-    if profile == "full":
-        # k stops at 1024 (256 FLOP/byte): far past the ridge, and an unrolled chain of 4096 runs for minutes.
-        return Config(ks=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024), n=1 << 27, matvec_n=16384, matmul_n=4096,
-                      target_s=0.5)
-    return Config(ks=(1, 4, 16, 64, 256), n=1 << 25)
+PROFILES = {
+    ("tiny", "any"): Config(ks=(1, 16), n=1 << 16, matvec_n=256, matmul_n=128, target_s=0.01),
+    ("quick", "cpu"): Config(ks=(1, 4, 16, 64, 256), n=1 << 25),
+    # k stops at 1024 (256 FLOP/byte): far past the ridge, and an unrolled chain of 4096 runs for minutes.
+    ("full", "cpu"): Config(ks=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024), n=1 << 27, matvec_n=16384, matmul_n=4096,
+                            target_s=0.5),
+    # on the GPU too k stops at 1024, 18x the H200's fp32 ridge (14 FLOP/byte by datasheet)
+    ("quick", "gpu"): Config(ks=(1, 4, 16, 64, 256, 1024), n=1 << 28, matvec_n=16384, matmul_n=8192, target_s=0.1),
+    ("full", "gpu"): Config(ks=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), n=1 << 28, matvec_n=16384,
+                            matmul_n=8192, target_s=0.3),
+}
+
+
+def _fma(k: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    return memory.bench_fma(k, cfg.n, ctx.device, cfg.target_s).metrics()
+
+
+def _matvec(cfg: Config, ctx: RunContext) -> dict[str, float]:
+    return memory.bench_matvec(cfg.matvec_n, ctx.device, cfg.target_s).metrics()
+
+
+def _matmul(cfg: Config, ctx: RunContext) -> dict[str, float]:
+    return memory.matmul_point(cfg.matmul_n, ctx.device, cfg.target_s).metrics()
 
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
-    dev = ctx.device
-    out = [Case({"kind": "fma", "k": k, "n": cfg.n}, functools.partial(
-        lambda k: memory.bench_fma(k, cfg.n, dev, cfg.target_s).metrics(), k)) for k in cfg.ks]
-    out.append(Case({"kind": "matvec", "n": cfg.matvec_n},
-                    lambda: memory.bench_matvec(cfg.matvec_n, dev, cfg.target_s).metrics()))
-    out.append(Case({"kind": "matmul", "n": cfg.matmul_n},
-                    lambda: memory.matmul_point(cfg.matmul_n, dev, cfg.target_s).metrics()))
+    n, v, mm = cfg.n, cfg.matvec_n, cfg.matmul_n
+    # each FMA case draws its input on the device and copies input and output to the host for the check
+    out = [Case({"kind": "fma", "k": k, "n": n}, functools.partial(_fma, k, cfg, ctx),
+                Cost(compiles=2 + k // 64, flops=2.0 * k * n, dtype="elementwise", bytes=8.0 * n,
+                     target_s=cfg.target_s, min_iters=3, host_bytes=8.0 * n, device_rng_bytes=4.0 * n),
+                key=k == min(cfg.ks))
+           for k in cfg.ks]
+    out.append(Case({"kind": "matvec", "n": v}, functools.partial(_matvec, cfg, ctx),
+                    Cost(compiles=0, gemm_compiles=1, flops=2.0 * v * v, bytes=4.0 * v * v, target_s=cfg.target_s, min_iters=3,
+                         rng_bytes=4.0 * v * v, host_bytes=4.0 * v * v, host_flops=512.0 * v), key=True))
+    out.append(Case({"kind": "matmul", "n": mm}, functools.partial(_matmul, cfg, ctx),
+                    Cost(compiles=0, gemm_compiles=1, flops=2.0 * mm**3, bytes=12.0 * mm * mm, target_s=cfg.target_s,
+                         host_flops=2.0 * min(mm, 512) * mm * mm, rng_bytes=8.0 * mm * mm, host_bytes=12.0 * mm * mm),
+                    key=True))
     return out
 
 

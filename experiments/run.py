@@ -8,6 +8,9 @@ Examples::
     python -m experiments.run --resume reports/my-run # finish a run that was interrupted
     python -m experiments.run --backend cpu --devices 4 --only data_parallel,tensor_parallel,collectives
     python -m experiments.run --only distributed --processes 2
+    python -m experiments.run --backend gpu --dry-run # the plan for an H200, without starting JAX
+    python -m experiments.run --budget-s 240          # key cases first; stop cleanly in time
+    python -m experiments.run --only matmul --set matmul.sizes=(256,512)
 
 Bad input ends with one line on stderr and exit code 2. Nothing here imports JAX
 before the backend and host device count are set.
@@ -16,9 +19,20 @@ before the backend and host device count are set.
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
+import shutil
 import sys
+from pathlib import Path
 
 import experiments
+
+# XLA's host platform takes seconds and hundreds of MB per thousand host devices (measured:
+# 4096 took 11 s and 0.6 GB to start; far more aborts the process); they share the machine's
+# cores anyway.
+MAX_HOST_DEVICES = 1024
+# A jax.distributed worker process holds about 0.5 GB at start-up; more than 4 per core only queue.
+PROCESS_BYTES, PROCESSES_PER_CORE = 2**29, 4
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,23 +61,53 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile-trace", metavar="DIR",
                    help="write a jax.profiler trace of the run to DIR (open in Perfetto or TensorBoard/XProf)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (cases, compiles, estimated seconds per experiment) without starting JAX")
+    p.add_argument("--target", metavar="GPU",
+                   help="the GPU --dry-run plans for where this machine has none (default: H200 SXM)")
+    p.add_argument("--budget-s", type=float, metavar="S",
+                   help="measure every experiment's key cases first and stop cleanly within S seconds")
+    p.add_argument("--set", action="append", default=[], metavar="EXPERIMENT.FIELD=VALUE",
+                   help="change one field of an experiment's config, e.g. --set matmul.sizes=(256,512)")
     args = p.parse_args(argv)
     if args.resume and args.out and args.out != args.resume:
         p.error("--resume DIR already names the result folder; drop --out")
     if args.devices is not None and args.devices < 1:
         p.error(f"--devices must be at least 1, got {args.devices}")
+    if args.devices is not None and args.devices > MAX_HOST_DEVICES:
+        p.error(f"--devices {args.devices}: at most {MAX_HOST_DEVICES} host devices (XLA takes seconds and "
+                "hundreds of MB per thousand, and they share this machine's cores)")
     if args.processes is not None and args.processes < 1:
         p.error(f"--processes must be at least 1, got {args.processes}")
+    if args.processes is not None and args.processes > max_processes():
+        p.error(f"--processes {args.processes}: this machine holds at most {max_processes()} JAX processes "
+                f"({PROCESSES_PER_CORE} per core, {PROCESS_BYTES / 2**30:.1f} GiB each)")
+    if args.budget_s is not None and not args.budget_s > 0:
+        p.error(f"--budget-s must be a positive number of seconds, got {args.budget_s:g}")
+    if args.target and not args.dry_run:
+        p.error("--target names the GPU a --dry-run plans for; add --dry-run")
     return args
+
+
+def max_processes() -> int:
+    """How many jax.distributed worker processes this machine can hold at once."""
+    from jaxgpu import devices
+
+    mem = devices.host_memory_bytes() or 0
+    return max(2, min(PROCESSES_PER_CORE * devices.cpu_count(), mem // PROCESS_BYTES))
 
 
 def _defaults_from(args: argparse.Namespace) -> None:
     """Fills what the user left unset: from the resumed run's run.json, else the defaults."""
     saved = {}
     if args.resume:
+        import warnings
+
         from jaxgpu import results
 
-        saved = results.read_run(args.resume).meta.get("config", {})
+        with warnings.catch_warnings():  # a cut last line: the runner sets it aside and says so
+            warnings.simplefilter("ignore")
+            saved = results.read_run(args.resume).meta.get("config", {})
         if args.only is None and saved.get("experiments"):
             args.only = ",".join(saved["experiments"])
     for name, default in (("backend", "auto"), ("profile", "quick"), ("devices", None), ("processes", None),
@@ -87,9 +131,31 @@ def main(argv: list[str] | None = None) -> int:
             mod = experiments.load(name)
             print(f"{name:16s} {', '.join(mod.CLAIMS):12s} {mod.DESCRIPTION}")
         return 0
+    try:
+        settings = experiments.parse_settings(args.set, names)
+        _check_processes(args, names)
+    except experiments.BadSetting as err:
+        return _fail(str(err))
 
     if args.devices is None and any(n in experiments.MULTI_DEVICE for n in names):
         args.devices = experiments.DEFAULT_HOST_DEVICES  # only the CPU platform reads it
+
+    if args.dry_run:
+        from experiments import runner
+
+        platform = args.backend if args.backend != "auto" else _likely_platform()
+        try:
+            lines = runner.dry_run(names, platform=platform, profile=args.profile, target=args.target,
+                                   host_devices=args.devices, processes=args.processes, seed=args.seed,
+                                   settings=settings)
+        except KeyError as err:
+            return _fail(err.args[0])
+        print("\n".join(lines))
+        return 0
+
+    out_error = _check_out(args.resume or args.out)
+    if out_error:
+        return _fail(out_error)
 
     from jaxgpu import devices  # imports JAX: only after the cheap checks above
 
@@ -107,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         runner.run_study(names, platform=platform, profile=args.profile, out_dir=out, resume=bool(args.resume),
                          seed=args.seed, host_devices=args.devices, processes=args.processes,
                          trace_dir=args.profile_trace, progress=not args.no_progress, report=not args.no_report,
-                         argv=sys.argv[1:] if argv is None else argv)
+                         argv=sys.argv[1:] if argv is None else argv, budget_s=args.budget_s, settings=settings)
     except results.ResultsError as err:
         return _fail(str(err))
     except KeyboardInterrupt:
@@ -115,6 +181,34 @@ def main(argv: list[str] | None = None) -> int:
               f"continue with --resume {out}", file=sys.stderr)
         return 130
     return 0
+
+
+def _check_processes(args: argparse.Namespace, names: list[str]) -> None:
+    if "distributed" not in names or args.processes is None:
+        return
+    spec = experiments.config("distributed", args.profile, "cpu", None).spec
+    if spec.global_batch % args.processes:
+        raise experiments.BadSetting(f"--processes {args.processes}: the distributed job's global batch "
+                                     f"({spec.global_batch}) does not split evenly over {args.processes} processes")
+
+
+def _check_out(out: str | None) -> str | None:
+    """Why the result folder cannot be written, or None (checked before JAX starts)."""
+    target = Path(out) if out else Path("reports/runs")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        return f"cannot create the result folder {target}: {err.strerror or err}"
+    if not os.access(target, os.W_OK):
+        return f"cannot write to the result folder {target}"
+    return None
+
+
+def _likely_platform() -> str:
+    """What --backend auto would pick, guessed without starting JAX: a GPU where the driver and a
+    CUDA plugin are both installed."""
+    plugin = any(importlib.util.find_spec(m) for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
+    return "gpu" if plugin and shutil.which("nvidia-smi") else "cpu"
 
 
 def _fail(message: str) -> int:

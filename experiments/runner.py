@@ -3,10 +3,16 @@
 ``run_study`` is what ``python -m experiments.run`` calls once the backend is set up;
 tests call it directly. A case that raises is recorded (``failed``, ``unsupported`` or
 ``does_not_fit`` with its one-line reason) and the run goes on.
+
+With a time budget (``budget_s``) the run measures every experiment's key cases first
+(the ones a claim's verdict rests on), then shares what is left among the experiments in
+proportion to their estimated time (``experiments.plan``), skipping what would not fit;
+run.json then says the run was cut and by how much, and ``--resume`` continues it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import time
@@ -17,31 +23,10 @@ from typing import Any
 from jaxgpu import devices, hardware, results
 
 import experiments
+from experiments import plan as plan_mod
+from experiments.case import Case, RunContext
 
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    """One measurement: its params (the axes compared) and a function returning its metrics."""
-
-    params: dict[str, Any]
-    run: Callable[[], dict[str, float]]
-
-
-@dataclasses.dataclass(frozen=True)
-class RunContext:
-    """What an experiment needs to know about the run it is part of."""
-
-    platform: str  # "cpu" or "gpu"
-    profile: str
-    device_kind: str
-    n_devices: int
-    hardware: hardware.Hardware | None
-    seed: int = 0
-    processes: int | None = None  # --processes, for the distributed experiment
-
-    @property
-    def device(self):
-        return devices.devices_of(self.platform)[0]
+__all__ = ["Case", "RunContext", "default_out_dir", "run_study", "dry_run"]
 
 
 def default_out_dir(platform: str, root: str | Path = "reports/runs") -> Path:
@@ -58,10 +43,68 @@ def _progress(total: int, enabled: bool):
                 dynamic_ncols=True, mininterval=0.5)
 
 
+@dataclasses.dataclass
+class _Plan:
+    name: str
+    mod: Any
+    cases: list[Case]
+    estimate_s: float
+
+
+def _build(names: Sequence[str], ctx: RunContext, profile: str, settings: dict | None,
+           done: set[str] = frozenset()) -> tuple[dict[str, Any], list[_Plan]]:
+    """The configs and, per experiment, the cases still to measure with their estimated seconds."""
+    m = _machine(ctx.platform, ctx.device_kind)
+    configs, plans = {}, []
+    for name in names:
+        mod = experiments.load(name)
+        configs[name] = experiments.config(name, profile, ctx.platform, (settings or {}).get(name))
+        cases = [c for c in mod.cases(configs[name], ctx) if results.case_key(name, c.params) not in done]
+        plans.append(_Plan(name, mod, cases, plan_mod.experiment_seconds(cases, m)))
+    # An experiment that reads the device's memory high-water mark goes before the others.
+    plans.sort(key=lambda p: not getattr(p.mod, "RUN_FIRST", False))
+    return configs, plans
+
+
+def _machine(platform: str, device_kind: str | None) -> plan_mod.Machine:
+    try:
+        return plan_mod.machine(platform, device_kind)
+    except KeyError:  # a GPU the hardware table does not have: planned as the default GPU
+        return plan_mod.machine(platform)
+
+
+def _dry_context(platform: str, target: str | None, host_devices: int | None, processes: int | None,
+                 seed: int) -> RunContext:
+    m = plan_mod.machine(platform, target)
+    kind = "cpu" if platform == "cpu" else f"NVIDIA {m.hardware.name}"
+    n = (host_devices or 1) if platform == "cpu" else 1
+    return RunContext(platform=platform, profile="", device_kind=kind, n_devices=n, hardware=m.hardware, seed=seed,
+                      processes=processes)
+
+
+def dry_run(names: Sequence[str], *, platform: str, profile: str = "quick", target: str | None = None,
+            host_devices: int | None = None, processes: int | None = None, seed: int = 0,
+            settings: dict | None = None) -> list[str]:
+    """The plan of a run without running it (and without starting JAX): one line per experiment
+    with its cases, compiles and estimated seconds, and a last ``total: N cases, estimated S s``."""
+    ctx = dataclasses.replace(_dry_context(platform, target, host_devices, processes, seed), profile=profile)
+    _, plans = _build(names, ctx, profile, settings)
+    m = _machine(platform, ctx.device_kind)
+    return plan_mod.lines([plan_mod.plan([(p.name, p.cases)], m)[0] for p in plans], m)
+
+
+def _order(plans: list[_Plan], budget_s: float | None) -> list[tuple[_Plan, Case]]:
+    """Key cases of every experiment first when the time is budgeted; else experiment by experiment."""
+    if budget_s is None:
+        return [(p, c) for p in plans for c in p.cases]
+    return [(p, c) for key in (True, False) for p in plans for c in p.cases if c.key == key]
+
+
 def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", out_dir: str | Path,
               resume: bool = False, seed: int = 0, host_devices: int | None = None, processes: int | None = None,
               trace_dir: str | Path | None = None, progress: bool = True, report: bool = True,
-              argv: Sequence[str] | None = None, log: Callable[[str], None] | None = None) -> Path:
+              argv: Sequence[str] | None = None, log: Callable[[str], None] | None = None,
+              budget_s: float | None = None, settings: dict | None = None) -> Path:
     """Runs the named experiments on ``platform`` and writes the result folder ``out_dir``.
 
     Args:
@@ -69,6 +112,8 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
       platform: "cpu" or "gpu" (see ``jaxgpu.devices.resolve``).
       profile: "tiny" (tests), "quick" (the default study) or "full" (reference runs).
       out_dir: the result folder; with ``resume``, cases already recorded there are skipped.
+      budget_s: measure key cases first and stop cleanly before this many seconds.
+      settings: ``{experiment: {field: value}}`` applied to the profile's configs.
 
     Returns:
       ``out_dir``, holding run.json, results.jsonl and (with ``report``) the report.
@@ -77,71 +122,140 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
     out_dir = Path(out_dir)
     done: set[str] = set()
     if resume and (out_dir / results.RESULTS_FILE).exists():
+        if results.set_aside_cut_line(out_dir / results.RESULTS_FILE) is not None:
+            log(f"jaxgpu: the last line of {out_dir / results.RESULTS_FILE} was cut by a kill; set aside in "
+                f"{results.CUT_FILE}, and its case is measured again")
         done = results.completed_keys(results.read_run(out_dir).records)
     env = devices.fingerprint(platform)
     ctx = RunContext(platform=platform, profile=profile, device_kind=env["device_kind"],
                      n_devices=env["n_devices"], hardware=hardware.for_device(platform, env["device_kind"]),
                      seed=seed, processes=processes)
-    modules = {name: experiments.load(name) for name in names}
-    configs = {name: mod.config(profile, platform) for name, mod in modules.items()}
+    configs, plans = _build(names, ctx, profile, settings, done)
+    machine = _machine(platform, env["device_kind"])
     run_id = results.new_run_id()
+    total = sum(len(p.cases) for p in plans)
     meta = {
         "run_id": run_id,
         "argv": list(argv) if argv is not None else None,
         "config": {"profile": profile, "backend": platform, "experiments": list(names), "seed": seed,
-                   "devices": host_devices, "processes": processes,
+                   "devices": host_devices, "processes": processes, "budget_s": budget_s,
+                   "settings": settings or {},
                    "per_experiment": {n: dataclasses.asdict(c) for n, c in configs.items()}},
         "env": env,
         "hardware": dataclasses.asdict(ctx.hardware) if ctx.hardware else None,
         "info": {},
+        "completion": {"state": "running", "cases_planned": total, "cases_done": 0, "budget_s": budget_s},
+        "timing": {p.name: {"planned_s": round(p.estimate_s, 2), "measured_s": 0.0, "cases": len(p.cases)}
+                   for p in plans},
     }
-    plans = []
-    for name, mod in modules.items():
-        cases = [c for c in mod.cases(configs[name], ctx) if results.case_key(name, c.params) not in done]
-        plans.append((name, mod, cases))
-        if hasattr(mod, "info"):
-            meta["info"][name] = mod.info(ctx)
-        if hasattr(mod, "attachments"):
-            meta.setdefault("attachments", {})[name] = mod.attachments(ctx, out_dir)
-    total = sum(len(c) for _, _, c in plans)
-    skipped = len(done)
     log(f"jaxgpu: {total} cases on {platform} ({env['device_kind']}, {env['n_devices']} device(s)), "
-        f"profile {profile}" + (f", {skipped} already done" if skipped else "") + f" -> {out_dir}")
+        f"profile {profile}, estimated {sum(p.estimate_s for p in plans):.0f} s"
+        + (f", budget {budget_s:.0f} s" if budget_s else "") + (f", {len(done)} already done" if done else "")
+        + f" -> {out_dir}")
+    # The folder and run.json exist before anything else can fail (an info() hook importing a
+    # broken peer, say): whatever happens next, the run leaves a result folder behind.
+    writer = results.RunWriter(out_dir, meta)
+    info, attached = {}, {}
+    for p in plans:
+        try:
+            if hasattr(p.mod, "info"):
+                info[p.name] = p.mod.info(ctx)
+            if hasattr(p.mod, "attachments"):
+                attached[p.name] = p.mod.attachments(ctx, out_dir)
+        except Exception as err:  # noqa: BLE001 - facts about a run must not stop it
+            info[p.name] = {"error": results.status_of(err)[1]}
+    writer.update(info={**writer.meta.get("info", {}), **info},
+                  attachments={**writer.meta.get("attachments", {}), **attached})
     bar = _progress(total, progress)
     counts = {s: 0 for s in results.STATUSES}
+    spent = {p.name: 0.0 for p in plans}
     t_start = time.perf_counter()
-    import contextlib
-
+    skipped = 0
+    state = "interrupted"
     import jax
 
     trace = jax.profiler.trace(str(trace_dir), create_perfetto_trace=True) if trace_dir else contextlib.nullcontext()
-    with results.RunWriter(out_dir, meta) as writer, trace:
-        for name, mod, cases in plans:
-            if bar is None or bar.disable:
-                log(f"jaxgpu: {name}: {len(cases)} cases")
-            t_exp = time.perf_counter()
-            for case in cases:
+    try:
+        with writer, trace:
+            allow = _allowances(plans, budget_s, machine)
+            current, started = None, set()
+            for p, case in _order(plans, budget_s):
+                est = machine.case_seconds(case.cost)
+                est += machine.experiment_setup_s if est and p.name not in started else 0.0
+                if budget_s is not None and not allow.take(p.name, case.key, est, time.perf_counter() - t_start):
+                    skipped += 1
+                    continue
+                if p.name != current and (bar is None or bar.disable):
+                    log(f"jaxgpu: {p.name}: {len(p.cases)} cases")
+                current = p.name
+                started.add(p.name)
                 if bar is not None:
-                    bar.set_description(name)
-                record = _measure(name, mod, case, ctx, run_id)
+                    bar.set_description(p.name)
+                t0 = time.perf_counter()
+                record = _measure(p.name, p.mod, case, ctx, run_id)
+                spent[p.name] += time.perf_counter() - t0
                 writer.write(record)
                 counts[record.status] += 1
                 if record.status == "failed":
-                    log(f"jaxgpu: {name} {_short(case.params)} failed: {record.reason}")
+                    log(f"jaxgpu: {p.name} {_short(case.params)} failed: {record.reason}")
                 if bar is not None:
                     bar.update(1)
-            if cases and (bar is None or bar.disable):
-                log(f"jaxgpu: {name}: done in {time.perf_counter() - t_exp:.0f} s")
-    if bar is not None:
-        bar.close()
-    log(f"jaxgpu: measured {total} cases in {time.perf_counter() - t_start:.0f} s: "
-        + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+            state = "cut_by_budget" if skipped else "complete"
+    finally:
+        if bar is not None:
+            bar.close()
+        elapsed = time.perf_counter() - t_start
+        writer.update(completion={"state": state, "cases_planned": total, "cases_done": sum(counts.values()),
+                                  "cases_skipped": skipped, "budget_s": budget_s, "elapsed_s": round(elapsed, 1)},
+                      timing={p.name: {"planned_s": round(p.estimate_s, 2), "measured_s": round(spent[p.name], 2),
+                                       "cases": len(p.cases)} for p in plans})
+    for p in plans:
+        if p.cases and (bar is None or bar.disable):
+            log(f"jaxgpu: {p.name}: {spent[p.name]:.0f} s (estimated {p.estimate_s:.0f} s)")
+    log(f"jaxgpu: measured {sum(counts.values())} cases in {elapsed:.0f} s: "
+        + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        + (f"; {skipped} cases left for the budget of {budget_s:.0f} s: continue with --resume {out_dir}"
+           if skipped else ""))
     if report:
         from experiments import report as report_mod
 
         paths = report_mod.write_report([out_dir], out_dir)
         log(f"jaxgpu: report: {paths[0]}")
     return out_dir
+
+
+class _Allowance:
+    """The budget, shared out: key cases while any time is left, then per-experiment shares."""
+
+    def __init__(self, shares: dict[str, float], budget_s: float):
+        self.shares, self.budget_s = shares, budget_s
+        self.used = {name: 0.0 for name in shares}
+        self.carry = 0.0
+        self.last = None
+
+    def take(self, name: str, key: bool, estimate_s: float, elapsed_s: float) -> bool:
+        if elapsed_s + estimate_s > self.budget_s:
+            return False
+        if key:
+            return True
+        if name != self.last:  # what an earlier experiment left unused passes on
+            if self.last is not None:
+                self.carry = max(0.0, self.shares[self.last] + self.carry - self.used[self.last])
+            self.last = name
+        if self.used[name] + estimate_s > self.shares[name] + self.carry:
+            return False
+        self.used[name] += estimate_s
+        return True
+
+
+def _allowances(plans: list[_Plan], budget_s: float | None, machine: plan_mod.Machine) -> _Allowance | None:
+    if budget_s is None:
+        return None
+    key_s = sum(plan_mod.experiment_seconds([c for c in p.cases if c.key], machine) for p in plans)
+    rest = {p.name: sum(machine.case_seconds(c.cost) for c in p.cases if not c.key) for p in plans}
+    left = max(0.0, budget_s - key_s)
+    total = sum(rest.values()) or 1.0
+    return _Allowance({n: left * s / total if total > left else s for n, s in rest.items()}, budget_s)
 
 
 def _short(params: dict[str, Any]) -> str:

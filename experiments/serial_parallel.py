@@ -15,7 +15,7 @@ import numpy as np
 from jaxgpu import serial, timing
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C05", "C06")
@@ -31,15 +31,21 @@ class Config:
     target_s: float = 0.1
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(sizes=(1, 100), python_max=100, fori_max=100, recurrence_sizes=(10, 100), target_s=0.005)
-    if platform == "gpu":
-        return Config(sizes=tuple(10**k for k in range(0, 9)), python_max=10**4, fori_max=10**5,
-                      recurrence_sizes=(10, 1000, 10**5, 10**6, 10**7))
-    if profile == "full":
-        return Config(sizes=tuple(10**k for k in range(0, 9)), target_s=0.3)
-    return Config(python_max=10**6)
+PROFILES = {
+    ("tiny", "any"): Config(sizes=(1, 100), python_max=100, fori_max=100, recurrence_sizes=(10, 100), target_s=0.005),
+    ("quick", "cpu"): Config(python_max=10**6),
+    ("full", "cpu"): Config(sizes=tuple(10**k for k in range(0, 9)), target_s=0.3),
+    # XLA:GPU drives each loop iteration from the host (a 1e7-step scan took 81.6 s on a GPU in a
+    # public JAX issue): loops stop at 1e4 (fori) and 1e5 (recurrences) steps there
+    ("quick", "gpu"): Config(sizes=tuple(10**k for k in range(0, 9)), python_max=10**4, fori_max=10**4,
+                             recurrence_sizes=(10, 1000, 10**5), target_s=0.05),
+    ("full", "gpu"): Config(sizes=tuple(10**k for k in range(0, 9)), python_max=10**4, fori_max=10**4,
+                            recurrence_sizes=(10, 1000, 10**5)),
+}
+
+# CPython's list comprehension of a multiply-add: 25-46 ns per element in the committed CPU
+# reference run (reports/cpu-reference, python_loop ns_per_element)
+PYTHON_S_PER_ELEMENT = 45e-9
 
 
 def _independent(variant: str, n: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
@@ -70,6 +76,17 @@ def _recurrence(variant: str, n: int, cfg: Config, ctx: RunContext) -> dict[str,
     return {**t.metrics(), "ns_per_element": t.median_s / n * 1e9, "max_abs_error": err}
 
 
+def _cost(kind: str, variant: str, n: int, cfg: Config) -> Cost:
+    common = dict(target_s=cfg.target_s, min_iters=3, rng_bytes=4.0 * n, host_bytes=16.0 * n)
+    if variant == "python_loop":
+        return Cost(compiles=0, on_host=True, per_call_s=n * PYTHON_S_PER_ELEMENT, **common)
+    if variant in ("fori_loop", "scan"):
+        return Cost(loop_steps=n, bytes=8.0 * n, **common)
+    if variant == "associative_scan":  # log2(n) levels of slices: a compile that grows with them
+        return Cost(compiles=max(1, n.bit_length() // 2), bytes=8.0 * n * n.bit_length(), **common)
+    return Cost(bytes=8.0 * n, **common)
+
+
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     out = []
     for n in cfg.sizes:
@@ -77,10 +94,12 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
             if (v == "python_loop" and n > cfg.python_max) or (v == "fori_loop" and n > cfg.fori_max):
                 continue
             out.append(Case({"kind": "independent", "variant": v, "n": n},
-                            functools.partial(_independent, v, n, cfg, ctx)))
+                            functools.partial(_independent, v, n, cfg, ctx), _cost("independent", v, n, cfg),
+                            key=v == "vectorized" or (v == "python_loop" and n == cfg.python_max)))
     for n in cfg.recurrence_sizes:
         for v in serial.RECURRENCE:
-            out.append(Case({"kind": "recurrence", "variant": v, "n": n}, functools.partial(_recurrence, v, n, cfg, ctx)))
+            out.append(Case({"kind": "recurrence", "variant": v, "n": n}, functools.partial(_recurrence, v, n, cfg, ctx),
+                            _cost("recurrence", v, n, cfg), key=v == "scan"))
     return out
 
 

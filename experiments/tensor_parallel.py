@@ -18,11 +18,11 @@ import jax
 import numpy as np
 import optax
 
-from jaxgpu import data, fit, mlp, parallel, timing
+from jaxgpu import data, fit, mlp, parallel, results, timing
 from jaxgpu import devices as dv
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C11",)
@@ -41,14 +41,14 @@ class Config:
     target_s: float = 0.2
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(widths=(64, 64, 64), input_dim=32, batch=16, model_sizes=(1, 2, 4), steps=2, target_s=0.01)
-    if platform == "gpu":
-        return Config(widths=(8192, 8192, 8192), batch=4096, target_s=0.5)
-    if profile == "full":
-        return Config(widths=(2048, 2048, 2048), batch=512, target_s=0.5)
-    return Config(widths=(512, 512, 512), batch=128, target_s=0.1)
+PROFILES = {
+    ("tiny", "any"): Config(widths=(64, 64, 64), input_dim=32, batch=16, model_sizes=(1, 2, 4), steps=2,
+                            target_s=0.01),
+    ("quick", "cpu"): Config(widths=(512, 512, 512), batch=128, target_s=0.1),
+    ("full", "cpu"): Config(widths=(2048, 2048, 2048), batch=512, target_s=0.5),
+    ("quick", "gpu"): Config(widths=(4096, 4096, 4096), batch=2048, target_s=0.1),
+    ("full", "gpu"): Config(widths=(8192, 8192, 8192), batch=4096, target_s=0.5),
+}
 
 
 @functools.lru_cache(maxsize=2)
@@ -90,11 +90,25 @@ def _one(d: int, m: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
             "prediction_error": predicted / measured - 1, "samples_per_s": cfg.batch / t.median_s}
 
 
+def _one_device(ctx: RunContext):
+    raise results.Unsupported(f"tensor parallel over 1 device splits nothing (this run has one {ctx.device_kind}); "
+                              "run with --devices N on CPU, or on a machine with several GPUs")
+
+
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     sizes = [m for m in cfg.model_sizes if m <= ctx.n_devices]
-    out = [Case({"data": 1, "model": m}, functools.partial(_one, 1, m, cfg, ctx)) for m in sizes]
+    if len(sizes) < 2:
+        return [Case({"data": 1, "model": 1}, functools.partial(_one_device, ctx), Cost.none(), key=True)]
+    p = fit.mlp_param_count(cfg.input_dim, cfg.widths, 10)
+    # the unsharded reference (once), then per mesh: the split inference and train steps
+    # compiled, ``steps`` steps checked, and the train step timed
+    cost = Cost(compiles=1, step_compiles=1, flops=6.0 * cfg.batch * p, bytes=16.0 * p, target_s=cfg.target_s,
+                calls=cfg.steps, host_bytes=16.0 * p)
+    first = dataclasses.replace(cost, step_compiles=2, calls=2 * cfg.steps, rng_bytes=4.0 * cfg.batch * cfg.input_dim)
+    out = [Case({"data": 1, "model": m}, functools.partial(_one, 1, m, cfg, ctx), first if i == 0 else cost, key=True)
+           for i, m in enumerate(sizes)]
     if ctx.n_devices >= 4:
-        out.append(Case({"data": 2, "model": 2}, functools.partial(_one, 2, 2, cfg, ctx)))
+        out.append(Case({"data": 2, "model": 2}, functools.partial(_one, 2, 2, cfg, ctx), cost))
     return out
 
 

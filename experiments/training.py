@@ -14,10 +14,10 @@ import functools
 
 import optax
 
-from jaxgpu import data, matmul, mlp, precision
+from jaxgpu import data, fit, matmul, mlp, precision
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C07", "C13", "C16")
@@ -42,14 +42,13 @@ class Config:
     target_s: float = 0.3
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(widths=(64,), epochs=3, sweep_widths=(64,), sweep_batch=64, target_s=0.01)
-    if platform == "gpu":
-        return Config(sweep_widths=(256, 1024, 2048, 4096, 8192), sweep_batch=8192)
-    if profile == "full":
-        return Config(epochs=60, sweep_widths=(128, 256, 512, 1024, 2048), target_s=1.0)
-    return Config(epochs=20, sweep_widths=(256, 1024), target_s=0.2)
+PROFILES = {
+    ("tiny", "any"): Config(widths=(64,), epochs=3, sweep_widths=(64,), sweep_batch=64, target_s=0.01),
+    ("quick", "cpu"): Config(epochs=20, sweep_widths=(256, 1024), target_s=0.2),
+    ("full", "cpu"): Config(epochs=60, sweep_widths=(128, 256, 512, 1024, 2048), target_s=1.0),
+    ("quick", "gpu"): Config(epochs=20, sweep_widths=(1024, 8192), sweep_batch=8192, target_s=0.1),
+    ("full", "gpu"): Config(sweep_widths=(256, 1024, 2048, 4096, 8192), sweep_batch=8192),
+}
 
 
 @functools.lru_cache(maxsize=1)
@@ -129,18 +128,38 @@ def _sweep(width: int, impl: str, cfg: Config, ctx: RunContext) -> dict[str, flo
     return out
 
 
+def _costs(cfg: Config) -> tuple[Cost, Cost, Cost]:
+    """(a training run, a throughput step, a torch step): the digits set has 1437 training images."""
+    steps = 1437 // cfg.batch * cfg.epochs
+    params = fit.mlp_param_count(64, cfg.widths, 10)
+    # per step: the step, its batch gather and one metrics fetch; per epoch an evaluation
+    run = Cost(compiles=6, step_compiles=2, flops=6.0 * cfg.batch * params, dispatches=3, min_iters=0, warmup=0,
+               calls=steps + 2 * cfg.epochs)
+    widths = max(cfg.sweep_widths)
+    big = fit.mlp_param_count(cfg.sweep_input, (widths,) * cfg.sweep_depth, 10)
+    sweep = Cost(compiles=0, step_compiles=1, flops=6.0 * cfg.sweep_batch * big, bytes=16.0 * big,
+                 target_s=cfg.target_s)
+    return run, sweep, dataclasses.replace(sweep, step_compiles=0)
+
+
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    run_cost, _, _ = _costs(cfg)
     out = []
     for v in VARIANTS:
+        # fp32 also measures what fp16 would flush to zero: gradients taken op by op
+        cost = dataclasses.replace(run_cost, compiles=run_cost.compiles + 20) if v == "fp32" else run_cost
         out.append(Case({"case": "run", "variant": v, "widths": list(cfg.widths), "batch": cfg.batch},
-                        functools.partial(_run, v, cfg, ctx)))
+                        functools.partial(_run, v, cfg, ctx), cost, key=v == "fp32"))
         for i in range(cfg.epochs):
-            out.append(Case({"case": "curve", "variant": v, "epoch": i + 1}, functools.partial(_point, v, i, cfg, ctx)))
+            out.append(Case({"case": "curve", "variant": v, "epoch": i + 1}, functools.partial(_point, v, i, cfg, ctx),
+                            Cost.none(), key=v == "fp32"))
     impls = ["jax"] + (["torch"] if matmul.torch_available() else [])
     for w in cfg.sweep_widths:
+        _, jax_cost, torch_cost = _costs(dataclasses.replace(cfg, sweep_widths=(w,)))
         for impl in impls:
             out.append(Case({"case": "throughput", "width": w, "depth": cfg.sweep_depth, "batch": cfg.sweep_batch,
-                             "impl": impl}, functools.partial(_sweep, w, impl, cfg, ctx)))
+                             "impl": impl}, functools.partial(_sweep, w, impl, cfg, ctx),
+                            jax_cost if impl == "jax" else torch_cost))
     return out
 
 

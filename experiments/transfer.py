@@ -12,10 +12,10 @@ import functools
 import jax
 import optax
 
-from jaxgpu import memory, mlp
+from jaxgpu import fit, memory, mlp
 from jaxgpu import report as rp
 
-from experiments.runner import Case, RunContext
+from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
 CLAIMS = ("C08",)
@@ -31,14 +31,13 @@ class Config:
     target_s: float = 0.2
 
 
-def config(profile: str, platform: str) -> Config:
-    if profile == "tiny":
-        return Config(sizes=(2**16, 2**20), batch=32, widths=(32,), input_dim=16, target_s=0.01)
-    if platform == "gpu":
-        return Config(sizes=tuple(2**p for p in range(20, 31, 2)), batch=8192, widths=(4096, 4096))
-    if profile == "full":
-        return Config(sizes=tuple(2**p for p in range(16, 31, 2)), target_s=0.5)
-    return Config()
+PROFILES = {
+    ("tiny", "any"): Config(sizes=(2**16, 2**20), batch=32, widths=(32,), input_dim=16, target_s=0.01),
+    ("quick", "cpu"): Config(),
+    ("full", "cpu"): Config(sizes=tuple(2**p for p in range(16, 31, 2)), target_s=0.5),
+    ("quick", "gpu"): Config(sizes=(2**20, 2**24, 2**28), batch=8192, widths=(4096, 4096), target_s=0.1),
+    ("full", "gpu"): Config(sizes=tuple(2**p for p in range(20, 31, 2)), batch=8192, widths=(4096, 4096)),
+}
 
 
 def _copy_on_device(nbytes: int, ctx: RunContext, target_s: float) -> dict[str, float]:
@@ -55,17 +54,36 @@ def _mlp_step(feed: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
             "samples_per_s": cfg.batch / t.median_s}
 
 
+def _transfer(direction: str, nbytes: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    return memory.bench_transfer(nbytes, direction, ctx.device, cfg.target_s).metrics()
+
+
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     out = []
+    big = max(cfg.sizes)
     for nbytes in cfg.sizes:
-        for direction in ("host_to_device", "device_to_host"):
-            out.append(Case({"direction": direction, "bytes": nbytes}, functools.partial(
-                lambda d, b: memory.bench_transfer(b, d, ctx.device, cfg.target_s).metrics(), direction, nbytes)))
+        draw = dict(rng_bytes=float(nbytes), host_bytes=2.0 * nbytes)
+        # host<->device copies are host work here; a device-to-host copy is timed from a
+        # fresh device array, made off the clock before each call (as long again)
+        out.append(Case({"direction": "host_to_device", "bytes": nbytes},
+                        functools.partial(_transfer, "host_to_device", nbytes, cfg, ctx),
+                        Cost(compiles=0, bytes=nbytes, on_host=True, target_s=cfg.target_s, min_iters=3, **draw),
+                        key=nbytes == big))
+        out.append(Case({"direction": "device_to_host", "bytes": nbytes},
+                        functools.partial(_transfer, "device_to_host", nbytes, cfg, ctx),
+                        Cost(compiles=1, bytes=2.0 * nbytes, on_host=True, target_s=2 * cfg.target_s, min_iters=3,
+                             **draw)))
         out.append(Case({"direction": "on_device_copy", "bytes": nbytes},
-                        functools.partial(_copy_on_device, nbytes, ctx, cfg.target_s)))
+                        functools.partial(_copy_on_device, nbytes, ctx, cfg.target_s),
+                        Cost(compiles=2, bytes=2.0 * nbytes, target_s=cfg.target_s, min_iters=3, warmup=1,
+                             device_rng_bytes=3.0 * nbytes),
+                        key=nbytes == big))
+    params = fit.mlp_param_count(cfg.input_dim, cfg.widths, 10)
     for feed in ("resident", "host_fed"):
         out.append(Case({"case": "mlp_step", "feed": feed, "batch": cfg.batch},
-                        functools.partial(_mlp_step, feed, cfg, ctx)))
+                        functools.partial(_mlp_step, feed, cfg, ctx),
+                        Cost(compiles=0, step_compiles=1, flops=6.0 * cfg.batch * params, bytes=16.0 * params,
+                             target_s=cfg.target_s, host_bytes=cfg.batch * cfg.input_dim * 4.0 * (feed == "host_fed"))))
     return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from jaxgpu.results import Record, Run
+from jaxgpu.results import Record, Run, cpu_partner
 
 VERDICTS = ("supported", "supported with caveats", "contradicted", "not run")
 GPU_HINT = "needs a GPU run: python -m experiments.run --backend gpu (or scripts/gpu_check.sh), then merge"
@@ -39,6 +39,19 @@ def _ok(pairs: Pairs, experiment: str, backend: str | None = None, **params) -> 
             and (backend is None or r.backend == backend) and all(r.params.get(k) == v for k, v in params.items())]
 
 
+def _paired(pairs: Pairs) -> tuple[Run | None, Run | None]:
+    """(a GPU run, the CPU run beside it: its own host's where the records have one), or (None,
+    None) without a GPU run."""
+    runs = list({id(r): r for r, _ in pairs}.values())
+    gpu = next((r for r in runs if r.env.get("backend") == "gpu"), None)
+    return (gpu, cpu_partner(gpu, runs)) if gpu is not None else (None, None)
+
+
+def _of(pairs: Pairs, run: Run | None) -> Pairs:
+    """The pairs of one run (all of them when there is no pairing to make)."""
+    return pairs if run is None else [(r, x) for r, x in pairs if r is run]
+
+
 def _not_run(what: str) -> Verdict:
     return Verdict("not run", f"no {what} records; {GPU_HINT}" if "GPU" in what else f"no {what} records")
 
@@ -50,8 +63,9 @@ def _grade(value: float, good: float, caveat: float, evidence: str) -> Verdict:
 
 
 def _c01(p):
-    cpu = _ok(p, "devices", role="cpu")
-    gpu = _ok(p, "devices", role="accelerator")
+    # the GPU run describes its own host's CPU too: that is the CPU beside this GPU
+    gpu = _ok(p, "devices", "gpu", role="accelerator")
+    cpu = _ok(p, "devices", "gpu", role="cpu") or _ok(p, "devices", role="cpu")
     if not (cpu and gpu):
         return _not_run("GPU devices")
     ratio = gpu[0].metrics["parallel_lanes"] / cpu[0].metrics["parallel_lanes"]
@@ -91,6 +105,8 @@ def _c04(p):
 
 
 def _times(p, backend, kind, variant):
+    grun, crun = _paired(p)
+    p = _of(p, grun if backend == "gpu" else crun)
     return {r.params["n"]: r.metrics["time_s_median"] for r in _ok(p, "serial_parallel", backend, kind=kind,
                                                                   variant=variant)}
 
@@ -124,8 +140,10 @@ def _c06(p):
 
 
 def _c07(p):
+    grun, crun = _paired(p)
+
     def t(b):
-        r = _ok(p, "training", b, case="run", variant="fp32")
+        r = _ok(_of(p, grun if b == "gpu" else crun), "training", b, case="run", variant="fp32")
         return r[0].metrics.get("time_s_to_target") if r else None
 
     cpu, gpu = t("cpu"), t("gpu")
@@ -254,21 +272,30 @@ def _c15(p):
 
 
 def _c16(p):
-    recs = _ok(p, "inference", case="train_vs_infer")
-    if not recs:
+    # decided on each backend run: the weakest grade stands, every backend's figures shown
+    by_backend = {}
+    for r in _ok(p, "inference", case="train_vs_infer"):
+        by_backend.setdefault(r.backend, r)
+    if not by_backend:
         return _not_run("inference")
-    m = recs[0].metrics
-    ev = f"train/inference: {m['time_ratio']:.1f}x time, {m.get('flops_ratio', float('nan')):.1f}x FLOPs, " \
-         f"{m['memory_ratio']:.1f}x memory ({recs[0].backend})"
-    return _grade(min(m["time_ratio"], m.get("flops_ratio", 0)), 2, 1.2, ev)
+    verdicts = []
+    for b in sorted(by_backend, key=lambda b: b != "gpu"):
+        m = by_backend[b].metrics
+        ev = (f"{b}: train/inference {m['time_ratio']:.1f}x time, {m.get('flops_ratio', float('nan')):.1f}x FLOPs, "
+              f"{m['memory_ratio']:.1f}x memory")
+        verdicts.append(_grade(min(m["time_ratio"], m.get("flops_ratio", 0)), 2, 1.2, ev))
+    worst = max(verdicts, key=lambda v: VERDICTS.index(v.verdict))
+    return Verdict(worst.verdict, "; ".join(v.evidence for v in verdicts))
 
 
 def _c17(p):
-    agree = [r for _, r in p if r.experiment == "data_parallel" and r.params.get("case") == "agreement"]
+    # an "unsupported" agreement case (one device: nothing to split) is no evidence either way
+    agree = [r for _, r in p if r.experiment == "data_parallel" and r.params.get("case") == "agreement"
+             and r.status in ("ok", "failed")]
     if not agree:
         return _not_run("data_parallel")
     bad = [r for r in agree if r.status != "ok"]
-    dist = [r for _, r in p if r.experiment == "distributed"]
+    dist = [r for _, r in p if r.experiment == "distributed" and r.status in ("ok", "failed")]
     parts = [f"{len(agree) - len(bad)}/{len(agree)} data-parallel runs (pmap, jit + sharding, shard_map) match one "
              f"device to {max((r.metrics['rel_error'] for r in agree if r.status == 'ok'), default=float('nan')):.0e}"]
     if dist:

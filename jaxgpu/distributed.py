@@ -83,6 +83,9 @@ def _worker_env(platform: str) -> dict[str, str]:
     flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
     env["XLA_FLAGS"] = " ".join(flags)
     env["JAX_PLATFORMS"] = "cpu" if platform == "cpu" else "cuda"
+    # Each GPU process would otherwise reserve 75% of a GPU that the parent (a study run)
+    # may already hold: allocate what is used, when it is used.
+    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("OMP_NUM_THREADS", "1")
     return env

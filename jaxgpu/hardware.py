@@ -80,8 +80,17 @@ GPUS: dict[str, Hardware] = {
 GPUS["H200 SXM"] = dataclasses.replace(GPUS["H100 SXM"], name="H200 SXM", memory_gb=141, memory_bw_gbps=4800,
                                        source="NVIDIA H200 datasheet (SXM), dense")
 
-# device_kind strings as JAX reports them, matched in order (the first pattern wins).
+# The H200 NVL (PCIe card, NVLink bridge) is the same GH100 processor at a lower power limit:
+# the NVL column of the H200 datasheet, whose Tensor Core figures are with sparsity (halved here).
+GPUS["H200 NVL"] = Hardware(
+    "H200 NVL", {"fp64": 60.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5,
+                 "int8": 1670.5},
+    141, 4800, 132, None, "NVIDIA H200 datasheet (NVL), dense", lanes_per_core=128)
+
+# device_kind strings as JAX reports them, matched in order (the first pattern wins): the NVL
+# says so in its name ("NVIDIA H200 NVL"), the SXM part is plain "NVIDIA H200".
 _KIND_PATTERNS = (
+    (r"H200 NVL", "H200 NVL"),
     (r"H200", "H200 SXM"),
     (r"H100", "H100 SXM"),
     (r"A100.*80", "A100 80GB"),

@@ -50,7 +50,11 @@ class MatmulResult:
     timing: timing.Timing
     rel_error: float
     preset: str = "fp32"
-    upcast_to_fp32: bool = False  # XLA converted the operands to fp32 before multiplying
+    upcast_to: str | None = None  # the wider type XLA converted the operands to before multiplying (HLO name)
+
+    @property
+    def upcast_to_fp32(self) -> bool:
+        return self.upcast_to == "f32"
 
     @property
     def flops(self) -> float:
@@ -65,6 +69,7 @@ class MatmulResult:
                "bytes_per_element": float(np.dtype(self.dtype).itemsize)}
         if self.impl == "jax":
             out["upcast_to_fp32"] = float(self.upcast_to_fp32)
+            out["upcast_bits"] = float({"f16": 16, "bf16": 16, "f32": 32, "s32": 32}.get(self.upcast_to or "", 0))
         if self.timing.flops_xla is not None:
             out["flops_xla"] = self.timing.flops_xla
         return out
@@ -97,11 +102,15 @@ def worked_example(dtype: str = "float32", device: jax.Device | None = None) -> 
     return compute()
 
 
+def default_sets(m: int, k: int, n: int) -> int:
+    """How many operand sets ``operands`` draws by default: as many as rotation allows."""
+    return int(max(1, min(_MAX_SETS, _ROTATION_BYTES // max(4 * (m * k + k * n), 1))))
+
+
 def operands(m: int, k: int, n: int, n_sets: int | None = None, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     """Random normal fp32 operand pairs; ``n_sets`` defaults to what rotation allows."""
     if n_sets is None:
-        per_set = 4 * (m * k + k * n)
-        n_sets = int(max(1, min(_MAX_SETS, _ROTATION_BYTES // max(per_set, 1))))
+        n_sets = default_sets(m, k, n)
     rng = np.random.default_rng(seed)
     return [(rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32))
             for _ in range(n_sets)]
@@ -216,9 +225,11 @@ def bench_torch(sets: list[tuple[np.ndarray, np.ndarray]], device: str = "cpu", 
     """Times ``torch.matmul`` (TF32 off for fp32) on CPU or CUDA on the same operands in ``dtype``.
 
     A CPU without a native kernel for ``dtype`` can be hundreds of times slower (seen: torch's
-    bf16 matmul at under 1 GFLOP/s on an AVX2-dispatched build). A 256^3 probe runs first; if
-    the timed runs would take longer than ``budget_s``, the peer is reported unsupported with
-    its measured rate rather than stalling the run.
+    bf16 matmul at under 1 GFLOP/s on an AVX2-dispatched build). A probe runs first, growing
+    from 256^3 until one product takes a millisecond (below that a GPU shows its launch
+    latency, not its rate) or reaches the case's size; if the timed runs would take longer
+    than ``budget_s`` at the probed rate, the peer is reported unsupported with that rate
+    rather than stalling the run.
 
     Raises:
       Unsupported: the probe predicts more than ``budget_s`` for the measurement.
@@ -228,16 +239,13 @@ def bench_torch(sets: list[tuple[np.ndarray, np.ndarray]], device: str = "cpu", 
     tdt = getattr(torch, dtype)
     sync = (lambda out: torch.cuda.synchronize()) if device.startswith("cuda") else (lambda out: out)
     (m, k), n = sets[0][0].shape, sets[0][1].shape[1]
-    probe = torch.ones((256, 256), dtype=tdt, device=device)
-    sync(torch.matmul(probe, probe))
-    t0 = time.perf_counter()
-    sync(torch.matmul(probe, probe))
-    per_flop = (time.perf_counter() - t0) / (2 * 256**3)
+    per_flop = probe_seconds_per_flop(lambda s: sync(torch.matmul(*s)),
+                                      lambda d: (torch.randn((d, d), device=device).to(tdt),) * 2, max(m, k, n))
     predicted = per_flop * 2 * m * k * n * 8  # the reference check, warm-up and at least 5 timed calls
     if predicted > budget_s:
-        cap = torch.backends.cpu.get_cpu_capability() if device == "cpu" else device
+        where = f"CPU capability {torch.backends.cpu.get_cpu_capability()}" if device == "cpu" else device
         raise Unsupported(f"torch {dtype} matmul runs at {1e-9 / per_flop:.3g} GFLOP/s here (no fast {dtype} "
-                          f"kernel for CPU capability {cap}); {m}x{k}x{n} would take about {predicted:.0f} s")
+                          f"kernel for {where}); {m}x{k}x{n} would take about {predicted:.0f} s")
     tsets = [tuple(torch.from_numpy(x).to(device=device, dtype=tdt) for x in s) for s in sets]
     saved = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False  # match precision=highest; restored below
@@ -247,6 +255,21 @@ def bench_torch(sets: list[tuple[np.ndarray, np.ndarray]], device: str = "cpu", 
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
     return MatmulResult("torch", m, k, n, dtype, None, t, err)
+
+
+def probe_seconds_per_flop(run, make, largest: int, start: int = 256, min_s: float = 1e-3) -> float:
+    """Seconds per FLOP of ``run(make(d))``, a d x d x d product, for the smallest d from ``start``
+    (doubling, at most ``largest``) at which one product takes ``min_s``: a rate, not a latency."""
+    d = start
+    while True:
+        operands_ = make(d)
+        run(operands_)  # warm: first-call set-up is not the rate
+        t0 = time.perf_counter()
+        run(operands_)
+        dt = time.perf_counter() - t0
+        if dt >= min_s or d >= largest:
+            return dt / (2.0 * d**3)
+        d = min(2 * d, largest)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -191,19 +191,26 @@ def _matmul_jit(a, b, name):
 _SHORT = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2", "int8": "s8"}
 
 
-def upcast_in_hlo(hlo_text: str, preset: str | Preset) -> bool:
-    """Whether the optimized HLO converts the preset's operands to fp32 before multiplying.
+_WIDER = {"f16": 16, "bf16": 16, "f32": 32, "s32": 32}
 
-    This is how XLA:CPU runs formats it has no kernel for: the record says so from the
-    compiled program rather than from a belief about the backend.
+
+def upcast_in_hlo(hlo_text: str, preset: str | Preset) -> str | None:
+    """The wider type (``"f16"``, ``"bf16"``, ``"f32"``, ``"s32"``) the optimized HLO converts the
+    preset's operands to before multiplying, or None where they are multiplied as stored.
+
+    This is how a backend runs a format it has no kernel for: XLA:CPU widens fp16 and fp8 to
+    fp32; XLA:GPU on Hopper takes fp8 e4m3 to cuBLASLt as is but widens e5m2 x e5m2 (which
+    cuBLASLt refuses) to fp16. The record says so from the compiled program rather than from a
+    belief about the backend.
     """
     short = _SHORT.get(get(preset).operand_dtype)
     if short is None:
-        return False
-    types = dict(re.findall(r"%([\w.\-]+) = (\w+)\[", hlo_text))  # instruction -> element type
+        return None
+    types = dict(re.findall(r"%?([\w.\-]+) = (\w+)\[", hlo_text))  # instruction -> element type
     types.update(re.findall(r"([\w.\-]+): (\w+)\[", hlo_text))  # computation parameters
-    return any(res == "f32" and types.get(operand) == short
-               for res, operand in re.findall(r"= (\w+)\[[\d,]*\]\S* convert\(%([\w.\-]+)\)", hlo_text))
+    found = [res for res, operand in re.findall(r"= (\w+)\[[\d,]*\]\S* convert\(%?([\w.\-]+)\)", hlo_text)
+             if res in _WIDER and res != short and types.get(operand) == short]
+    return max(found, key=_WIDER.get) if found else None
 
 
 # ---------------------------------------------------------------- number formats (C14)
@@ -256,5 +263,16 @@ def accumulate(value: float, count: int, dtype: str, accum_dtype: str | None = N
 
 
 def round_trip(value: float, dtype: str) -> float:
-    """``value`` stored in ``dtype`` on the device and read back (inf on overflow, 0 on underflow)."""
-    return float(jax.jit(lambda x: x.astype(jnp.dtype(dtype)).astype(jnp.float32))(jnp.float32(value)))
+    """``value`` stored in ``dtype`` on the device and read back (inf on overflow, 0 on underflow).
+
+    The device program returns the narrow value itself and the host widens it: a program
+    that converted to ``dtype`` and back would be ``x`` to an optimiser (XLA:GPU's
+    SimplifyFPConversions removes such a chain), and would report fp16 holding 70000.
+    """
+    stored = _narrow(jnp.float32(value), jnp.dtype(dtype))
+    return float(np.asarray(stored).astype(np.float32))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _narrow(x, dtype):
+    return x.astype(dtype)

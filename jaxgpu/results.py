@@ -112,8 +112,16 @@ def new_run_id() -> str:
     return f"{stamp}-{uuid.uuid4().hex[:6]}"
 
 
+CUT_FILE = "results.jsonl.cut"
+
+
 class RunWriter:
-    """Appends records to ``DIR/results.jsonl`` (flushed and synced each time) and writes ``run.json``."""
+    """Appends records to ``DIR/results.jsonl`` (flushed and synced each time) and writes ``run.json``.
+
+    Opening a folder whose results file ends in a line without its newline (a run killed
+    while writing) moves that cut line to ``results.jsonl.cut`` first, so appended records
+    start on a line of their own; every complete record is kept.
+    """
 
     def __init__(self, out_dir: str | os.PathLike, run_meta: dict[str, Any]):
         self.dir = Path(out_dir)
@@ -131,12 +139,25 @@ class RunWriter:
             cfg_old["experiments"] = list(dict.fromkeys([*cfg_old.get("experiments", []),
                                                          *cfg_new.get("experiments", [])]))
             cfg_old["per_experiment"] = {**cfg_new.get("per_experiment", {}), **cfg_old.get("per_experiment", {})}
+            for key in ("completion", "timing"):  # what this session does replaces what the last one did
+                if key in meta:
+                    old[key] = meta[key]
             meta = old
-        tmp = run_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, run_path)
         self.meta = meta
+        self._write_meta()
+        self.cut_line = set_aside_cut_line(self.dir / RESULTS_FILE)
         self._f = open(self.dir / RESULTS_FILE, "a", encoding="utf-8")
+
+    def _write_meta(self) -> None:
+        run_path = self.dir / RUN_FILE
+        tmp = run_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, run_path)
+
+    def update(self, **fields: Any) -> None:
+        """Sets top-level fields of run.json (written at once, atomically)."""
+        self.meta.update(fields)
+        self._write_meta()
 
     def write(self, record: Record) -> None:
         self._f.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
@@ -151,6 +172,24 @@ class RunWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def set_aside_cut_line(path: Path) -> str | None:
+    """Moves a last line without its newline (a write cut by a kill) from ``path`` to ``CUT_FILE``
+    beside it; returns that line, or None when the file ends cleanly (or does not exist)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    if not data or data.endswith(b"\n"):
+        return None
+    keep = data.rfind(b"\n") + 1
+    with open(path.with_name(CUT_FILE), "ab") as f:
+        f.write(data[keep:] + b"\n")
+    with open(path, "r+b") as f:
+        f.truncate(keep)
+    return data[keep:].decode("utf-8", "replace")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +211,26 @@ class Run:
         kind = env.get("device_kind", "?")
         backend = env.get("backend", "?")
         return backend if kind == backend else f"{backend} ({kind})"
+
+    @property
+    def host(self) -> tuple:
+        """The machine a run ran on, as far as its environment tells without a hostname: CPU
+        model, cores and memory. Two runs with equal hosts ran on the same kind of machine."""
+        env = self.env
+        return env.get("cpu_model"), env.get("cpu_cores"), env.get("host_memory_bytes")
+
+    @property
+    def completion(self) -> dict[str, Any]:
+        """How the run ended: ``state`` is complete, cut_by_budget, interrupted, or running (a
+        run killed without the chance to say so); runs older than the field count as complete."""
+        return self.meta.get("completion") or {"state": "complete"}
+
+
+def cpu_partner(gpu_run: Run, runs: Iterable[Run]) -> Run | None:
+    """The CPU run to set beside a GPU run: one made on the GPU's own host when there is one,
+    else the first CPU run (None without any)."""
+    cpus = [r for r in runs if r.env.get("backend") == "cpu"]
+    return next((r for r in cpus if r.host == gpu_run.host), cpus[0] if cpus else None)
 
 
 def _check_schema(obj: dict[str, Any], where: str) -> None:

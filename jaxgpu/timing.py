@@ -71,25 +71,39 @@ def _block(out: Any) -> Any:
     return jax.block_until_ready(out)
 
 
-def repeat(call: Callable[[int], Any], sync: Callable[[Any], Any] = _block, *, target_s: float = 0.5,
-           min_iters: int = 5, max_iters: int = 10_000, warmup: int = 2) -> tuple[float, ...]:
+def repeat(call: Callable[..., Any], sync: Callable[[Any], Any] = _block, *, target_s: float = 0.5,
+           min_iters: int = 5, max_iters: int = 10_000, warmup: int = 2,
+           prepare: Callable[[int], Any] | None = None) -> tuple[float, ...]:
     """Times ``call(i)`` (i = iteration index) until ``target_s`` of samples are collected.
 
-    Each sample is one call followed by ``sync`` on its result, on the host clock.
+    Each sample is one call followed by ``sync`` on its result, on the host clock. With
+    ``prepare``, each iteration first makes ``prepared = prepare(i)`` off the clock (synced
+    too) and times ``call(i, prepared)``: for work that must start from fresh state each
+    time, such as a device array whose host copy must not already be cached.
     Returns the samples in seconds; at least ``min_iters``, at most ``max_iters``.
     """
     if min_iters < 1 or max_iters < min_iters:
         raise ValueError(f"need 1 <= min_iters <= max_iters, got {min_iters}, {max_iters}")
-    for i in range(warmup):
-        sync(call(i))
+
+    def once(i: int) -> float:
+        if prepare is None:
+            t0 = perf()
+            sync(call(i))
+            return perf() - t0
+        ready = prepare(i)
+        _block(ready)
+        t0 = perf()
+        sync(call(i, ready))
+        return perf() - t0
+
     perf = time.perf_counter
+    for i in range(warmup):
+        once(i)
     times: list[float] = []
     total = 0.0
     i = 0
     while i < max_iters and (i < min_iters or total < target_s):
-        t0 = perf()
-        sync(call(i))
-        dt = perf() - t0
+        dt = once(warmup + i)
         times.append(dt)
         total += dt
         i += 1
@@ -161,8 +175,14 @@ def time_compiled(compiled: Any, arg_sets: Sequence[tuple], *, compile_s: float 
 
 def time_host(fn: Callable, *args: Any, arg_sets: Sequence[tuple] | None = None,
               sync: Callable[[Any], Any] = lambda out: out, target_s: float = 0.5, min_iters: int = 5,
-              max_iters: int = 10_000, warmup: int = 2) -> Timing:
-    """Times a non-JAX callable (numpy, torch) the same way; ``sync`` waits for async work."""
+              max_iters: int = 10_000, warmup: int = 2, fresh: Callable[[int], tuple] | None = None) -> Timing:
+    """Times a non-JAX callable (numpy, torch) the same way; ``sync`` waits for async work.
+
+    ``fresh(i)``: the arguments of iteration i, made off the clock before each timed call.
+    """
+    if fresh is not None:
+        return Timing(repeat(lambda i, a: fn(*a), sync, target_s=target_s, min_iters=min_iters, max_iters=max_iters,
+                             warmup=warmup, prepare=fresh))
     sets = list(arg_sets) if arg_sets else [args]
     k = len(sets)
     return Timing(repeat(lambda i: fn(*sets[i % k]), sync, target_s=target_s, min_iters=min_iters,

@@ -20,11 +20,11 @@ def test_experiment_modules_define_the_interface():
 
     for name in experiments.names():
         mod = importlib.import_module(experiments.REGISTRY[name])
-        for attr in ("BENCHMARK_VERSION", "CLAIMS", "DESCRIPTION", "Config", "config", "cases", "section"):
+        for attr in ("BENCHMARK_VERSION", "CLAIMS", "DESCRIPTION", "Config", "PROFILES", "cases", "section"):
             assert hasattr(mod, attr), f"experiment {name} lacks {attr}"
         for profile in experiments.PROFILES:
             for platform in ("cpu", "gpu"):
-                cfg = mod.config(profile, platform)
+                cfg = experiments.config(name, profile, platform)
                 assert isinstance(cfg, mod.Config)
 
 

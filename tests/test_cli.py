@@ -116,3 +116,53 @@ def test_report_on_a_folder_that_is_not_a_run(tmp_path):
 
 def test_bad_process_count():
     _one_line_error(_run("experiments.run", "--processes", "0"), "--processes must be at least 1")
+
+
+def test_an_out_folder_that_cannot_be_created(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    _one_line_error(_run("experiments.run", "--only", "devices", "--out", str(blocker / "run")),
+                    "cannot create the result folder")
+
+
+def test_a_host_device_count_xla_cannot_hold():
+    _one_line_error(_run("experiments.run", "--devices", "100000"), "--devices 100000: at most 1024 host devices")
+
+
+def test_an_empty_only_is_not_the_whole_study():
+    _one_line_error(_run("experiments.run", "--only", ""), "names no experiment")
+    _one_line_error(_run("experiments.run", "--only", " , "), "names no experiment")
+
+
+def test_more_processes_than_the_machine_holds():
+    _one_line_error(_run("experiments.run", "--only", "distributed", "--processes", "100000"),
+                    "this machine holds at most")
+    _one_line_error(_run("experiments.run", "--only", "distributed", "--processes", "3"), "does not split evenly")
+
+
+def test_a_bad_setting_is_one_line():
+    _one_line_error(_run("experiments.run", "--only", "matmul", "--set", "matmul.sizez=(1,)"), "has no field 'sizez'")
+    _one_line_error(_run("experiments.run", "--only", "matmul", "--set", "matmul.sizes=big"), "takes tuple")
+
+
+def test_target_without_dry_run():
+    _one_line_error(_run("experiments.run", "--target", "H100"), "add --dry-run")
+    _one_line_error(_run("experiments.run", "--dry-run", "--backend", "gpu", "--target", "TPU"), "unknown GPU 'TPU'")
+
+
+@pytest.mark.slow
+def test_resume_sets_a_cut_last_line_aside_and_keeps_every_record(tmp_path):
+    out = tmp_path / "run"
+    proc = _run("experiments.run", "--backend", "cpu", "--only", "devices,matmul", "--profile", "tiny", "--out",
+                str(out), "--no-report", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    path = out / "results.jsonl"
+    text = path.read_text()
+    complete = text.count("\n")
+    path.write_text(text[:-40])  # a kill in the middle of writing the last record
+    proc = _run("experiments.run", "--resume", str(out), "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert "set aside" in proc.stderr
+    run = results.read_run(out)  # readable again, the cut record measured anew
+    assert len(run.records) == complete and (out / results.CUT_FILE).exists()
+    assert (out / "report.md").exists()

@@ -43,6 +43,11 @@ def test_a_hung_peer_times_out():
     assert time.perf_counter() - t0 < 40
 
 
+def test_gpu_workers_do_not_preallocate_the_gpu_their_parent_holds():
+    env = distributed._worker_env("gpu")
+    assert env["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" and env["JAX_PLATFORMS"] == "cuda"
+
+
 def test_bad_process_counts_are_refused():
     with pytest.raises(ValueError, match="at least 1 process"):
         distributed.launch(0, SPEC)
@@ -50,17 +55,12 @@ def test_bad_process_counts_are_refused():
         distributed.launch(3, SPEC)
 
 
-def test_the_experiment_records_a_dead_peer_as_failed(tmp_path, monkeypatch):
-    import dataclasses
-
-    from experiments import distributed as exp
+def test_the_experiment_records_a_dead_peer_as_failed(tmp_path):
     from experiments import runner
 
-    tiny = exp.config("tiny", "cpu")
-    monkeypatch.setattr(exp, "config", lambda profile, platform: dataclasses.replace(tiny, die_after=(1, 1),
-                                                                                     timeout_s=60.0))
     runner.run_study(["distributed"], platform="cpu", profile="tiny", out_dir=tmp_path, processes=2,
-                     progress=False, report=True, log=lambda m: None)
+                     progress=False, report=True, log=lambda m: None,
+                     settings={"distributed": {"die_after": (1, 1), "timeout_s": 60.0}})
     (rec,) = results.read_run(tmp_path).records
     assert rec.status == "failed" and "process 1 of 2 exited" in rec.reason, rec
     assert "failed" in (tmp_path / "report.md").read_text()

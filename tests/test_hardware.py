@@ -20,7 +20,8 @@ def test_this_machine_has_an_estimate():
     assert hw.cores >= 1 and hw.peak_flops("fp32") > 1e9
 
 
-@pytest.mark.parametrize("kind,name", [("NVIDIA H200", "H200 SXM"), ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+@pytest.mark.parametrize("kind,name", [("NVIDIA H200", "H200 SXM"), ("NVIDIA H200 NVL", "H200 NVL"),
+                                       ("NVIDIA H100 80GB HBM3", "H100 SXM"),
                                        ("NVIDIA A100-SXM4-80GB", "A100 80GB"), ("NVIDIA L4", "L4"),
                                        ("NVIDIA GeForce RTX 4090", "RTX 4090")])
 def test_gpu_kinds_map_to_the_table(kind, name):
@@ -28,12 +29,21 @@ def test_gpu_kinds_map_to_the_table(kind, name):
 
 
 def test_table_is_complete_and_consistent():
-    for name in ("H100 SXM", "H200 SXM", "A100 80GB", "L4", "RTX 4090"):
+    for name in hardware.GPUS:
         hw = hardware.GPUS[name]
         assert set(hw.tflops) == set(hardware.DTYPES)
         assert hw.memory_gb > 0 and hw.memory_bw_gbps > 0 and hw.cores > 0 and hw.source
         assert hw.tflops["bf16"] >= hw.tflops["tf32"] >= hw.tflops["fp32"]
     assert hardware.gpu_spec("Some Other GPU") is None
+
+
+def test_the_devices_record_shows_the_memory_not_the_allocator_limit():
+    from experiments import devices as exp
+
+    h200 = hardware.GPUS["H200 SXM"]
+    m = exp._describe(h200, 1, allocator_bytes=int(0.75 * 141e9))  # the GPU client's default 75%
+    assert m["memory_gb"] == 141 and m["allocator_limit_gb"] == pytest.approx(105.75)
+    assert "allocator_limit_gb" not in exp._describe(hardware.cpu_estimate(), 1)
 
 
 def test_ridge_point_follows_from_the_table():

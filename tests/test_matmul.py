@@ -51,6 +51,23 @@ def test_large_outputs_are_checked_on_sampled_rows():
     assert len(matmul.reference_rows(100)) == 100
 
 
+def test_the_speed_probe_measures_a_rate_not_a_launch_latency():
+    import time
+
+    launch, per_flop = 2e-4, 1e-12  # a GPU: 200 us to launch anything, 1 TFLOP/s beyond that
+    sizes = []
+
+    def run(d):
+        sizes.append(d)
+        time.sleep(launch + 2.0 * d**3 * per_flop)
+
+    got = matmul.probe_seconds_per_flop(run, lambda d: d, largest=8192)
+    assert sizes[-1] >= 1024  # grew until one product took a millisecond
+    assert got < 2 * per_flop  # 256^3 alone would have said 6e-12 s per FLOP: a launch, not a rate
+    slow = matmul.probe_seconds_per_flop(lambda d: time.sleep(2.0 * d**3 * 1e-9), lambda d: d, largest=8192)
+    assert slow == pytest.approx(1e-9, rel=0.5)  # a slow CPU kernel: 256^3 already takes milliseconds
+
+
 def test_torch_peer_when_installed():
     pytest.importorskip("torch")
     r = matmul.bench_torch(matmul.operands(64, 64, 64, n_sets=1), target_s=0.01)

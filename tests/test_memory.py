@@ -5,6 +5,7 @@ import pytest
 
 from jaxgpu import fit, memory, mlp
 
+import experiments
 from experiments import memory_fit, runner
 
 
@@ -50,6 +51,42 @@ def test_transfer_moves_every_byte(device):
         assert r.nbytes == 1 << 16 and r.gbytes_per_s > 0
 
 
+def test_device_to_host_copies_a_fresh_array_every_time(device, monkeypatch):
+    made = []
+    real = memory.fresh_device_copy
+
+    def recording(host, dev):
+        x = real(host, dev)
+        assert getattr(x, "_npy_value", None) is None  # no host copy cached on it yet
+        made.append(x)
+        return x
+
+    monkeypatch.setattr(memory, "fresh_device_copy", recording)
+    r = memory.bench_transfer(1 << 16, "device_to_host", device, target_s=0.0)
+    # the check's array, then one per warm-up and timed copy: none copied twice
+    assert len(made) == 1 + 2 + r.timing.n_iters
+    assert len({id(x) for x in made}) == len(made)
+
+
+def test_a_step_that_does_not_raise_the_high_water_mark_has_no_peak():
+    class Device:
+        def __init__(self, peaks):
+            self.peaks = iter(peaks)
+
+        def memory_stats(self):
+            return {"peak_bytes_in_use": next(self.peaks), "bytes_in_use": 10}
+
+    # a large matmul earlier left the mark at 900: a step peaking below it says nothing
+    assert memory_fit.device_peak_bytes(Device([900, 900]), lambda: None, 100) is None
+    assert memory_fit.device_peak_bytes(Device([900, 1200]), lambda: None, 100) == 1100
+
+    class NoStats:
+        def memory_stats(self):
+            return None
+
+    assert memory_fit.device_peak_bytes(NoStats(), lambda: None, 0) is None
+
+
 def test_last_level_cache_is_read():
     llc = memory.last_level_cache_bytes()
     assert llc is None or llc >= 2**16
@@ -87,7 +124,7 @@ def test_estimate_is_within_tolerance_of_xla(widths, batch, preset, device):
 
 
 def test_a_size_that_cannot_fit_is_predicted_and_recorded():
-    cfg = memory_fit.config("tiny", "cpu")
+    cfg = experiments.config("memory_fit", "tiny", "cpu")
     ctx = runner.RunContext("cpu", "tiny", "cpu", 1, None)
     recs = [runner._measure("memory_fit", memory_fit, c, ctx, "r") for c in memory_fit.cases(cfg, ctx)
             if c.params.get("widths") == list(cfg.too_big) or c.params.get("case") == "allocate_past_memory"]

@@ -103,9 +103,31 @@ def test_fp16_range_versus_bf16():
 def test_upcast_is_read_from_the_hlo():
     upcast = ("%p (param_0.1: f16[4,4]) -> f32[4,4] {\n  ROOT %convert.2 = f32[4,4]{1,0} convert(%param_0.1)\n}")
     native = "ROOT %dot.1 = f32[4,4]{1,0} dot(%x.1, %y.1)\n%x.1 = f16[4,4]{1,0} parameter(0)"
-    assert precision.upcast_in_hlo(upcast, "fp16")
-    assert not precision.upcast_in_hlo(native, "fp16")
-    assert not precision.upcast_in_hlo(upcast, "fp32")
+    assert precision.upcast_in_hlo(upcast, "fp16") == "f32"
+    assert precision.upcast_in_hlo(native, "fp16") is None
+    assert precision.upcast_in_hlo(upcast, "fp32") is None
+
+
+def test_an_upcast_to_fp16_counts_too():
+    # XLA:GPU on Hopper: cuBLASLt refuses e5m2 x e5m2, so the GEMM rewriter widens both to f16
+    hlo = ("%fused (param_0: f8e5m2[64,64]) -> f16[64,64] {\n"
+           "  ROOT %convert.1 = f16[64,64]{1,0} convert(%param_0)\n}")
+    assert precision.upcast_in_hlo(hlo, "fp8_e5m2") == "f16"
+    r = matmul.MatmulResult("jax", 4, 4, 4, "float8_e5m2", "default", None, 0.0, "fp8_e5m2", "f16")
+    assert not r.upcast_to_fp32
+
+
+def test_the_narrowing_convert_of_a_round_trip_survives_optimisation():
+    import jax
+
+    # the device program must end in the narrow type: a convert chain f32 -> f16 -> f32 is an
+    # identity to an optimiser (XLA:GPU's SimplifyFPConversions removes it)
+    hlo = precision._narrow.lower(jnp.float32(1.0), jnp.dtype("float16")).compile().as_text()
+    entry = hlo[hlo.index("ENTRY"):]
+    assert "-> f16[]" in entry.splitlines()[0], entry
+    lowered = precision._narrow.trace(jnp.float32(1.0), jnp.dtype("float16")).lower(lowering_platforms=("cuda",))
+    assert "f16" in lowered.as_text().split("return")[-1]
+    assert jax.default_backend() in ("cpu", "gpu")
 
 
 def test_mamf_search_respects_its_budget(device):

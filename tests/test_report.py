@@ -80,12 +80,50 @@ def test_failed_and_unsupported_cases_are_shown_not_hidden(tiny_run, tmp_path):
     assert "unsupported: no such dtype here" in md
 
 
-@pytest.mark.slow
-def test_every_experiment_runs_tiny_and_reports(tmp_path):
+def _lowering_for_cuda_too(lowered: dict, failed: dict):
+    """A stand-in for JAX's jit lowering that lowers every program once more for CUDA (StableHLO, no
+    GPU needed), counting {program name: lowerings} and collecting {name: error}."""
+    from jax._src import pjit  # private: the one place every jit's first lowering passes
+
+    original = pjit._pjit_lower
+
+    def both(jaxpr, *args, lowering_platforms=None, lowering_parameters=None, pgle_profiler=None):
+        out = original(jaxpr, *args, lowering_platforms=lowering_platforms,
+                       lowering_parameters=lowering_parameters, pgle_profiler=pgle_profiler)
+        if lowering_platforms is None:
+            name = str(args[6])
+            try:
+                original(jaxpr, *args, lowering_platforms=("cuda",), lowering_parameters=lowering_parameters,
+                         pgle_profiler=None)
+                lowered[name] = lowered.get(name, 0) + 1
+            except Exception as err:  # noqa: BLE001 - collected and reported by the test
+                failed[name] = f"{type(err).__name__}: {str(err)[:300]}"
+        return out
+
+    return pjit, both
+
+
+@pytest.fixture(scope="module")
+def every_tiny(tmp_path_factory):
+    """Every experiment at the tiny profile, each program also lowered for CUDA on the way."""
     import experiments
 
+    out = tmp_path_factory.mktemp("every")
+    lowered, failed = {}, {}
+    pjit, both = _lowering_for_cuda_too(lowered, failed)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pjit, "_pjit_lower", both)
+        runner.run_study(experiments.names(), platform="cpu", profile="tiny", out_dir=out, progress=False,
+                         log=lambda m: None)
+    return out, lowered, failed
+
+
+@pytest.mark.slow
+def test_every_experiment_runs_tiny_and_reports(every_tiny):
+    import experiments
+
+    tmp_path, _, _ = every_tiny
     names = experiments.names()
-    runner.run_study(names, platform="cpu", profile="tiny", out_dir=tmp_path, progress=False, log=lambda m: None)
     run = results.read_run(tmp_path)
     assert {r.experiment for r in run.records} == set(names)
     bad = [(r.experiment, r.params, r.reason) for r in run.records
@@ -96,6 +134,54 @@ def test_every_experiment_runs_tiny_and_reports(tmp_path):
         title = experiments.load(name).section([(run, r) for r in run.records if r.experiment == name]).title
         assert f"## {title}" in md, name
     assert md.count("**Takeaway:**") >= len(names)
+
+
+@pytest.mark.slow
+def test_every_experiments_programs_lower_for_cuda(every_tiny):
+    _, lowered, failed = every_tiny
+    assert not failed, failed
+    assert sum(lowered.values()) > 100, lowered
+
+
+@pytest.mark.slow
+def test_a_gpu_run_cut_at_any_record_still_merges_into_a_full_ledger(every_tiny, tmp_path):
+    cpu, _, _ = every_tiny
+    gpu = _as_gpu_run(cpu, tmp_path / "gpu")
+    lines = (gpu / "results.jsonl").read_text().splitlines()
+    full = results.read_run(gpu)
+    import experiments
+
+    cpu_run = results.read_run(cpu)
+    for cut in range(len(lines) + 1):
+        run = results.Run(full.path, {**full.meta, "completion": {"state": "running"}}, full.records[:cut])
+        pairs = results.merge([cpu_run, run])
+        rows = [r for r in report.ledger_section(pairs, {x.experiment for _, x in pairs}).tables[0].rows]
+        assert len(rows) == 18, cut
+        # the section of the experiment the cut falls in, from its partial records
+        if cut:
+            name = full.records[cut - 1].experiment
+            experiments.load(name).section([p for p in pairs if p[1].experiment == name])
+    assert "stopped without finishing" in " ".join(report.completion_notes([run]))
+
+
+def test_a_gpu_run_is_set_beside_its_own_hosts_cpu_run(tiny_run, tmp_path):
+    gpu = _as_gpu_run(tiny_run, tmp_path / "gpu")
+    other = tmp_path / "cpu-elsewhere"
+    shutil.copytree(tiny_run, other)
+    meta = json.loads((other / "run.json").read_text())
+    meta["env"]["cpu_model"] = "Another CPU"
+    (other / "run.json").write_text(json.dumps(meta))
+    lines = [json.loads(x) for x in (other / "results.jsonl").read_text().splitlines()]
+    for rec in lines:
+        if "gflops" in rec["metrics"]:
+            rec["metrics"]["gflops"] *= 10  # another machine, ten times faster
+    (other / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    table = report.speedup_table(results.merge([results.read_run(d) for d in (other, gpu, tiny_run)]))
+    assert table.rows and all(r[-1] == f"{tiny_run.name}, same host" for r in table.rows)
+    assert all(r[5] == "2x" for r in table.rows if r[2] == "gflops")
+    # without the same host's run, the other CPU is used, and the table says so
+    table = report.speedup_table(results.merge([results.read_run(d) for d in (other, gpu)]))
+    assert all(r[-1].endswith("another machine") for r in table.rows)
 
 
 def test_profile_trace_is_written(tmp_path):

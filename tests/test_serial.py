@@ -5,6 +5,7 @@ import pytest
 
 from jaxgpu import serial, stack, threads
 
+import experiments
 from experiments import compiler, runner
 
 
@@ -37,9 +38,28 @@ def test_jit_fuses_the_chain_and_op_by_op_does_not(device):
 
 def test_compiler_case_measures_speedup_and_compile(device):
     ctx = runner.RunContext("cpu", "tiny", device.device_kind, 1, None)
-    m = compiler._measure("gelu_chain", compiler.config("tiny", "cpu"), ctx)
+    m = compiler._measure("gelu_chain", experiments.config("compiler", "tiny", "cpu"), ctx)
     assert m["compile_s"] > 0 and m["eager_time_s"] > 0 and m["fusions_after"] >= 1
     assert m["instructions_before"] > m["instructions_after"]
+
+
+def test_the_dots_only_program_keeps_each_dots_precision():
+    x = jnp.ones((8, 8))
+    f = lambda a: (jnp.matmul(a, a, precision="highest"), jnp.matmul(a, a), jnp.matmul(a, a, precision="tensorfloat32"))
+    hlo = jax.jit(f).lower(x).as_text(dialect="hlo")
+    assert [d["precision"] for d in stack.dot_shapes(hlo)] == ["highest", "default", "high"]
+    prog, args = stack.dots_only(hlo)
+    again = stack.dot_shapes(prog.lower(args).as_text(dialect="hlo"))
+    assert [d["precision"] for d in again] == ["highest", "default", "high"]
+
+
+def test_the_layer_is_checked_against_float64_not_against_another_gemm():
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((64, 256)), rng.standard_normal((256, 32)), rng.standard_normal(32)
+    exact = compiler._tanh_gelu(x @ w + b)
+    tf32_like = exact * (1 + 1e-3 * rng.standard_normal(exact.shape))  # two TF32 GEMMs differ like this
+    errs = compiler._errors("mlp_layer", (x, w, b), {"jit": exact, "op-by-op": tf32_like})
+    assert errs["jit"] < 1e-12 and errs["op-by-op"] < compiler.TOLERANCE["mlp_layer"]
 
 
 def test_lowering_chain_has_every_stage():

@@ -1,0 +1,160 @@
+"""Plans, budgets and the one-call GPU check: what a lent GPU's first minutes depend on, tested on CPU."""
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from jaxgpu import results
+
+import experiments
+from experiments import plan, runner
+from experiments.case import Case, Cost
+
+ROOT = Path(__file__).resolve().parents[1]
+GPU_STUDY_S = 240  # the GPU study's share of a lent machine's window
+GPU_CHECK_S = 330  # the whole check's estimate, start-up of each step included
+
+
+def _env(**extra):
+    return {**os.environ, "PYTHONPATH": str(ROOT), **extra}
+
+
+def _total(text: str) -> tuple[int, float]:
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("total: "), last
+    words = last.split()
+    return int(words[1]), float(words[4])
+
+
+def test_the_gpu_plan_fits_the_window_and_starts_no_jax():
+    # JAX_PLATFORMS=cuda on a machine without a GPU: any backend start would fail the command
+    proc = subprocess.run([sys.executable, "-m", "experiments.run", "--backend", "gpu", "--dry-run"], cwd=ROOT,
+                          env=_env(JAX_PLATFORMS="cuda"), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    cases, seconds = _total(proc.stdout)
+    assert cases > 100 and seconds <= GPU_STUDY_S, proc.stdout
+    for name in experiments.names():  # one line per experiment
+        assert any(line.startswith(name + " ") for line in proc.stdout.splitlines()), name
+
+
+def test_every_claim_needing_a_gpu_has_a_key_case_in_the_gpu_plan():
+    ctx = runner._dry_context("gpu", None, None, None, 0)
+    _, plans = runner._build(experiments.names(), ctx, "quick", None)
+    keyed = {p.name for p in plans if any(c.key for c in p.cases)}
+    from jaxgpu import claims
+
+    for c in claims.CLAIMS:
+        if c.experiments != ("threads",):  # C04 measures a CPU's cores; a GPU run has no threads cases
+            assert keyed & set(c.experiments), c.id
+
+
+def test_gpu_loops_are_capped():
+    for profile in ("quick", "full"):
+        cfg = experiments.config("serial_parallel", profile, "gpu")
+        assert max(cfg.recurrence_sizes) <= 10**5 and cfg.fori_max <= 10**5
+
+
+SWEEPS = ("sizes", "sweep", "ks", "batches", "presets", "sweep_widths", "mlp_widths", "recurrence_sizes",
+          "model_sizes", "device_counts", "dtypes", "shapes", "mamf_presets")
+
+
+def test_no_profile_lists_a_size_twice():
+    for name in experiments.names():
+        for (profile, platform), cfg in experiments.load(name).PROFILES.items():
+            for field in SWEEPS:
+                value = getattr(cfg, field, ())
+                assert len(set(value)) == len(value), (name, profile, platform, field)
+
+
+def test_the_gpu_check_dry_run_prints_every_step_and_a_total_within_the_window():
+    proc = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run"], cwd=ROOT, env=_env(PYTHON=sys.executable),
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    for step in ("1 preflight", "2 GPU study", "3 GPU tests", "4 CPU study", "5 merged report", "6 pack"):
+        assert step in proc.stdout, step
+    _, seconds = _total(proc.stdout)
+    assert seconds <= GPU_CHECK_S, proc.stdout
+
+
+@pytest.mark.slow
+def test_the_gpu_check_packs_its_archive_when_every_step_hangs(tmp_path):
+    sleeper = tmp_path / "python"
+    sleeper.write_text("#!/bin/sh\nexec sleep 1000\n")
+    sleeper.chmod(0o755)
+    work = tmp_path / "checkout"
+    (work / "scripts").mkdir(parents=True)
+    (work / "scripts" / "gpu_check.sh").write_text((ROOT / "scripts" / "gpu_check.sh").read_text())
+    archive = tmp_path / "X.tar.gz"
+    t0 = time.time()
+    proc = subprocess.run(["bash", "scripts/gpu_check.sh", str(archive)], cwd=work,
+                          env=_env(GPU_CHECK_S="40", PYTHON=str(sleeper)), capture_output=True, text=True, timeout=120)
+    assert time.time() - t0 < 70, proc.stdout
+    assert proc.returncode != 0  # the GPU study did not succeed
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        summary = next(n for n in names if n.endswith("summary.txt"))
+        text = tar.extractfile(summary).read().decode()
+    assert any(n.endswith("gpu-study.txt") for n in names), names
+    assert "gpu-study: exit 124" in text, text
+
+
+def _cases(n, seconds=1.0, key_every=0):
+    return [Case({"i": i}, lambda i=i: {"i": float(i)}, Cost(compiles=0, min_iters=0, warmup=0, calls=0,
+                                                            fixed_s=seconds), key=bool(key_every and i % key_every == 0))
+            for i in range(n)]
+
+
+def test_a_budget_runs_key_cases_first_and_shares_the_rest():
+    m = plan.machine("cpu")
+    plans = [runner._Plan("a", None, _cases(6, key_every=3), 6.0), runner._Plan("b", None, _cases(6), 6.0)]
+    order = runner._order(plans, budget_s=9.0)
+    assert [c.key for _, c in order[:2]] == [True, True] and not any(c.key for _, c in order[2:])
+    allow = runner._allowances(plans, 9.0, m)
+    taken = [(p.name, c.params["i"]) for p, c in order if allow.take(p.name, c.key, 1.0, elapsed_s=0.0)]
+    assert taken[:2] == [("a", 0), ("a", 3)]
+    assert {name for name, _ in taken[2:]} == {"a", "b"}  # what is left is shared, not spent on the first
+    assert len(taken) < 12
+    # nothing starts that would end past the budget
+    assert not runner._allowances(plans, 9.0, m).take("a", True, 1.0, elapsed_s=8.5)
+
+
+def test_the_cpu_plan_of_the_quick_study_is_minutes():
+    lines = runner.dry_run(experiments.names(), platform="cpu", profile="quick", host_devices=4)
+    _, seconds = _total("\n".join(lines))
+    assert 60 < seconds < 600  # a quick study takes minutes on two cores, not seconds or hours
+
+
+@pytest.mark.slow
+def test_a_budgeted_run_is_cut_cleanly_and_resume_finishes_it(tmp_path):
+    out = tmp_path / "run"
+    runner.run_study(["matmul", "precision"], platform="cpu", profile="tiny", out_dir=out, progress=False,
+                     report=True, log=lambda m: None, budget_s=4.0)
+    run = results.read_run(out)
+    assert run.completion["state"] == "cut_by_budget" and run.completion["cases_skipped"] > 0
+    keys = {r.key for r in run.records}
+    worked = [r for r in run.records if r.params.get("case") == "worked_example"]
+    assert worked, "the key cases run first"
+    assert "was cut by its time budget" in (out / "report.md").read_text()
+    runner.run_study(["matmul", "precision"], platform="cpu", profile="tiny", out_dir=out, resume=True,
+                     progress=False, report=False, log=lambda m: None)
+    run = results.read_run(out)
+    assert run.completion["state"] == "complete" and keys < {r.key for r in run.records}
+    timing = json.loads((out / "run.json").read_text())["timing"]
+    assert set(timing) == {"matmul", "precision"} and all("planned_s" in t for t in timing.values())
+
+
+def test_settings_are_checked_against_the_config():
+    got = experiments.parse_settings(["matmul.sizes=(64, 128)", "matmul.target_s=1"], ["matmul"])
+    assert got == {"matmul": {"sizes": (64, 128), "target_s": 1.0}}
+    assert experiments.config("matmul", "tiny", "cpu", got["matmul"]).sizes == (64, 128)
+    for bad, says in (("matmul.sizez=(1,)", "has no field 'sizez'"), ("matmul.sizes=big", "takes tuple"),
+                      ("matmul=1", "EXPERIMENT.FIELD=VALUE"), ("precision.sizes=(1,)", "not among the experiments"),
+                      ("matmull.sizes=(1,)", "unknown experiment")):
+        with pytest.raises(experiments.BadSetting, match=says):
+            experiments.parse_settings([bad], ["matmul"])

@@ -47,8 +47,11 @@ def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
             "(or the CPU's time over the GPU's), against the CPU of the GPU's own machine where that run is "
             "here."], tables=[speed]))
     sections[0].paragraphs[:0] = completion_notes(runs)
-    sections.append(rp.Section("Runs", "runs", tables=[rp.env_table(list(runs))],
-                               paragraphs=[_status_summary(runs)]))
+    tables = [rp.env_table(list(runs))]
+    plan = plan_table(runs)
+    if plan.rows:
+        tables.append(plan)
+    sections.append(rp.Section("Runs", "runs", tables=tables, paragraphs=[_status_summary(runs)]))
     return sections
 
 
@@ -114,6 +117,25 @@ def speedup_table(pairs) -> rp.Table:
             rows.append([c.experiment, params, metric, rp.fmt(c.metrics[metric]), rp.fmt(g.metrics[metric]),
                          rp.fmt(ratio) + "x" if ratio else "-", where])
     return rp.Table(["experiment", "case", "metric", "CPU", "GPU", "GPU/CPU", "CPU run"], rows)
+
+
+def plan_table(runs) -> rp.Table:
+    """Each run's planned seconds per experiment (experiments.plan, before it ran) beside the measured ones."""
+    rows = []
+    for run in runs:
+        timing = run.meta.get("timing") or {}
+        for name, t in timing.items():
+            if t.get("cases"):
+                ratio = t["measured_s"] / t["planned_s"] if t.get("planned_s") else None
+                rows.append([run.path.name, name, t["cases"], rp.fmt(t["planned_s"]), rp.fmt(t["measured_s"]),
+                             rp.fmt(ratio) + "x" if ratio else "-"])
+        if timing:
+            planned = sum(t.get("planned_s", 0) for t in timing.values())
+            measured = sum(t.get("measured_s", 0) for t in timing.values())
+            rows.append([run.path.name, "all", sum(t.get("cases", 0) for t in timing.values()), rp.fmt(planned),
+                         rp.fmt(measured), rp.fmt(measured / planned) + "x" if planned else "-"])
+    return rp.Table(["run", "experiment", "cases", "planned s", "measured s", "measured / planned"], rows,
+                    "The plan (python -m experiments.run --dry-run) against the time each experiment took")
 
 
 def completion_notes(runs) -> list[str]:

@@ -158,3 +158,17 @@ def test_settings_are_checked_against_the_config():
                       ("matmull.sizes=(1,)", "unknown experiment")):
         with pytest.raises(experiments.BadSetting, match=says):
             experiments.parse_settings([bad], ["matmul"])
+
+
+def test_an_info_hook_that_fails_leaves_the_run_folder_and_its_records(tmp_path, monkeypatch):
+    from experiments import matmul
+
+    def broken(ctx):
+        raise ImportError("torch: a broken install")
+
+    monkeypatch.setattr(matmul, "info", broken)
+    runner.run_study(["matmul"], platform="cpu", profile="tiny", out_dir=tmp_path, progress=False, report=False,
+                     log=lambda m: None)
+    run = results.read_run(tmp_path)
+    assert run.records and run.completion["state"] == "complete"
+    assert "torch: a broken install" in run.meta["info"]["matmul"]["error"]

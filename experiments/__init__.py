@@ -4,16 +4,16 @@ The registry maps a name (the ``--only`` name, and a record's ``experiment``) to
 module that runs it; a module is imported only when it is used, so ``--list`` and a
 typo in ``--only`` answer without starting JAX.
 
-Each module defines:
+Each module measures; its report section lives apart, in ``experiments.views.<name>``
+(``section(pairs)``, from ``(Run, Record)`` pairs only, importing no JAX). Each module defines:
   ``BENCHMARK_VERSION``   bumped when its method changes
-  ``CLAIMS``              the claim IDs (../shared/CLAIMS.md) it tests
+  ``CLAIMS``              the claim IDs it tests, derived from ``experiments.claims`` (their one home)
   ``DESCRIPTION``         one line for ``--list``
   ``Config``              a frozen dataclass: what one run of the experiment measures
   ``PROFILES``            ``{(profile, platform): Config}``; platform "any" where it does not matter
   ``cases(cfg, ctx)``     the cases to measure, as ``experiments.case.Case`` objects, each with its
                           ``Cost`` (what ``--dry-run`` and ``--budget-s`` plan with); building them
                           starts no JAX backend
-  ``section(pairs)``      the report section, from ``(Run, Record)`` pairs only
   ``info(ctx)``           (optional) facts about the run worth keeping in run.json
   ``attachments(ctx, dir)`` (optional) writes files a reader can open; returns their paths
 """

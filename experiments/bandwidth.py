@@ -13,12 +13,12 @@ import jax
 import numpy as np
 
 from jaxgpu import matmul, memory
-from jaxgpu import report as rp
 
+from experiments import claims
 from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
-CLAIMS = ("C09",)
+CLAIMS = claims.for_experiment("bandwidth")
 DESCRIPTION = "STREAM copy/scale/add/triad GB/s: JAX variants (jit, loop, sharded) vs numpy/torch vs HBM peak"
 
 
@@ -139,81 +139,3 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 def info(ctx: RunContext) -> dict[str, float | str]:
     return {"llc_bytes": float(memory.last_level_cache_bytes() or 0),
             "counting": "STREAM: bytes read + written per element (copy/scale 2 arrays, add/triad 3), median time"}
-
-
-# ---------------------------------------------------------------- report
-
-
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Memory bandwidth (STREAM)", "bandwidth", CLAIMS)
-    good = rp.ok(pairs)
-    series, limits, notes = [], [], []
-    for label, (run, recs) in rp.by_run(good).items():
-        jit = sorted((x.params["n"] * 4, x.metrics["gbytes_per_s"]) for x in recs
-                     if x.params["kernel"] == "triad" and x.params["variant"] == "jit" and x.params["dtype"] == "float32")
-        if jit:
-            series.append(rp.Series(f"{label} JAX triad (jit)", [p[0] / 2**20 for p in jit], [p[1] for p in jit]))
-        for x in recs:
-            if x.params["variant"] != "jit" and x.params["kernel"] == "triad" and x.params["dtype"] == "float32":
-                name = x.params["impl"] if x.params["impl"] != "jax" else f"JAX {x.params['variant']}"
-                series.append(rp.Series(f"{label} {name}", [x.params["n"] * 4 / 2**20], [x.metrics["gbytes_per_s"]],
-                                        style="s"))
-        hw = run.meta.get("hardware") or {}
-        if hw.get("memory_bw_gbps"):
-            limits.append(rp.Limit(f"{label} HBM datasheet {hw['memory_bw_gbps']:.0f} GB/s", hw["memory_bw_gbps"]))
-        notes.append(_takeaway(label, run, recs))
-    if series:
-        fig = rp.line_plot(series, xlabel="array size (MiB, each of 3 arrays)", ylabel="GB/s (STREAM counting)",
-                           title="triad a = b + s*c: bandwidth vs size, JAX variants and peers", limits=limits,
-                           logy=False)
-        sec.plots.append(rp.Plot("bandwidth_triad", fig, " ".join(n for n in notes if n)))
-    rows = []
-    for run, x in sorted(good, key=lambda p: (p[0].label, p[1].params["n"], p[1].params["kernel"], p[1].params["impl"])):
-        m = x.metrics
-        rows.append([run.label, x.params["impl"], x.params["variant"], x.params["kernel"], x.params["dtype"],
-                     rp.fmt(x.params["n"] * np.dtype(x.params["dtype"]).itemsize / 2**20), rp.fmt(m["gbytes_per_s"]),
-                     rp.fmt(m.get("peak_fraction")), rp.fmt(m.get("page_faults_per_call"))])
-    sec.tables.append(rp.Table(["run", "impl", "variant", "kernel", "dtype", "MiB/array", "GB/s", "of HBM peak",
-                                "page faults/call"], rows, "Every STREAM measurement"))
-    for run, x in pairs:
-        if x.status != "ok":
-            sec.paragraphs.append(f"{run.label} {x.params}: {x.status}: {x.reason}")
-    return sec
-
-
-def _takeaway(label: str, run, recs) -> str:
-    triad = [x for x in recs if x.params["kernel"] == "triad" and x.params["dtype"] == "float32"]
-    if not triad:
-        return ""
-    n = max(x.params["n"] for x in triad)
-    at = [x for x in triad if x.params["n"] == n]
-    jax_recs = [x for x in at if x.params["impl"] == "jax"]
-    peers = [x for x in at if x.params["impl"] != "jax"]
-    if not jax_recs:
-        return ""
-    plain = next((x for x in jax_recs if x.params["variant"] == "jit"), jax_recs[0])
-    best = max(jax_recs, key=lambda x: x.metrics["gbytes_per_s"])
-    text = (f"On {label} at {n * 4 / 2**20:.0f} MiB per array the plain JAX triad moved "
-            f"{plain.metrics['gbytes_per_s']:.1f} GB/s, the best JAX variant ({best.params['variant']}) "
-            f"{best.metrics['gbytes_per_s']:.1f} GB/s")
-    if peers:
-        peer = max(peers, key=lambda x: x.metrics["gbytes_per_s"])
-        ratio = best.metrics["gbytes_per_s"] / peer.metrics["gbytes_per_s"]
-        text += f", {ratio:.0%} of the best peer ({peer.params['impl']}, {peer.metrics['gbytes_per_s']:.1f} GB/s)"
-        faults = plain.metrics.get("page_faults_per_call", 0)
-        if ratio < 0.8 and faults:
-            out_pages = n * 4 / 4096
-            text += (f". Measured cause: every JAX call took {faults:.0f} minor page faults "
-                     f"({faults / out_pages:.2f} per 4 KiB page of its output): XLA hands each call a fresh output "
-                     f"buffer that the OS maps on first write, and buffer donation is not honoured on this backend; "
-                     f"the peers write into a preallocated output "
-                     f"({peer.metrics.get('page_faults_per_call', 0):.0f} faults per call)")
-    hw = run.meta.get("hardware") or {}
-    if hw.get("memory_bw_gbps"):
-        text += f"; {best.metrics['gbytes_per_s'] / hw['memory_bw_gbps']:.0%} of the {hw['memory_bw_gbps']:.0f} GB/s datasheet"
-    info = run.meta.get("info", {}).get("bandwidth", {})
-    llc = info.get("llc_bytes")
-    if llc and n * 4 < 4 * llc:
-        text += (f" (arrays are {n * 4 / llc:.1f}x the {llc / 2**20:.0f} MiB last-level cache the OS reports, "
-                 "capped by this profile; --profile full uses at least 4x)")
-    return text + "."

@@ -19,17 +19,21 @@ class Cost:
 
     A timed case runs ``warmup`` calls, then repeats until ``target_s`` of samples and at
     least ``min_iters`` calls are in (``jaxgpu.timing.repeat``); ``calls`` counts the other
-    calls it makes (a reference check, a fixed number of training steps). One call moves
-    ``bytes`` through device memory and does ``flops`` in ``dtype`` (a ``Hardware.tflops``
-    key, or "elementwise" for fused non-matmul arithmetic), plus ``loop_steps`` iterations of a compiled loop, which XLA:GPU drives from the
-    host, and ``dispatches`` separate program calls (op by op: one per op). ``on_host``: the
-    timed call is numpy or Python on the host (a peer), at the host's rates; ``per_call_s``
-    is host time per call that no rate covers (a Python loop's interpreter). ``compiles``
-    counts small programs XLA compiles (an op, a fused elementwise loop), ``gemm_compiles``
-    programs built around matrix products (whose GEMMs XLA:GPU autotunes), ``step_compiles``
-    whole train steps. Host work outside the device: ``host_flops`` of numpy float64 reference products,
-    ``host_bytes`` copied (transfers, ``np.asarray`` of results), ``rng_bytes`` of random
-    numbers numpy draws, ``device_rng_bytes`` that ``jax.random`` draws; ``fixed_s`` is anything else measured beforehand (a subprocess start-up).
+    calls it makes (a reference check, a fixed number of training steps).
+
+    One call moves ``bytes`` through device memory and does ``flops`` in ``dtype`` (a
+    ``Hardware.tflops`` key, or "elementwise" for fused non-matmul arithmetic), plus
+    ``loop_steps`` iterations of a compiled loop (which XLA:GPU drives from the host) and
+    ``dispatches`` separate program calls (op by op: one per op). ``on_host``: the timed call
+    is numpy or Python on the host (a peer), at the host's rates; ``per_call_s`` is host time
+    per call that no rate covers (a Python loop's interpreter).
+
+    ``compiles`` counts small programs XLA compiles (an op, a fused elementwise loop),
+    ``gemm_compiles`` programs built around matrix products (whose GEMMs XLA:GPU autotunes),
+    ``step_compiles`` whole train steps. Host work outside the device: ``host_flops`` of
+    numpy float64 reference products, ``host_bytes`` copied (transfers, ``np.asarray`` of
+    results), ``rng_bytes`` of random numbers numpy draws, ``device_rng_bytes`` that
+    ``jax.random`` draws; ``fixed_s`` is anything else measured beforehand (a subprocess start).
     """
 
     compiles: int = 1

@@ -16,12 +16,12 @@ import functools
 
 from jaxgpu import devices as dv
 from jaxgpu import parallel, results
-from jaxgpu import report as rp
 
+from experiments import claims
 from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
-CLAIMS = ("C17",)
+CLAIMS = claims.for_experiment("collectives")
 DESCRIPTION = "all-reduce / all-gather / reduce-scatter / all-to-all / ppermute: algbw and busbw vs size"
 
 
@@ -48,9 +48,9 @@ def _one(name: str, nbytes: int, cfg: Config, ctx: RunContext) -> dict[str, floa
     r = parallel.bench_collective(name, devs, nbytes, cfg.target_s)
     if r.rel_error > 1e-6:
         raise ArithmeticError(f"{name} returned wrong values (rel_error {r.rel_error:.2e})")
-    return {**r.timing.metrics(), "gbytes_per_s": r.busbw / 1e9, "algbw_gbytes_per_s": r.algbw / 1e9,
-            "bus_factor": parallel.BUS_FACTOR[name](r.n_devices), "rel_error": r.rel_error,
-            "message_bytes": float(r.nbytes)}
+    return r.timing.metrics(gbytes_per_s=r.busbw / 1e9, algbw_gbytes_per_s=r.algbw / 1e9,
+                            bus_factor=parallel.BUS_FACTOR[name](r.n_devices), rel_error=r.rel_error,
+                            message_bytes=float(r.nbytes))
 
 
 def _single_device(name: str, ctx: RunContext):
@@ -67,34 +67,3 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     cost = lambda b: Cost(bytes=2.0 * b * k, target_s=cfg.target_s, host_bytes=64.0 * b * k, calls=2)
     return [Case({"collective": c, "bytes": b, "devices": k}, functools.partial(_one, c, b, cfg, ctx), cost(b),
                  key=c == "all_reduce") for c in cfg.collectives for b in cfg.sizes]
-
-
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Collectives: bus bandwidth vs message size", "collectives", CLAIMS)
-    sec.paragraphs.append("Bus bandwidth (NCCL-tests: all-reduce algbw x 2(n-1)/n; all-gather, reduce-scatter and "
-                          "all-to-all x (n-1)/n; ppermute x 1), each result checked against numpy first. CPU host "
-                          "devices share one process and its cores: there the figure is XLA's in-memory copy "
-                          "path, not a link between chips.")
-    good = rp.ok(pairs, "collectives")
-    series, notes = [], []
-    for label, (run, recs) in rp.by_run(good).items():
-        for name in parallel.COLLECTIVES:
-            pts = sorted((x.params["bytes"], x.metrics["gbytes_per_s"]) for x in recs if x.params["collective"] == name)
-            if pts:
-                series.append(rp.Series(f"{label} {name}", [p[0] / 1024 for p in pts], [p[1] for p in pts]))
-        ar = sorted((x.params["bytes"], x.metrics["gbytes_per_s"], x.metrics["time_s_median"], x.params["devices"])
-                    for x in recs if x.params["collective"] == "all_reduce")
-        if ar:
-            best = max(ar, key=lambda p: p[1])
-            notes.append(f"On {label} ({ar[0][3]} devices) all-reduce took {ar[0][2] * 1e6:.0f} us at "
-                         f"{ar[0][0] // 1024} KiB (latency-bound) and peaked at {best[1]:.3g} GB/s bus bandwidth at "
-                         f"{best[0] / 2**20:.3g} MiB.")
-    if series:
-        fig = rp.line_plot(series, xlabel="message size (KiB, NCCL-tests size)", ylabel="bus bandwidth (GB/s)",
-                           title="Collectives over the run's devices")
-        sec.plots.append(rp.Plot("collectives", fig, " ".join(notes)))
-    for run, x in pairs:
-        if x.experiment == "collectives" and x.status != "ok":
-            sec.paragraphs.append(f"{run.label}: {x.params['collective']}: {x.status}: {x.reason}")
-            break
-    return sec

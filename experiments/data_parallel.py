@@ -22,14 +22,14 @@ import optax
 
 from jaxgpu import devices as dv
 from jaxgpu import fit, mlp, parallel, results
-from jaxgpu import report as rp
 
+from experiments import claims
+from experiments.views.data_parallel import TOLERANCE
 from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
-CLAIMS = ("C17",)
+CLAIMS = claims.for_experiment("data_parallel")
 DESCRIPTION = "data-parallel MLP training: pmap vs jit+sharding vs shard_map; agreement, strong/weak scaling"
-TOLERANCE = 1e-5  # relative, fp32 losses: the variants differ only in the order of the gradient sums
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,8 +118,8 @@ def _scaling(mode: str, variant: str, k: int, cfg: Config, ctx: RunContext) -> d
     processors = k if ctx.platform == "gpu" else 1
     work = 1 if mode == "strong" else k
     predicted = base * work / processors + comm
-    speedup = (base / t.median_s) if mode == "strong" else (base * k / t.median_s)
-    return {**t.metrics(), "samples_per_s": batch / t.median_s, "speedup": speedup, "efficiency": speedup / k,
+    speedup = t.per_s(base) if mode == "strong" else t.per_s(base * k)
+    return {**t.metrics(), "samples_per_s": t.per_s(batch), "speedup": speedup, "efficiency": speedup / k,
             "baseline_time_s": base, "allreduce_time_s": comm, "predicted_time_s": predicted, "batch": float(batch)}
 
 
@@ -148,51 +148,3 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
                                 functools.partial(_scaling, mode, v, k, cfg, ctx), cost,
                                 key=mode == "strong" and v == "jit_sharding"))
     return out
-
-
-def section(pairs: list[rp.Pair]) -> rp.Section:
-
-    sec = rp.Section("Data parallel: three implementations, scaling with devices", "data_parallel", CLAIMS)
-    good = rp.ok(pairs)
-    rows = []
-    for run, x in good:
-        if x.params["case"] == "agreement":
-            speed = next((y.metrics["time_s_median"] for r2, y in good if r2 is run and y.params["case"] == "strong"
-                          and y.params["variant"] == x.params["variant"] and y.params["devices"] == x.params["devices"]),
-                         None)
-            rows.append([run.label, x.params["variant"], x.params["devices"], f"{x.metrics['rel_error']:.1e}",
-                         f"{'yes' if x.metrics['rel_error'] <= TOLERANCE else 'no'}",
-                         rp.fmt(speed * 1e3 if speed else None), int(x.metrics["lines_of_code"])])
-    if rows:
-        sec.tables.append(rp.Table(["run", "variant", "devices", "loss rel. error", f"within {TOLERANCE:g}",
-                                    "ms per step", "lines of code"], rows,
-                                   "The three implementations: loss trajectory vs the single-device step on the same "
-                                   "global batches, step time (strong scaling) and the lines it takes to write"))
-    for label, (run, recs) in rp.by_run(good).items():
-        fig = rp.Figure(figsize=(9.0, 3.8), dpi=100)
-        notes = []
-        for i, mode in enumerate(("strong", "weak")):
-            ax = fig.add_subplot(1, 2, i + 1)
-            for v in parallel.DP_VARIANTS:
-                pts = sorted((x.params["devices"], x.metrics["time_s_median"], x.metrics["predicted_time_s"],
-                              x.metrics["speedup"]) for x in recs if x.params["case"] == mode and x.params["variant"] == v)
-                if not pts:
-                    continue
-                (line,) = ax.plot([p[0] for p in pts], [p[1] * 1e3 for p in pts], "-o", markersize=4, label=v)
-                if v == "jit_sharding":
-                    ax.plot([p[0] for p in pts], [p[2] * 1e3 for p in pts], "k--", linewidth=1, label="prediction")
-                if v == "jit_sharding" and len(pts) > 1:
-                    notes.append(f"{mode} scaling, jit + sharding: {pts[-1][3]:.2f}x the single-device throughput on "
-                                 f"{pts[-1][0]} devices ({pts[-1][3] / pts[-1][0]:.0%} efficiency), "
-                                 f"{pts[-1][1] / pts[-1][2]:.2f}x the predicted step time.")
-            rp.finish(fig, ax, xlabel="devices", ylabel="ms per step", logx=True,
-                      title=f"{mode} scaling ({'global batch fixed' if mode == 'strong' else 'batch per device fixed'})")
-        if notes:
-            host = run.env.get("backend") == "cpu"
-            caveat = (" These are CPU host devices sharing the same cores: the figure shows correctness and the "
-                      "cost of splitting one machine's work, not a speed-up." if host else "")
-            sec.plots.append(rp.Plot(f"data_parallel_{len(sec.plots)}", fig, f"On {label}: " + " ".join(notes) + caveat))
-    for run, x in pairs:
-        if x.status != "ok":
-            sec.paragraphs.append(f"{run.label}: {x.params}: {x.status}: {x.reason}")
-    return sec

@@ -6,12 +6,12 @@ import dataclasses
 
 from jaxgpu import devices as dv
 from jaxgpu import hardware
-from jaxgpu import report as rp
 
+from experiments import claims
 from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
-CLAIMS = ("C01",)
+CLAIMS = claims.for_experiment("devices")
 DESCRIPTION = "core/SM counts, clocks, SIMD or FP32 lanes, memory; parallel lanes = cores x lanes"
 
 
@@ -58,40 +58,3 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
         out.append(Case({"device": "host cpu", "role": "cpu"}, lambda: _describe(hardware.cpu_estimate(), 1),
                         Cost.none(), key=True))
     return out
-
-
-def section(pairs: list[rp.Pair]) -> rp.Section:
-
-    sec = rp.Section("What each backend is: cores, lanes, memory", "devices", CLAIMS)
-    good = rp.ok(pairs)
-    seen, rows, bars = set(), [], []
-    for run, x in good:
-        key = (x.params["device"], run.env.get("cpu_model") if x.params["role"] == "cpu" else "")
-        if key in seen:
-            continue
-        seen.add(key)
-        m = x.metrics
-        name = x.params["device"] if x.params["device"] != "cpu" and x.params["device"] != "host cpu" else \
-            f"{run.env.get('cpu_model', 'CPU')} ({int(m['cores'])} cores)"
-        rows.append([name, int(m["cores"]), rp.fmt(m.get("clock_ghz")), int(m["lanes_per_core"]), int(m["parallel_lanes"]),
-                     rp.fmt(m.get("memory_gb")), rp.fmt(m.get("memory_bw_gbps")), rp.fmt(m["peak_fp32_tflops"]),
-                     "estimate" if m["estimate"] else "datasheet"])
-        bars.append((name[:28], m["parallel_lanes"]))
-    sec.tables.append(rp.Table(["device", "cores / SMs", "clock GHz", "fp32 lanes per core", "parallel lanes",
-                                "memory GB", "bandwidth GB/s", "fp32 TFLOP/s", "source"], rows,
-                               "Parallel lanes = cores x fp32 lanes (SIMD width on a CPU, FP32 units per SM on a GPU)"))
-    if bars:
-        fig = rp.Figure(figsize=(6.5, 3.0), dpi=100)
-        ax = fig.add_subplot()
-        ax.barh([b[0] for b in bars], [b[1] for b in bars])
-        ax.set_xscale("log")
-        ax.set_xlabel("parallel fp32 lanes")
-        ax.tick_params(axis="y", labelsize=7)
-        fig.tight_layout()
-        cpu = [r for r in rows if r[-1] == "estimate"]
-        gpu = [r for r in rows if r[-1] == "datasheet"]
-        text = "; ".join(f"{r[0]}: {r[1]} cores x {r[3]} lanes = {r[4]} lanes" for r in rows)
-        if cpu and gpu:
-            text += f". The GPU has {gpu[0][4] / cpu[0][4]:.0f}x the CPU's parallel lanes."
-        sec.plots.append(rp.Plot("devices", fig, text + "."))
-    return sec

@@ -17,12 +17,12 @@ import functools
 import numpy as np
 
 from jaxgpu import distributed, results
-from jaxgpu import report as rp
 
+from experiments import claims
 from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
-CLAIMS = ("C17",)
+CLAIMS = claims.for_experiment("distributed")
 DESCRIPTION = "2+ processes via jax.distributed (gloo on CPU): one data-parallel job; agreement with 1 process"
 TOLERANCE = 1e-5
 
@@ -79,26 +79,3 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     return [Case({"processes": n, "worker_platform": worker_platform(ctx, n)},
                  functools.partial(_run, n, cfg, ctx), Cost(compiles=0, min_iters=0, warmup=0, calls=0,
                                                             fixed_s=2 * JOB_START_S + 0.05 * cfg.spec.steps), key=True)]
-
-
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Several processes, one job: jax.distributed", "distributed", CLAIMS)
-    rows = []
-    for run, x in pairs:
-        if x.status == "ok":
-            m = x.metrics
-            rows.append([run.label, x.params["processes"], x.params["worker_platform"], f"{m['rel_error']:.1e}",
-                         rp.fmt(m["time_s_median"] * 1e3), rp.fmt(m["single_process_step_s"] * 1e3),
-                         rp.fmt(m["wall_s"])])
-            sec.paragraphs.append(
-                f"On {run.label}, {x.params['processes']} processes joined through jax.distributed and trained "
-                f"one model: their losses matched the single-process run to {m['rel_error']:.1e} (relative). A step "
-                f"took {m['time_s_median'] * 1e3:.2f} ms against {m['single_process_step_s'] * 1e3:.2f} ms in one "
-                f"process; the whole job, start-up included, {m['wall_s']:.1f} s.")
-        else:
-            sec.paragraphs.append(f"{run.label}: {x.params}: {x.status}: {x.reason}")
-    if rows:
-        sec.tables.append(rp.Table(["run", "processes", "worker platform", "loss rel. error vs 1 process",
-                                    "ms per step", "1-process ms per step", "job wall s"], rows,
-                                   "Data-parallel MLP across processes (gloo on CPU, NCCL on GPUs)"))
-    return sec

@@ -9,12 +9,12 @@ import jax
 import optax
 
 from jaxgpu import data, fit, mlp, timing
-from jaxgpu import report as rp
 
+from experiments import claims
 from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
-CLAIMS = ("C16",)
+CLAIMS = claims.for_experiment("inference")
 DESCRIPTION = "MLP inference latency/throughput vs batch; train vs inference step: time, FLOPs, memory ratios"
 
 
@@ -46,9 +46,9 @@ def _infer(batch: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
     model, state = _params(cfg, ctx)
     x = jax.device_put(data.synthetic(batch, cfg.input_dim)[0], ctx.device)
     t = timing.time_jitted(mlp.make_infer_step(model), state["params"], x, target_s=cfg.target_s)
-    out = {**t.metrics(), "samples_per_s": batch / t.median_s}
+    out = t.metrics(samples_per_s=t.per_s(batch))
     if t.flops_xla:
-        out["gflops"] = t.flops_xla / t.median_s / 1e9
+        out["gflops"] = t.per_s(t.flops_xla, 1e9)
     return out
 
 
@@ -79,35 +79,3 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     both = dataclasses.replace(infer(b), step_compiles=2, flops=8.0 * b * p, bytes=20.0 * p, target_s=2 * cfg.target_s)
     out.append(Case({"case": "train_vs_infer", "batch": b}, functools.partial(_compare, cfg, ctx), both, key=True))
     return out
-
-
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Training vs inference", "inference", CLAIMS)
-    good = rp.ok(pairs)
-    series, notes = [], []
-    for label, (run, recs) in rp.by_run(good).items():
-        pts = sorted((x.params["batch"], x.metrics["samples_per_s"], x.metrics["time_s_median"]) for x in recs
-                     if x.params["case"] == "batch")
-        if pts:
-            series.append(rp.Series(f"{label} throughput (samples/s)", [p[0] for p in pts], [p[1] for p in pts]))
-            series.append(rp.Series(f"{label} latency (us per batch)", [p[0] for p in pts], [p[2] * 1e6 for p in pts],
-                                    style="--s"))
-            best = max(p[1] for p in pts)
-            knee = next(p for p in pts if p[1] >= 0.9 * best)
-            notes.append(f"On {label}, batch 1 took {pts[0][2] * 1e6:.0f} us; throughput reached 90% of its best "
-                         f"({best:.3g} samples/s) at batch {knee[0]}, where a batch took {knee[2] * 1e3:.2f} ms.")
-        cmp_ = next((x for x in recs if x.params["case"] == "train_vs_infer"), None)
-        if cmp_:
-            m = cmp_.metrics
-            notes.append(f"At batch {cmp_.params['batch']} a train step cost {m['time_ratio']:.1f}x the time of an "
-                         f"inference step, {m.get('flops_ratio', float('nan')):.1f}x its FLOPs (XLA cost analysis) "
-                         f"and {m['memory_ratio']:.1f}x its memory (XLA memory analysis).")
-    if series:
-        fig = rp.line_plot(series, xlabel="batch size", ylabel="samples/s  |  us per batch",
-                           title="MLP inference: throughput and latency vs batch")
-        sec.plots.append(rp.Plot("inference", fig, " ".join(notes)))
-    rows = [[run.label, x.params["batch"], rp.fmt(x.metrics["time_ratio"]), rp.fmt(x.metrics.get("flops_ratio")),
-             rp.fmt(x.metrics["memory_ratio"])] for run, x in good if x.params["case"] == "train_vs_infer"]
-    sec.tables.append(rp.Table(["run", "batch", "time ratio", "FLOP ratio", "memory ratio"], rows,
-                               "Train step / inference step"))
-    return sec

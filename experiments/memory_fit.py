@@ -10,16 +10,15 @@ import jax.numpy as jnp
 import optax
 
 from jaxgpu import devices, fit, mlp, timing
-from jaxgpu import report as rp
 from jaxgpu.results import DoesNotFit
 
+from experiments import claims
 from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 2  # 2: the backward-walk estimator (fit.Lowering)
-CLAIMS = ("C10",)
+CLAIMS = claims.for_experiment("memory_fit")
 DESCRIPTION = "memory estimate of MLP/transformer training and inference vs XLA's memory analysis; what fits where"
 
-TOLERANCE = 0.15
 # Measured before the other experiments of a run: a device's peak memory can only be read
 # while its high-water mark is still low (see device_peak_bytes).
 RUN_FIRST = True
@@ -161,80 +160,3 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
             out.append(Case({"case": "transformer", "model": t.name, "preset": preset, "mode": "inference"},
                             functools.partial(_table, t, preset, "inference"), Cost.none(), key=True))
     return out
-
-
-# ---------------------------------------------------------------- report
-
-
-def section(pairs: list[rp.Pair]) -> rp.Section:
-
-    sec = rp.Section("What fits in memory: predicted and checked against XLA", "memory_fit", CLAIMS)
-    val = [(r, x) for r, x in rp.ok(pairs) if x.params.get("case") == "mlp_train"]
-    if val:
-        fig = rp.Figure(figsize=(6.0, 4.4), dpi=100)
-        ax = fig.add_subplot()
-        notes = []
-        for label, (run, recs) in rp.by_run(val).items():
-            ax.plot([x.metrics["bytes_measured"] / 2**20 for x in recs], [x.metrics["bytes_predicted"] / 2**20 for x in recs],
-                    "o", label=label, markersize=4)
-            errs = [abs(x.metrics["prediction_error"]) for x in recs]
-            worst = max(recs, key=lambda x: abs(x.metrics["prediction_error"]))
-            within = sum(e <= TOLERANCE for e in errs)
-            notes.append(f"On {label} the estimate was within {TOLERANCE:.0%} of XLA's memory analysis on {within} of "
-                         f"{len(errs)} MLP train steps (median error {rp.median(errs):.1%}; worst "
-                         f"{worst.metrics['prediction_error']:+.1%} at widths {worst.params['widths']}, batch "
-                         f"{worst.params['batch']}, {worst.params['preset']}).")
-        lim = max(x.metrics["bytes_measured"] for _, x in val) / 2**20 * 1.2
-        ax.plot([0.1, lim], [0.1, lim], "k--", linewidth=1, label="prediction = XLA")
-        rp.finish(fig, ax, xlabel="XLA memory analysis (MiB)", ylabel="estimate (MiB)", logx=10, logy=True,
-                  title="MLP train step (AdamW): estimate vs XLA")
-        sec.plots.append(rp.Plot("memory_fit", fig, " ".join(notes)))
-        kept = {}
-        for _, x in val:
-            if "lowering_keep" in x.metrics:
-                kept.setdefault(x.params["preset"], x.metrics)
-        if kept:
-            sec.paragraphs.append(
-                "The estimate walks the backward pass from the top layer down and takes the largest live set: what "
-                "the forward pass kept of the layers below, the current layer's gradients, the compute copies of the "
-                "inputs and weights; or, if larger, the largest weight's gradient with one temporary of its size. "
-                "Bytes kept per element, by preset: " + "; ".join(
-                    f"{preset}: {m['lowering_keep']:g} per hidden activation ({m['lowering_keep_last']:g} for the top "
-                    f"layer), {m['lowering_input_copy']:g} per input, {m['lowering_weight_copy']:g} per weight"
-                    for preset, m in kept.items()) + ".")
-        rows = [[run.label, "x".join(map(str, x.params["widths"])), x.params["batch"], x.params["preset"],
-                 rp.fmt(x.metrics["bytes_predicted"] / 2**20), rp.fmt(x.metrics["bytes_measured"] / 2**20),
-                 f"{x.metrics['prediction_error']:+.1%}", rp.fmt(x.metrics.get("peak_bytes", float("nan")) / 2**20)]
-                for run, x in val]
-        sec.tables.append(rp.Table(["run", "widths", "batch", "preset", "estimate MiB", "XLA MiB", "error",
-                                    "device peak MiB"], rows, "Estimate vs compiled.memory_analysis()"))
-    tab = [x for _, x in rp.ok(pairs) if x.params.get("case") == "transformer"]
-    if tab:
-        seen, rows = set(), []
-        for x in tab:
-            key = (x.params["model"], x.params["mode"], x.params["preset"])
-            if key in seen:
-                continue
-            seen.add(key)
-            m = x.metrics
-            rows.append([x.params["model"], x.params["mode"], x.params["preset"], rp.fmt(m["bytes_predicted"] / 1e9),
-                         *["yes" if m[f"fits_{gb}gb"] else "no" for gb in fit.GPU_MEMORY_GB]])
-        sec.tables.append(rp.Table(["model", "mode", "preset", "GB", *[f"fits {gb} GB" for gb in fit.GPU_MEMORY_GB]],
-                                   rows, "Decoder-only transformers, sequence 2048, batch 1: training with Adam "
-                                         "(state + activations) and inference (weights + KV cache)"))
-        t7 = next((x for x in tab if x.params == {"case": "transformer", "model": "7B", "preset": "bf16",
-                                                   "mode": "train"}), None)
-        i7 = next((x for x in tab if x.params == {"case": "transformer", "model": "7B", "preset": "bf16",
-                                                   "mode": "inference"}), None)
-        if t7 and i7:
-            sec.paragraphs.append(
-                f"A 7B model needs {i7.metrics['bytes_predicted'] / 1e9:.0f} GB to serve in bf16 and "
-                f"{t7.metrics['bytes_predicted'] / 1e9:.0f} GB to train with Adam "
-                f"({t7.metrics['bytes_predicted'] / i7.metrics['bytes_predicted']:.1f}x): training needs far more "
-                "than the weights, as the claim says.")
-    for run, x in pairs:
-        if x.status == "does_not_fit":
-            sec.paragraphs.append(f"{run.label}: {x.params}: does not fit: {x.reason}")
-        elif x.status != "ok":
-            sec.paragraphs.append(f"{run.label}: {x.params}: {x.status}: {x.reason}")
-    return sec

@@ -3,7 +3,8 @@
 Reads result folders only (a GPU run made on another machine is reported exactly like a
 local one) and writes ``report.md``, a self-contained ``report.html`` (figures embedded)
 and the figures as PNG into OUT (default: the folder itself when there is one, else
-``reports/merged``). Every section comes from its experiment module's ``section()``.
+``reports/merged``). Every section comes from its experiment's view (``experiments.views``),
+and nothing here imports JAX: a report can be made where JAX is not installed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from jaxgpu import report as rp
 from jaxgpu import results
 
 import experiments
+from experiments import claims, views
 
 TITLE = "jaxgpu: what does a GPU really buy deep learning?"
 INTRO = ("Each section below measures one thing the popular explanation of GPUs claims, on every backend "
@@ -37,7 +39,7 @@ def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
     sections = [ledger_section(pairs, present)]
     for name in experiments.names():
         if name in present:
-            sec = experiments.load(name).section([p for p in pairs if p[1].experiment == name])
+            sec = views.load(name).section([p for p in pairs if p[1].experiment == name])
             _version_warning(sec, name, pairs)
             sections.append(sec)
     speed = speedup_table(pairs)
@@ -60,8 +62,6 @@ def ledger_section(pairs, present: set[str] = frozenset()) -> rp.Section:
 
     Each experiment named links to its section (and so to its figure) where it ran.
     """
-    from jaxgpu import claims
-
     rows = []
     for c, v in claims.ledger(pairs):
         links = ", ".join(f"[{e}](#{e})" if e in present else f"{e} (not run)" for e in c.experiments)

@@ -20,12 +20,12 @@ import optax
 
 from jaxgpu import data, fit, mlp, parallel, results, timing
 from jaxgpu import devices as dv
-from jaxgpu import report as rp
 
+from experiments import claims
 from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
-CLAIMS = ("C11",)
+CLAIMS = claims.for_experiment("tensor_parallel")
 DESCRIPTION = "Megatron-style tensor-parallel MLP: same outputs, per-device memory (XLA) vs device count"
 OUTPUT_TOLERANCE = 1e-5  # relative, logits of the split inference step vs unsharded
 LOSS_TOLERANCE = 1e-4  # relative, loss after ``steps`` split train steps vs unsharded
@@ -87,7 +87,7 @@ def _one(d: int, m: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
     predicted = fit.mlp_train_tensor_parallel(cfg.input_dim, cfg.widths, 10, cfg.batch, m, "adam", d).total
     return {**t.metrics(), "compile_s": compile_s, "rel_error": err, "loss_rel_error": loss_err,
             "bytes_measured": float(measured), "bytes_predicted": float(predicted),
-            "prediction_error": predicted / measured - 1, "samples_per_s": cfg.batch / t.median_s}
+            "prediction_error": predicted / measured - 1, "samples_per_s": t.per_s(cfg.batch)}
 
 
 def _one_device(ctx: RunContext):
@@ -110,49 +110,3 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     if ctx.n_devices >= 4:
         out.append(Case({"data": 2, "model": 2}, functools.partial(_one, 2, 2, cfg, ctx), cost))
     return out
-
-
-def section(pairs: list[rp.Pair]) -> rp.Section:
-
-    sec = rp.Section("Tensor parallel: memory per device vs device count", "tensor_parallel", CLAIMS)
-    good = rp.ok(pairs)
-    fig = rp.Figure(figsize=(6.5, 4.2), dpi=100)
-    ax = fig.add_subplot()
-    notes, rows = [], []
-    for label, (run, recs) in rp.by_run(good).items():
-        pts = sorted((x.params["model"], x.metrics["bytes_measured"], x.metrics["bytes_predicted"])
-                     for x in recs if x.params["data"] == 1)
-        if not pts:
-            continue
-        ax.plot([p[0] for p in pts], [p[1] / 2**20 for p in pts], "-o", markersize=4, label=f"{label} XLA")
-        ax.plot([p[0] for p in pts], [p[2] / 2**20 for p in pts], "--", linewidth=1, label=f"{label} estimate")
-        one = next((p for p in pts if p[0] == 1), None)
-        if one and len(pts) > 1:
-            last = pts[-1]
-            notes.append(f"On {label}, split over {last[0]} devices each holds {last[1] / one[1]:.0%} of the "
-                         f"single-device train step's memory ({last[1] / 2**20:.1f} of {one[1] / 2**20:.1f} MiB; "
-                         f"1/{last[0]} would be {1 / last[0]:.0%}), with outputs equal to the unsharded MLP's.")
-        for x in sorted(recs, key=lambda r: (r.params["data"], r.params["model"])):
-            mm = x.metrics
-            rows.append([run.label, f"{x.params['data']} x {x.params['model']}", rp.fmt(mm["bytes_measured"] / 2**20),
-                         rp.fmt(mm["bytes_predicted"] / 2**20), f"{mm['prediction_error']:+.1%}",
-                         f"{mm['rel_error']:.1e}", rp.fmt(mm["time_s_median"] * 1e3)])
-    if notes:
-        from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
-
-        rp.finish(fig, ax, xlabel="model-axis devices", ylabel="MiB per device (train step, AdamW)", logx=True,
-                  logy=True, title="Megatron-style MLP: memory per device")
-        counts = sorted({x.params["model"] for _, x in good})  # ticks 1, 2, 4, 8 and plain MiB, not powers
-        ax.set_xticks(counts, [str(c) for c in counts])
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        sec.plots.append(rp.Plot("tensor_parallel", fig, " ".join(notes)))
-    if rows:
-        sec.tables.append(rp.Table(["run", "mesh data x model", "XLA MiB/device", "estimate MiB", "error",
-                                    "output rel. error", "ms per step"], rows,
-                                   "Per-device memory from compiled.memory_analysis(); outputs vs the unsharded MLP"))
-    for run, x in pairs:
-        if x.status != "ok":
-            sec.paragraphs.append(f"{run.label}: {x.params}: {x.status}: {x.reason}")
-    return sec

@@ -6,12 +6,12 @@ import dataclasses
 import functools
 
 from jaxgpu import devices, threads
-from jaxgpu import report as rp
 
+from experiments import claims
 from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
-CLAIMS = ("C04",)
+CLAIMS = claims.for_experiment("threads")
 DESCRIPTION = "matmul and elementwise speed with XLA:CPU limited to 1..N cores, each in its own process"
 
 
@@ -65,32 +65,3 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
                  Cost(compiles=2, gemm_compiles=1, flops=2.0 * n**3 * devices.cpu_count() / k, target_s=2 * cfg.target_s, bytes=8.0 * e, calls=2,
                       fixed_s=WORKER_START_S, rng_bytes=8.0 * n * n, host_flops=2.0 * min(n, 512) * n * n), key=True)
             for k in worker_counts()]
-
-
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("More workers, more throughput?", "threads", CLAIMS)
-    good = rp.ok(pairs)
-    series, notes, rows = [], [], []
-    for label, (run, recs) in rp.by_run(good).items():
-        recs = sorted(recs, key=lambda x: x.params["workers"])
-        ks = [x.params["workers"] for x in recs]
-        series.append(rp.Series(f"{label} matmul", ks, [x.metrics.get("matmul_speedup", 1.0) for x in recs]))
-        series.append(rp.Series(f"{label} elementwise", ks, [x.metrics.get("elementwise_speedup", 1.0) for x in recs]))
-        series.append(rp.Series("ideal (speed-up = workers)", ks, ks, style=":"))
-        last = recs[-1].metrics
-        notes.append(f"On {label}, {ks[-1]} cores ran the matmul {last.get('matmul_speedup', 1):.2f}x and the elementwise "
-                     f"kernel {last.get('elementwise_speedup', 1):.2f}x as fast as 1 core (matmul efficiency "
-                     f"{last.get('matmul_efficiency', 1):.0%}).")
-        for x in recs:
-            m = x.metrics
-            rows.append([label, x.params["workers"], int(m["cores_seen"]), int(m["os_threads"]), rp.fmt(m["matmul_gflops"]),
-                         rp.fmt(m.get("matmul_speedup")), rp.fmt(m["elementwise_gbytes_per_s"]),
-                         rp.fmt(m.get("elementwise_speedup"))])
-    if series:
-        fig = rp.line_plot(series, xlabel="cores (workers)", ylabel="speed-up over 1 core",
-                           title="independent output entries in parallel", logy=False)
-        sec.plots.append(rp.Plot("threads", fig, " ".join(notes)))
-    sec.tables.append(rp.Table(["run", "workers", "cores seen", "OS threads", "matmul GFLOP/s", "speed-up",
-                                "elementwise GB/s", "speed-up"], rows,
-                               "Each row is its own process pinned to that many cores before JAX starts"))
-    return sec

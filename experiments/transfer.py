@@ -13,12 +13,12 @@ import jax
 import optax
 
 from jaxgpu import fit, memory, mlp
-from jaxgpu import report as rp
 
+from experiments import claims
 from experiments.case import Case, Cost, RunContext
 
 BENCHMARK_VERSION = 1
-CLAIMS = ("C08",)
+CLAIMS = claims.for_experiment("transfer")
 DESCRIPTION = "host->device / device->host GB/s vs size vs on-device copy; MLP step with host-fed vs resident batch"
 
 
@@ -44,14 +44,14 @@ def _copy_on_device(nbytes: int, ctx: RunContext, target_s: float) -> dict[str, 
     arrs = memory.stream_arrays(nbytes // 4, "float32", jax.sharding.SingleDeviceSharding(ctx.device))
     res = memory.bench_stream("copy", arrs, "jit", target_s=target_s)
     # Same counting as a transfer: bytes of one copy (not STREAM's read + write).
-    return {**res.timing.metrics(), "gbytes_per_s": res.gbytes_per_s / 2}
+    return res.timing.metrics(gbytes_per_s=res.gbytes_per_s / 2)
 
 
 def _mlp_step(feed: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
     t, _ = mlp.step_throughput(mlp.MLP(widths=cfg.widths, n_out=10), optax.adamw(1e-3), cfg.input_dim, cfg.batch,
                                "fp32", ctx.device, cfg.target_s, host_fed=feed == "host_fed")
     return {**t.metrics(), "batch_bytes": float(cfg.batch * (cfg.input_dim * 4 + 4)),
-            "samples_per_s": cfg.batch / t.median_s}
+            "samples_per_s": t.per_s(cfg.batch)}
 
 
 def _transfer(direction: str, nbytes: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
@@ -85,41 +85,3 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
                         Cost(compiles=0, step_compiles=1, flops=6.0 * cfg.batch * params, bytes=16.0 * params,
                              target_s=cfg.target_s, host_bytes=cfg.batch * cfg.input_dim * 4.0 * (feed == "host_fed"))))
     return out
-
-
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Host-device transfer: the desk and the door", "transfer", CLAIMS)
-    good = rp.ok(pairs)
-    series, notes = [], []
-    for label, (run, recs) in rp.by_run(good).items():
-        for d in ("host_to_device", "device_to_host", "on_device_copy"):
-            pts = sorted((x.params["bytes"], x.metrics["gbytes_per_s"]) for x in recs if x.params.get("direction") == d)
-            if pts:
-                series.append(rp.Series(f"{label} {d}", [p[0] / 2**20 for p in pts], [p[1] for p in pts]))
-        notes.append(_takeaway(label, run, recs))
-    if series:
-        fig = rp.line_plot(series, xlabel="MiB moved", ylabel="GB/s", title="copy bandwidth: across vs within device memory")
-        sec.plots.append(rp.Plot("transfer", fig, " ".join(n for n in notes if n)))
-    rows = [[run.label, x.params.get("direction", x.params.get("feed")), rp.fmt(x.params.get("bytes", x.metrics.get("batch_bytes", 0)) / 2**20),
-             rp.fmt(x.metrics["time_s_median"] * 1e3), rp.fmt(x.metrics.get("gbytes_per_s"))] for run, x in good]
-    sec.tables.append(rp.Table(["run", "what", "MiB", "median ms", "GB/s"], rows, "Transfers and MLP steps"))
-    return sec
-
-
-def _takeaway(label, run, recs) -> str:
-    big = max((x.params["bytes"] for x in recs if "bytes" in x.params), default=None)
-    if big is None:
-        return ""
-    at = {x.params["direction"]: x.metrics["gbytes_per_s"] for x in recs if x.params.get("bytes") == big}
-    text = f"On {label} at {big / 2**20:.0f} MiB"
-    if "host_to_device" in at and "on_device_copy" in at:
-        text += (f", host->device ran {at['host_to_device']:.1f} GB/s and device->host "
-                 f"{at.get('device_to_host', float('nan')):.1f} GB/s against {at['on_device_copy']:.1f} GB/s for a copy "
-                 f"within device memory ({at['on_device_copy'] / at['host_to_device']:.1f}x)")
-    steps = {x.params["feed"]: x.metrics["time_s_median"] for x in recs if x.params.get("case") == "mlp_step"}
-    if {"resident", "host_fed"} <= set(steps):
-        text += (f"; an MLP train step took {steps['resident'] * 1e3:.2f} ms with its batch resident and "
-                 f"{steps['host_fed'] * 1e3:.2f} ms fed from the host ({steps['host_fed'] / steps['resident']:.2f}x)")
-    if run.env.get("backend") == "cpu":
-        text += ". On CPU host and device share one RAM, so these are copies within it, not a bus"
-    return text + "."

@@ -11,42 +11,60 @@ writes no files. ``experiments`` drives it and writes reports. Quick tour::
     with jaxgpu.use_precision("int8"):       # calls without a preset follow the scope
         jaxgpu.precision_matmul(a, b)
     jaxgpu.bench_collective("all_reduce", jax.devices(), 1 << 20).busbw   # bytes/s, NCCL-tests' definition
+
+Names are imported when first used: ``import jaxgpu`` starts no JAX, so the parts that only
+read results (records, reports, hardware tables) work where JAX is not installed.
 """
 
-from jaxgpu.data import Dataset, digits
-from jaxgpu.devices import BackendError, configure, fingerprint, resolve
-from jaxgpu.fit import MemoryEstimate, transformer_inference, transformer_train
-from jaxgpu.fit import mlp_train as estimate_mlp_train
-from jaxgpu.hardware import GPUS, Hardware, cpu_estimate, for_device, gpu_spec
-from jaxgpu.matmul import (MamfResult, MatmulResult, bench_jax, bench_numpy, bench_torch, mamf_search, operands,
-                           worked_example)
-from jaxgpu.memory import bench_fma, bench_stream, bench_transfer, stream_arrays
-from jaxgpu.distributed import DistributedFailure, DistributedResult
-from jaxgpu.distributed import launch as launch_distributed
-from jaxgpu.mlp import MLP, LossScale, TrainResult, make_infer_step, make_train_step, train
-from jaxgpu.parallel import (CollectiveResult, DataParallel, TensorParallel, bench_collective, data_parallel,
-                             make_mesh, tensor_parallel)
-from jaxgpu.precision import PRESETS, Format, Preset, formats, quantize
-from jaxgpu.precision import matmul as precision_matmul
-from jaxgpu.precision import use as use_precision
-from jaxgpu.results import DoesNotFit, Record, ResultsError, Run, Unsupported, merge, read_run
-from jaxgpu.stack import op_flops
-from jaxgpu.timing import Timing, time_host, time_jitted
+import importlib
+import importlib.util
 
-__all__ = [
-    "Dataset", "digits",
-    "MemoryEstimate", "estimate_mlp_train", "transformer_inference", "transformer_train",
-    "bench_fma", "bench_stream", "bench_transfer", "stream_arrays",
-    "MLP", "LossScale", "TrainResult", "make_infer_step", "make_train_step", "train",
-    "op_flops",
-    "DistributedFailure", "DistributedResult", "launch_distributed",
-    "CollectiveResult", "DataParallel", "TensorParallel", "bench_collective", "data_parallel", "make_mesh",
-    "tensor_parallel",
-    "BackendError", "configure", "fingerprint", "resolve",
-    "GPUS", "Hardware", "cpu_estimate", "for_device", "gpu_spec",
-    "MamfResult", "MatmulResult", "bench_jax", "bench_numpy", "bench_torch", "mamf_search", "operands",
-    "worked_example",
-    "PRESETS", "Format", "Preset", "formats", "quantize", "precision_matmul", "use_precision",
-    "DoesNotFit", "Record", "ResultsError", "Run", "Unsupported", "merge", "read_run",
-    "Timing", "time_host", "time_jitted",
-]
+# public name -> (module, attribute)
+_EXPORTS = {
+    "Dataset": ("data", "Dataset"), "digits": ("data", "digits"),
+    "MemoryEstimate": ("fit", "MemoryEstimate"), "estimate_mlp_train": ("fit", "mlp_train"),
+    "transformer_inference": ("fit", "transformer_inference"), "transformer_train": ("fit", "transformer_train"),
+    "bench_fma": ("memory", "bench_fma"), "bench_stream": ("memory", "bench_stream"),
+    "bench_transfer": ("memory", "bench_transfer"), "stream_arrays": ("memory", "stream_arrays"),
+    "MLP": ("mlp", "MLP"), "LossScale": ("mlp", "LossScale"), "TrainResult": ("mlp", "TrainResult"),
+    "make_infer_step": ("mlp", "make_infer_step"), "make_train_step": ("mlp", "make_train_step"),
+    "train": ("mlp", "train"),
+    "op_flops": ("stack", "op_flops"),
+    "DistributedFailure": ("distributed", "DistributedFailure"),
+    "DistributedResult": ("distributed", "DistributedResult"), "launch_distributed": ("distributed", "launch"),
+    "CollectiveResult": ("parallel", "CollectiveResult"), "DataParallel": ("parallel", "DataParallel"),
+    "TensorParallel": ("parallel", "TensorParallel"), "bench_collective": ("parallel", "bench_collective"),
+    "data_parallel": ("parallel", "data_parallel"), "make_mesh": ("parallel", "make_mesh"),
+    "tensor_parallel": ("parallel", "tensor_parallel"),
+    "BackendError": ("devices", "BackendError"), "configure": ("devices", "configure"),
+    "fingerprint": ("devices", "fingerprint"), "resolve": ("devices", "resolve"),
+    "GPUS": ("hardware", "GPUS"), "Hardware": ("hardware", "Hardware"), "cpu_estimate": ("hardware", "cpu_estimate"),
+    "for_device": ("hardware", "for_device"), "gpu_spec": ("hardware", "gpu_spec"),
+    "MamfResult": ("matmul", "MamfResult"), "MatmulResult": ("matmul", "MatmulResult"),
+    "bench_jax": ("matmul", "bench_jax"), "bench_numpy": ("matmul", "bench_numpy"),
+    "bench_torch": ("matmul", "bench_torch"), "mamf_search": ("matmul", "mamf_search"),
+    "operands": ("matmul", "operands"), "worked_example": ("matmul", "worked_example"),
+    "PRESETS": ("presets", "PRESETS"), "Preset": ("presets", "Preset"), "Format": ("precision", "Format"),
+    "formats": ("precision", "formats"), "quantize": ("precision", "quantize"),
+    "precision_matmul": ("precision", "matmul"), "use_precision": ("precision", "use"),
+    "DoesNotFit": ("results", "DoesNotFit"), "Record": ("results", "Record"), "ResultsError": ("results", "ResultsError"),
+    "Run": ("results", "Run"), "Unsupported": ("results", "Unsupported"), "merge": ("results", "merge"),
+    "read_run": ("results", "read_run"),
+    "Timing": ("timing", "Timing"), "time_host": ("timing", "time_host"), "time_jitted": ("timing", "time_jitted"),
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        if importlib.util.find_spec(f"jaxgpu.{name}") is None:  # jaxgpu.data, jaxgpu.mlp, ... as modules
+            raise AttributeError(f"module 'jaxgpu' has no attribute {name!r}")
+        return importlib.import_module(f"jaxgpu.{name}")
+    module, attr = _EXPORTS[name]
+    value = getattr(importlib.import_module(f"jaxgpu.{module}"), attr)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *__all__])

@@ -195,7 +195,7 @@ def _worker(args: argparse.Namespace) -> None:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from jaxgpu import mlp, parallel
+    from jaxgpu import mlp, parallel, timing
 
     spec = Spec(**{k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(args.spec).items()})
     model, opt = mlp.MLP(widths=spec.widths), optax.adamw(1e-3)
@@ -207,20 +207,16 @@ def _worker(args: argparse.Namespace) -> None:
     n, pid = args.processes, args.process_id
     local = lambda a: jax.make_array_from_process_local_data(split, np.split(a, n)[pid], a.shape)
     batches = [(local(x), local(y)) for x, y in global_batches(spec)]
-    t0 = time.perf_counter()
-    compiled = step.lower(state, *batches[0]).compile()
-    compile_s = time.perf_counter() - t0
+    compiled, compile_s = timing.compile_timed(step, state, *batches[0])
     losses, train_s = [], 0.0
     for i, (x, y) in enumerate(batches):
         if args.die_after is not None and i == args.die_after:
             os._exit(3)  # a crash, not a clean exit: no shutdown, no goodbye to the coordinator
         if args.hang_after is not None and i == args.hang_after:
             time.sleep(10**6)
-        t0 = time.perf_counter()
-        state, m = compiled(state, x, y)
-        loss = float(np.asarray(m["loss"].addressable_data(0)))
-        train_s += time.perf_counter() - t0
-        losses.append(loss)
+        (state, m), dt = timing.clock(compiled, state, x, y)
+        train_s += dt
+        losses.append(float(np.asarray(m["loss"].addressable_data(0))))
     Path(args.out).write_text(json.dumps({"losses": losses, "train_s": train_s, "compile_s": compile_s}))
     jax.distributed.shutdown()
 

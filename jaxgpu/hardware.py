@@ -40,10 +40,25 @@ class Hardware:
     estimate: bool = False
     lanes_per_core: int | None = None  # fp32 lanes: SIMD width on CPU, FP32 units per SM on GPU
 
+    @classmethod
+    def from_dict(cls, d: dict) -> Hardware:
+        """The entry as run.json stores it (``dataclasses.asdict``) read back."""
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+    @property
+    def kind(self) -> str:
+        """Where the figures come from: "estimate" (a CPU, from its flags) or "datasheet" (a GPU)."""
+        return "estimate" if self.estimate else "datasheet"
+
     def peak_flops(self, dtype: str) -> float | None:
         """Peak in FLOP/s (op/s for int8) for a dtype name from ``DTYPES``, or None if unknown."""
         value = self.tflops.get(dtype)
         return None if value is None else value * 1e12
+
+    def peak_gflops(self, dtype: str) -> float | None:
+        """Peak in GFLOP/s (the unit the reports plot in), or None if unknown."""
+        value = self.tflops.get(dtype)
+        return None if value is None else value * 1e3
 
     def ridge_point(self, dtype: str = "fp32") -> float | None:
         """FLOP per byte above which a kernel is compute-bound on this device."""

@@ -62,11 +62,11 @@ class MatmulResult:
 
     @property
     def gflops(self) -> float:
-        return self.flops / self.timing.median_s / 1e9
+        return self.timing.per_s(self.flops, 1e9)
 
     def metrics(self) -> dict[str, float]:
-        out = {**self.timing.metrics(), "gflops": self.gflops, "rel_error": self.rel_error,
-               "bytes_per_element": float(np.dtype(self.dtype).itemsize)}
+        out = self.timing.metrics(gflops=self.gflops, rel_error=self.rel_error,
+                                  bytes_per_element=float(np.dtype(self.dtype).itemsize))
         if self.impl == "jax":
             out["upcast_to_fp32"] = float(self.upcast_to_fp32)
             out["upcast_bits"] = float({"f16": 16, "bf16": 16, "f32": 32, "s32": 32}.get(self.upcast_to or "", 0))

@@ -86,10 +86,10 @@ class BandwidthResult:
 
     @property
     def gbytes_per_s(self) -> float:
-        return self.bytes_per_call / self.timing.median_s / 1e9
+        return self.timing.per_s(self.bytes_per_call, 1e9)
 
     def metrics(self) -> dict[str, float]:
-        out = {**self.timing.metrics(), "gbytes_per_s": self.gbytes_per_s, "bytes_per_call": float(self.bytes_per_call)}
+        out = self.timing.metrics(gbytes_per_s=self.gbytes_per_s, bytes_per_call=float(self.bytes_per_call))
         if self.page_faults_per_call is not None:
             out["page_faults_per_call"] = self.page_faults_per_call
         return out
@@ -230,11 +230,11 @@ class RooflinePoint:
 
     @property
     def gflops(self) -> float:
-        return self.flops / self.timing.median_s / 1e9
+        return self.timing.per_s(self.flops, 1e9)
 
     def metrics(self) -> dict[str, float]:
-        return {**self.timing.metrics(), "gflops": self.gflops, "intensity_flop_per_byte": self.intensity,
-                "gbytes_per_s": self.flops / self.intensity / self.timing.median_s / 1e9}
+        return self.timing.metrics(gflops=self.gflops, intensity_flop_per_byte=self.intensity,
+                                   gbytes_per_s=self.timing.per_s(self.flops / self.intensity, 1e9))
 
 
 def bench_fma(k: int, n: int, device=None, target_s: float = 0.3) -> RooflinePoint:
@@ -289,10 +289,10 @@ class TransferResult:
 
     @property
     def gbytes_per_s(self) -> float:
-        return self.nbytes / self.timing.median_s / 1e9
+        return self.timing.per_s(self.nbytes, 1e9)
 
     def metrics(self) -> dict[str, float]:
-        return {**self.timing.metrics(), "gbytes_per_s": self.gbytes_per_s}
+        return self.timing.metrics(gbytes_per_s=self.gbytes_per_s)
 
 
 def bench_transfer(nbytes: int, direction: str, device=None, target_s: float = 0.3) -> TransferResult:

@@ -208,7 +208,6 @@ def train(model: MLP, optimizer: optax.GradientTransformation, data, *, preset: 
     Data sits on the device; each step takes a shuffled batch. Only the train steps are
     timed (each epoch blocked until ready); evaluation and compilation are kept apart.
     """
-    import time
 
     import numpy as np
 
@@ -231,13 +230,16 @@ def train(model: MLP, optimizer: optax.GradientTransformation, data, *, preset: 
         perm = jax.device_put(rng.permutation(n)[: steps_per_epoch * batch].reshape(steps_per_epoch, batch), device)
         batches = [take(xtr, ytr, perm[i]) for i in range(steps_per_epoch)]
         jax.block_until_ready(batches)
-        t0 = time.perf_counter()
-        metrics = []
-        for xb, yb in batches:
-            state, m = compiled(state, xb, yb)
-            metrics.append(m)
-        jax.block_until_ready(state)
-        train_s += time.perf_counter() - t0
+
+        def epoch(state):
+            metrics = []
+            for xb, yb in batches:
+                state, m = compiled(state, xb, yb)
+                metrics.append(m)
+            return state, metrics
+
+        (state, metrics), dt = timing.clock(epoch, state)
+        train_s += dt
         steps += steps_per_epoch
         ms = jax.device_get(metrics)
         losses = [float(m["loss"]) for m in ms]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from matplotlib.figure import Figure as _MplFigure
@@ -77,6 +77,12 @@ class Series:
     lo: Sequence[float] | None = None  # spread band (e.g. the quartiles), same unit as y
     hi: Sequence[float] | None = None
     style: str = "-o"
+
+    @classmethod
+    def of(cls, label: str, points: Iterable[Sequence[float]], **kw: Any) -> Series:
+        """A series from (x, y, ...) points, sorted by x: what every view's curves are made of."""
+        pts = sorted(points)
+        return cls(label, [p[0] for p in pts], [p[1] for p in pts], **kw)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +185,22 @@ def fmt(x: float | None, digits: int = 3) -> str:
     if ax != 0 and (ax < 1e-2 or ax >= 1e6):
         return f"{x:.{digits - 1}e}"
     return f"{x:.{digits}g}"
+
+
+def not_ok(pairs: Iterable[Pair], what: Callable[[Record], Any] = lambda x: x.params) -> list[str]:
+    """One sentence per run and reason for the cases that did not run: "run: case(s): status: reason",
+    cases that share a status and reason in one sentence (five collectives over one device, say)."""
+    groups: dict[tuple[str, str, str | None], list[str]] = {}
+    for run, x in pairs:
+        if x.status != "ok":
+            groups.setdefault((run.label, x.status, x.reason), []).append(str(what(x)))
+    return [f"{label}: {'; '.join(cases)}: {status.replace('_', ' ')}: {reason}"
+            for (label, status, reason), cases in groups.items()]
+
+
+def first_seen(values: Iterable[Any]) -> list[Any]:
+    """The distinct values in the order they first appear (a legend in the order the cases were measured)."""
+    return list(dict.fromkeys(values))
 
 
 def median(values: Iterable[float]) -> float:

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from jaxgpu import hardware
+
 SCHEMA = 1
 STATUSES = ("ok", "does_not_fit", "unsupported", "failed")
 RESULTS_FILE = "results.jsonl"
@@ -211,6 +213,12 @@ class Run:
         kind = env.get("device_kind", "?")
         backend = env.get("backend", "?")
         return backend if kind == backend else f"{backend} ({kind})"
+
+    @property
+    def hardware(self) -> hardware.Hardware | None:
+        """The limits of the run's device, as the run recorded them (a GPU's datasheet, a CPU's estimate)."""
+        d = self.meta.get("hardware")
+        return hardware.Hardware.from_dict(d) if d else None
 
     @property
     def host(self) -> tuple:

@@ -43,7 +43,7 @@ def _worker(workers: int, matmul_n: int, elementwise_n: int, target_s: float) ->
         raise ArithmeticError("elementwise off")
     t = timing.time_jitted(f, x, target_s=target_s, min_iters=3)
     return {"cores_seen": float(len(os.sched_getaffinity(0))), "os_threads": float(len(os.listdir("/proc/self/task"))),
-            "matmul_gflops": r.gflops, "elementwise_gbytes_per_s": 8 * elementwise_n / t.median_s / 1e9,
+            "matmul_gflops": r.gflops, "elementwise_gbytes_per_s": t.per_s(8 * elementwise_n, 1e9),
             "elementwise_time_s": t.median_s, "matmul_time_s": r.timing.median_s}
 
 

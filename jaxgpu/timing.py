@@ -57,14 +57,18 @@ class Timing:
         hi = min(lo + 1, len(xs) - 1)
         return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
-    def metrics(self) -> dict[str, float]:
-        """The contract's timing metrics (../shared/RESULTS.md), plus the quartiles."""
+    def per_s(self, quantity: float, unit: float = 1.0) -> float:
+        """``quantity`` (FLOPs, bytes, samples) per second at the median time, in ``unit``s (1e9: giga)."""
+        return quantity / self.median_s / unit
+
+    def metrics(self, **extra: float) -> dict[str, float]:
+        """The contract's timing metrics (../shared/RESULTS.md), plus the quartiles and ``extra``."""
         out = {"time_s_median": self.median_s, "time_s_min": self.min_s, "time_s_max": self.max_s,
                "time_s_q25": self.quantile_s(0.25), "time_s_q75": self.quantile_s(0.75),
                "n_iters": float(self.n_iters)}
         if self.compile_s is not None:
             out["compile_s"] = self.compile_s
-        return out
+        return {**out, **extra}
 
 
 def _block(out: Any) -> Any:
@@ -133,13 +137,21 @@ def memory_bytes(compiled: Any) -> int:
     return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
 
 
-def compile_timed(fn: Callable, *args: Any) -> tuple[Any, float]:
-    """Lowers and compiles ``fn`` (jitted if it is not) for ``args``; returns (compiled, seconds)."""
-    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
-    lowered = jitted.lower(*args)
+def clock(fn: Callable, *args: Any, sync: Callable[[Any], Any] = _block) -> tuple[Any, float]:
+    """One call of ``fn(*args)`` on the host clock, waited for with ``sync``: (its result, seconds).
+
+    For work timed once rather than repeated: a training epoch, a distributed step, a compile.
+    """
     t0 = time.perf_counter()
-    compiled = lowered.compile()
-    return compiled, time.perf_counter() - t0
+    out = sync(fn(*args))
+    return out, time.perf_counter() - t0
+
+
+def compile_timed(fn: Callable, *args: Any) -> tuple[Any, float]:
+    """Lowers and compiles ``fn`` (jitted if it is not, or already a ``Lowered``) for ``args``;
+    returns (compiled, seconds of the compile alone)."""
+    lowered = fn if hasattr(fn, "compile") else (fn if hasattr(fn, "lower") else jax.jit(fn)).lower(*args)
+    return clock(lowered.compile, sync=lambda c: c)
 
 
 def time_jitted(fn: Callable, *args: Any, arg_sets: Sequence[tuple] | None = None, target_s: float = 0.5,

@@ -17,11 +17,13 @@ def test_all_lists_no_duplicates():
 
 def test_experiment_modules_define_the_interface():
     import experiments
+    from experiments import views
 
     for name in experiments.names():
         mod = importlib.import_module(experiments.REGISTRY[name])
-        for attr in ("BENCHMARK_VERSION", "CLAIMS", "DESCRIPTION", "Config", "PROFILES", "cases", "section"):
+        for attr in ("BENCHMARK_VERSION", "CLAIMS", "DESCRIPTION", "Config", "PROFILES", "cases"):
             assert hasattr(mod, attr), f"experiment {name} lacks {attr}"
+        assert callable(views.load(name).section), name
         for profile in experiments.PROFILES:
             for platform in ("cpu", "gpu"):
                 cfg = experiments.config(name, profile, platform)

@@ -1,7 +1,9 @@
 import re
 from pathlib import Path
 
-from jaxgpu import claims, results
+from jaxgpu import results
+
+from experiments import claims
 
 import experiments
 

@@ -7,6 +7,7 @@ from jaxgpu import fit, memory, mlp
 
 import experiments
 from experiments import memory_fit, runner
+from experiments.views import memory_fit as memory_fit_view
 
 
 @pytest.mark.parametrize("kernel", list(memory.KERNELS))
@@ -120,7 +121,7 @@ def test_estimate_is_within_tolerance_of_xla(widths, batch, preset, device):
     ctx = runner.RunContext("cpu", "tiny", device.device_kind, 1, None)
     cfg = memory_fit.Config(input_dim=32)
     m = memory_fit._validate(widths, batch, preset, cfg, ctx)
-    assert abs(m["prediction_error"]) <= memory_fit.TOLERANCE, m
+    assert abs(m["prediction_error"]) <= memory_fit_view.TOLERANCE, m
 
 
 def test_a_size_that_cannot_fit_is_predicted_and_recorded():

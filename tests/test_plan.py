@@ -47,7 +47,7 @@ def test_every_claim_needing_a_gpu_has_a_key_case_in_the_gpu_plan():
     ctx = runner._dry_context("gpu", None, None, None, 0)
     _, plans = runner._build(experiments.names(), ctx, "quick", None)
     keyed = {p.name for p in plans if any(c.key for c in p.cases)}
-    from jaxgpu import claims
+    from experiments import claims
 
     for c in claims.CLAIMS:
         if c.experiments != ("threads",):  # C04 measures a CPU's cores; a GPU run has no threads cases

@@ -7,7 +7,7 @@ import pytest
 
 from jaxgpu import results
 
-from experiments import report, runner
+from experiments import report, runner, views
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_every_experiment_runs_tiny_and_reports(every_tiny):
     assert not bad, bad
     md = (tmp_path / "report.md").read_text()
     for name in names:
-        title = experiments.load(name).section([(run, r) for r in run.records if r.experiment == name]).title
+        title = views.load(name).section([(run, r) for r in run.records if r.experiment == name]).title
         assert f"## {title}" in md, name
     assert md.count("**Takeaway:**") >= len(names)
 
@@ -160,7 +160,7 @@ def test_a_gpu_run_cut_at_any_record_still_merges_into_a_full_ledger(every_tiny,
         # the section of the experiment the cut falls in, from its partial records
         if cut:
             name = full.records[cut - 1].experiment
-            experiments.load(name).section([p for p in pairs if p[1].experiment == name])
+            views.load(name).section([p for p in pairs if p[1].experiment == name])
     assert "stopped without finishing" in " ".join(report.completion_notes([run]))
 
 

@@ -1,5 +1,9 @@
 """The explainer's claims (../shared/CLAIMS.md) as data, each with the rule that decides its verdict.
 
+The one home of the claims: which experiments test each claim is written here, and each
+experiment's ``CLAIMS`` is derived from it (``for_experiment``). It sits with the study,
+above the library: the library measures, this interprets.
+
 A rule reads records only (``(Run, Record)`` pairs of every run being reported) and
 returns a ``Verdict``: one of ``VERDICTS``, the deciding figure in words, and for a claim
 that needs a backend that was not run, how to run it. Nothing here is typed by hand but
@@ -363,11 +367,16 @@ CLAIMS: tuple[Claim, ...] = (
           "supported if jit beats op-by-op and the GPU program calls vendor libraries (caveats: CPU only)", _c15),
     Claim("C16", "Training and inference both run on GPUs; training is the heavier job.", ("inference", "training"),
           "supported if a train step costs >= 2x an inference step in time and FLOPs (caveats >= 1.2x)", _c16),
-    Claim("C17", "Several GPUs work together on one job.", ("data_parallel", "collectives"),
+    Claim("C17", "Several GPUs work together on one job.", ("data_parallel", "collectives", "distributed"),
           "supported if data-parallel training matches one device and scales", _c17),
     Claim("C18", "NVIDIA GPUs power AI through hardware plus software.", ("devices", "compiler"),
           "shown with caveats from the environment of a GPU run next to its measured advantage", _c18),
 )
+
+
+def for_experiment(name: str) -> tuple[str, ...]:
+    """The IDs of the claims an experiment tests, in claim order."""
+    return tuple(c.id for c in CLAIMS if name in c.experiments)
 
 
 def ledger(pairs: Pairs) -> list[tuple[Claim, Verdict]]:

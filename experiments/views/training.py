@@ -1,0 +1,123 @@
+"""The training section of the report: figures, tables and takeaways from its records alone.
+
+training: a Flax + Optax MLP on the digits set per precision preset; throughput and MFU vs width (C07, C13, C16).
+Imports no JAX: a report is made from result folders wherever they are read.
+"""
+
+from __future__ import annotations
+
+
+
+from jaxgpu import report as rp
+
+from experiments.claims import for_experiment
+
+CLAIMS = for_experiment("training")
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+
+    sec = rp.Section("Training an MLP: precision, throughput, time to accuracy", "training", CLAIMS)
+    good = rp.ok(pairs)
+    curves = [(r, x) for r, x in good if x.params.get("case") == "curve"]
+    runs_ = [(r, x) for r, x in good if x.params.get("case") == "run"]
+    if curves:
+        fig = rp.Figure(figsize=(8.5, 3.6), dpi=100)
+        ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+        for label, (run, recs) in rp.by_run(curves).items():
+            for v in rp.first_seen(x.params["variant"] for x in recs):
+                pts = sorted((x.params["epoch"], x.metrics["loss"], x.metrics["accuracy"]) for x in recs
+                             if x.params["variant"] == v)
+                if pts:
+                    ax1.plot([p[0] for p in pts], [p[1] for p in pts], label=f"{label} {v}")
+                    ax2.plot([p[0] for p in pts], [p[2] for p in pts], label=f"{label} {v}")
+        ax1.set_yscale("log")
+        ax1.set_xlabel("epoch")
+        ax1.set_ylabel("train loss")
+        ax2.set_xlabel("epoch")
+        ax2.set_ylabel("test accuracy")
+        ax2.set_ylim(0.8, 1.0)
+        for ax in (ax1, ax2):
+            ax.grid(True, alpha=0.3)
+        ax2.legend(fontsize=6)
+        fig.suptitle("digits MLP per precision", fontsize=10)
+        fig.tight_layout()
+        sec.plots.append(rp.Plot("training_curves", fig, _curve_takeaway(runs_)))
+    rows = []
+    for run, x in runs_:
+        m = x.metrics
+        rows.append([run.label, x.params["variant"], rp.fmt(m["accuracy"]), rp.fmt(m.get("time_s_to_target")),
+                     rp.fmt(m.get("time_s_to_target_with_compile")), rp.fmt(m["samples_per_s"]), rp.fmt(m.get("mfu")),
+                     rp.fmt(m["grad_zero_fraction"]), int(m["nonfinite_steps"]), int(m["skipped_steps"])])
+    sec.tables.append(rp.Table(["run", "variant", "test acc.", "s to target", "s to target + compile", "samples/s",
+                                "MFU", "zero grads", "non-finite steps", "skipped (scaler)"], rows,
+                               "Per run (seconds exclude compilation unless named)"))
+    for label, (run, recs) in rp.by_run(runs_).items():
+        by = {x.params["variant"]: x.metrics for x in recs}
+        m = by.get("fp32", {})
+        if "fp16_to_zero_fraction" not in m:
+            continue
+        text = (f"{label}: of the non-zero fp32 gradients at initialisation, {m['fp16_to_zero_fraction']:.2%} "
+                f"would round to zero in fp16 and {m['fp16_subnormal_fraction']:.2%} would be subnormal (median "
+                f"|g| {m['fp16_grad_abs_median']:.1e}).")
+        raw = by.get("fp16")
+        if raw:
+            text += (f" fp16 without loss scaling reached {raw['accuracy']:.1%} test accuracy (fp32: "
+                     f"{m['accuracy']:.1%}) with {int(raw['nonfinite_steps'])} "
+                     f"non-finite steps and {raw['grad_zero_fraction']:.1%} zero gradient entries "
+                     f"(with scaling: {by.get('fp16_scaled', {}).get('grad_zero_fraction', float('nan')):.1%}).")
+        sec.paragraphs.append(text)
+    thr = [(r, x) for r, x in good if x.params.get("case") == "throughput"]
+    if thr:
+        series = []
+        notes = []
+        for label, (run, recs) in rp.by_run(thr).items():
+            for impl in ("jax", "torch"):
+                pts = sorted((x.params["width"], x.metrics["samples_per_s"]) for x in recs if x.params["impl"] == impl)
+                if pts:
+                    series.append(rp.Series.of(f"{label} {impl}", pts))
+            by = {(x.params["width"], x.params["impl"]): x for x in recs}
+            w = max(x.params["width"] for x in recs)
+            j = by.get((w, "jax"))
+            if j:
+                note = (f"On {label} at width {w} (batch {j.params['batch']}, {j.params['depth']} hidden layers) a JAX "
+                        f"train step took {j.metrics['time_s_median'] * 1e3:.1f} ms")
+                if "mfu" in j.metrics:
+                    note += f", {j.metrics['gflops']:.0f} GFLOP/s, MFU {j.metrics['mfu']:.0%}"
+                t = by.get((w, "torch"))
+                if t:
+                    note += (f"; the same MLP in PyTorch took {t.metrics['time_s_median'] * 1e3:.1f} ms "
+                             f"(JAX {t.metrics['time_s_median'] / j.metrics['time_s_median']:.2f}x as fast)")
+                notes.append(note + ".")
+        fig = rp.line_plot(series, xlabel="hidden width", ylabel="samples/s (train step)",
+                           title="train-step throughput vs width, synthetic data")
+        sec.plots.append(rp.Plot("training_throughput", fig, " ".join(notes)))
+    _ratio(sec, runs_)
+    return sec
+
+
+def _curve_takeaway(runs_) -> str:
+    parts = []
+    for label, (run, recs) in rp.by_run(runs_).items():
+        acc = {x.params["variant"]: x.metrics["accuracy"] for x in recs}
+        tt = {x.params["variant"]: x.metrics.get("time_s_to_target") for x in recs}
+        if "fp32" in acc:
+            text = f"On {label} fp32 reached {acc['fp32']:.1%} test accuracy"
+            if tt.get("fp32"):
+                text += f" (95% after {tt['fp32']:.2f} s of training)"
+            others = [f"{v} {a - acc['fp32']:+.1%}" for v, a in acc.items() if v != "fp32"]
+            parts.append(text + "; against it: " + ", ".join(others) + ".")
+    return " ".join(parts)
+
+
+def _ratio(sec: rp.Section, runs_) -> None:
+    cpu = {x.params["variant"]: x for r, x in runs_ if x.backend == "cpu"}
+    gpu = {x.params["variant"]: x for r, x in runs_ if x.backend == "gpu"}
+    for v in ("fp32", "bf16"):
+        if v in cpu and v in gpu and "time_s_to_target" in cpu[v].metrics and "time_s_to_target" in gpu[v].metrics:
+            c, g = cpu[v].metrics, gpu[v].metrics
+            sec.paragraphs.append(
+                f"Time to {cpu[v].params['widths']}-MLP 95% accuracy ({v}): CPU {c['time_s_to_target']:.2f} s, GPU "
+                f"{g['time_s_to_target']:.2f} s: {c['time_s_to_target'] / g['time_s_to_target']:.1f}x "
+                f"(with compilation: {c['time_s_to_target_with_compile'] / g['time_s_to_target_with_compile']:.1f}x). "
+                "This tiny model cannot fill a GPU; the throughput sweep shows how the ratio grows with width.")

@@ -88,9 +88,17 @@ class RunContext:
     hardware: hardware.Hardware | None
     seed: int = 0
     processes: int | None = None  # --processes, for the distributed experiment
+    mode: str = "measured"  # or "compiled": for ``target``, which this machine only compiles for
+    target: Any = None  # a jaxgpu.targets.GpuTarget in compiled mode
 
     @property
     def device(self):
         from jaxgpu import devices  # starts JAX: only a case's run() asks for the device
 
         return devices.devices_of(self.platform)[0]
+
+    def target_devices(self, n: int = 1) -> tuple:
+        """``n`` compile-only devices of the target (compiled mode): programs are placed on them, never run."""
+        from jaxgpu import targets
+
+        return targets.devices(self.target.name, n)

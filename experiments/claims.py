@@ -8,6 +8,11 @@ A rule reads records only (``(Run, Record)`` pairs of every run being reported) 
 returns a ``Verdict``: one of ``VERDICTS``, the deciding figure in words, and for a claim
 that needs a backend that was not run, how to run it. Nothing here is typed by hand but
 the claims and the thresholds, which the report prints next to each verdict.
+
+Records compiled for a GPU that was not run (``mode: compiled``) never reach a rule's
+measured figures: the rules see measured records only, and the claims whose verdict
+compile-time facts can inform (which libraries, how many bytes, which collectives) add them
+through their ``compiled`` hook, labelled; a verdict that rests on them says so (``basis``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,12 @@ Pairs = list[tuple[Run, Record]]
 class Verdict:
     verdict: str
     evidence: str
+    basis: str = "measured"  # "compiled" when the verdict rests on a program compiled, not run
+
+    @property
+    def shown(self) -> str:
+        """The verdict as the ledger prints it."""
+        return self.verdict + (" (from a compiled plan, not run)" if self.basis == "compiled" else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +47,7 @@ class Claim:
     experiments: tuple[str, ...]
     rule_text: str
     rule: Callable[[Pairs], Verdict]
+    compiled: Callable[[Pairs, Verdict], Verdict] | None = None  # adds compile-time evidence to a verdict
 
 
 def _ok(pairs: Pairs, experiment: str, backend: str | None = None, **params) -> list[Record]:
@@ -333,6 +345,80 @@ def _c18(p):
                                              f"jax {env.get('jax')}, plugins {env.get('jax_plugins')}")
 
 
+# ---------------------------------------------------------------- compile-time evidence (--compile-for)
+
+
+def _target(p: Pairs) -> str:
+    return f"{p[0][0].env.get('device_kind', 'the GPU')}, compiled, not run"
+
+
+def _with(v: Verdict, extra: str) -> Verdict:
+    return dataclasses.replace(v, evidence=f"{v.evidence}; {extra}")
+
+
+def _c10_compiled(p: Pairs, v: Verdict) -> Verdict:
+    plans = [r for r in _ok(p, "memory_fit", case="plan") if "prediction_error" in r.metrics]
+    if not plans:
+        return v
+    within = sum(abs(r.metrics["prediction_error"]) <= 0.15 for r in plans)
+    nowhere = [r for r in plans if not any(r.metrics.get(k) for k in r.metrics if k.startswith("fits_"))]
+    extra = (f"against XLA:GPU's own plans ({_target(p)}) the estimator held within 15% on {within}/{len(plans)}"
+             + (f", and {len(nowhere)} step(s) of {max(r.metrics['bytes_compiled'] for r in nowhere) / 1e9:.0f} GB "
+                "fit no GPU listed" if nowhere else ""))
+    if v.verdict == "supported" and within < len(plans):
+        # the claim holds; the estimator's byte counts, read off XLA:CPU, do not carry over
+        return Verdict("supported with caveats", f"{v.evidence}; {extra}", "compiled")
+    return _with(v, extra)
+
+
+def _c11_compiled(p: Pairs, v: Verdict) -> Verdict:
+    by_m = {r.params["model"]: r.metrics["bytes_compiled"] for r in _ok(p, "tensor_parallel", case="plan", data=1)}
+    if 1 not in by_m or len(by_m) < 2:
+        return v
+    m = max(by_m)
+    share = by_m[m] / by_m[1]
+    extra = f"XLA:GPU plans {share:.0%} of the one-GPU step per device on {m} GPUs ({_target(p)})"
+    if v.verdict == "not run":  # memory only: a compiled plan cannot check the outputs
+        return Verdict("supported with caveats" if share < 0.75 else "contradicted",
+                       extra + "; outputs not checked (nothing ran)", "compiled")
+    return _with(v, extra)
+
+
+def _c12_compiled(p: Pairs, v: Verdict) -> Verdict:
+    plans = _ok(p, "precision", case="plan")
+    if not plans:
+        return v
+    n = max(r.params["n"] for r in plans)
+    kept = [r.params["preset"] for r in plans if r.params["n"] == n and not r.metrics.get("upcast_bits")
+            and r.params["preset"] in ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8")]
+    wide = [r.params["preset"] for r in plans if r.params["n"] == n and r.metrics.get("upcast_bits")]
+    return _with(v, f"XLA:GPU gives {', '.join(kept) or 'no low-precision preset'} Tensor Core GEMMs in their own "
+                    f"format" + (f", widens {', '.join(wide)}" if wide else "") + f" ({_target(p)})")
+
+
+def _c15_compiled(p: Pairs, v: Verdict) -> Verdict:
+    plans = _ok(p, "compiler") + _ok(p, "op_mix", case="plan") + _ok(p, "precision", case="plan")
+    libs = sum(m for r in plans for k, m in r.metrics.items()
+               if k.startswith("calls_cu"))  # cuBLAS, cuBLASLt, cuDNN, cuSOLVER
+    if not plans:
+        return v
+    extra = f"{int(libs)} NVIDIA library call(s) in the GPU programs ({_target(p)})"
+    if v.verdict == "supported with caveats" and libs and "jit" in v.evidence:
+        # jit measured on the CPU; the vendor libraries from XLA:GPU's plan
+        return Verdict("supported", v.evidence.split("; cuBLAS/cuDNN")[0] + "; " + extra, "compiled")
+    return _with(v, extra)
+
+
+def _c17_compiled(p: Pairs, v: Verdict) -> Verdict:
+    plans = [r for r in _ok(p, "data_parallel", case="plan", variant="jit_sharding") if r.params["devices"] > 1]
+    if not plans:
+        return v
+    r = max(plans, key=lambda r: r.params["devices"])
+    return _with(v, f"on {r.params['devices']} GPUs XLA:GPU inserts {int(r.metrics.get('all_reduce_count', 0))} "
+                    f"all-reduce(s) of {r.metrics.get('all_reduce_bytes', 0) / 1e6:.1f} MB for "
+                    f"{r.metrics['gradient_bytes'] / 1e6:.1f} MB of gradients ({_target(p)})")
+
+
 CLAIMS: tuple[Claim, ...] = (
     Claim("C01", "A CPU has a few powerful cores; a GPU thousands of simple ones.", ("devices",),
           "supported if the GPU has >= 100x the CPU's parallel fp32 lanes (caveats >= 10x)", _c01),
@@ -354,21 +440,21 @@ CLAIMS: tuple[Claim, ...] = (
           "contradicted if a memory-bound op runs below 10% of measured peak compute", _c09),
     Claim("C10", "A model must fit in VRAM; training needs much more than the weights.", ("memory_fit",),
           "supported if training a 7B model needs > 2x its serving memory and the estimator holds within 15% of XLA",
-          _c10),
+          _c10, _c10_compiled),
     Claim("C11", "Models too large for one GPU are split across several.", ("tensor_parallel",),
-          "supported if per-device memory falls with device count and outputs are unchanged", _c11),
+          "supported if per-device memory falls with device count and outputs are unchanged", _c11, _c11_compiled),
     Claim("C12", "Tensor Cores do whole tiles at once, much faster than ordinary cores.", ("precision",),
-          "supported if GPU bf16 matmul is >= 5x fp32 (HIGHEST) (caveats >= 2x)", _c12),
+          "supported if GPU bf16 matmul is >= 5x fp32 (HIGHEST) (caveats >= 2x)", _c12, _c12_compiled),
     Claim("C13", "Lower precision is faster and smaller at a small cost in accuracy.", ("precision", "training"),
           "supported if bf16, fp16 and int8 are each > 1.1x fp32 with error < 2e-2 (caveats: some are)", _c13),
     Claim("C14", "Numbers can be stored with fewer digits; fewer digits cost less.", ("precision",),
           "supported if the bf16 accumulator visibly loses a sum fp32 keeps (> 10% error)", _c14),
     Claim("C15", "CUDA and libraries like cuDNN make the hardware usable.", ("compiler",),
-          "supported if jit beats op-by-op and the GPU program calls vendor libraries (caveats: CPU only)", _c15),
+          "supported if jit beats op-by-op and the GPU program calls vendor libraries (caveats: CPU only)", _c15, _c15_compiled),
     Claim("C16", "Training and inference both run on GPUs; training is the heavier job.", ("inference", "training"),
           "supported if a train step costs >= 2x an inference step in time and FLOPs (caveats >= 1.2x)", _c16),
     Claim("C17", "Several GPUs work together on one job.", ("data_parallel", "collectives", "distributed"),
-          "supported if data-parallel training matches one device and scales", _c17),
+          "supported if data-parallel training matches one device and scales", _c17, _c17_compiled),
     Claim("C18", "NVIDIA GPUs power AI through hardware plus software.", ("devices", "compiler"),
           "shown with caveats from the environment of a GPU run next to its measured advantage", _c18),
 )
@@ -380,11 +466,15 @@ def for_experiment(name: str) -> tuple[str, ...]:
 
 
 def ledger(pairs: Pairs) -> list[tuple[Claim, Verdict]]:
-    """Every claim with the verdict its rule gives on these records."""
+    """Every claim with the verdict its rule gives on these records (compiled ones through the hook)."""
+    measured = [(r, x) for r, x in pairs if not x.compiled]
+    compiled = [(r, x) for r, x in pairs if x.compiled]
     out = []
     for c in CLAIMS:
         try:
-            v = c.rule(pairs)
+            v = c.rule(measured)
+            if compiled and c.compiled:
+                v = c.compiled(compiled, v)
         except (KeyError, ValueError, ZeroDivisionError, IndexError) as err:
             v = Verdict("not run", f"records incomplete for the rule ({type(err).__name__}: {err})")
         out.append((c, v))

@@ -141,3 +141,28 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
                               host_bytes=8.0 * b * o)}
     return [Case({"program": name}, functools.partial(_measure, name, cfg, ctx), work[name], key=True)
             for name in ("gelu_chain", "mlp_layer")]
+
+
+# ---------------------------------------------------------------- compiled for a GPU (--compile-for)
+
+
+def _plan(name: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    """XLA:GPU's plan of one program: fusions, the kernels left, the library calls."""
+    from jaxgpu import targets
+
+    dev = ctx.target_devices(1)[0]
+    b, i, o = cfg.layer
+    shapes = {"gelu_chain": [(cfg.chain_n,)], "mlp_layer": [(b, i), (i, o), (o,)]}[name]
+    fn = {"gelu_chain": gelu_chain, "mlp_layer": mlp_layer}[name]
+    plan = targets.compile_plan(fn, *[targets.spec(s, "float32", dev) for s in shapes])
+    before, after = stack.count_ops(plan.lowered_hlo), stack.count_ops(plan.hlo)
+    return {**plan.metrics(), "instructions_before": float(before["entry_ops"]),
+            "instructions_after": float(after["entry_ops"]), "fusions_after": float(after["fusions"]),
+            "unfused_bytes": stack.unfused_bytes(plan.lowered_hlo),
+            "library_calls": float(sum(stack.library_counts(plan.hlo).values()))}
+
+
+def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    return [Case({"program": name}, functools.partial(_plan, name, cfg, ctx),
+                 Cost(compiles=1, gemm_compiles=int(name == "mlp_layer"), min_iters=0, warmup=0, calls=0), key=True)
+            for name in ("gelu_chain", "mlp_layer")]

@@ -148,3 +148,32 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
                                 functools.partial(_scaling, mode, v, k, cfg, ctx), cost,
                                 key=mode == "strong" and v == "jit_sharding"))
     return out
+
+
+# ---------------------------------------------------------------- compiled for a GPU (--compile-for)
+
+
+def _plan(variant: str, k: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    """The collectives XLA:GPU puts in the data-parallel step over k target GPUs, and their bytes."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from jaxgpu import targets
+
+    model, opt = _model(cfg)
+    devs = ctx.target_devices(k)
+    mesh = parallel.make_mesh(devs)
+    state = jax.eval_shape(lambda: mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim))
+    split = NamedSharding(mesh, P(parallel.DATA))
+    dp = parallel.data_parallel(model, opt, variant, devs)
+    plan = targets.compile_plan(dp.step, targets.specs_like(state, NamedSharding(mesh, P())),
+                                targets.spec((cfg.global_batch, cfg.input_dim), "float32", split),
+                                targets.spec((cfg.global_batch,), "int32", split))
+    return {**plan.metrics(), "gradient_bytes": 4.0 * fit.mlp_param_count(cfg.input_dim, cfg.widths, 10)}
+
+
+def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    cost = Cost(compiles=0, step_compiles=1, min_iters=0, warmup=0, calls=0)
+    return [Case({"case": "plan", "variant": v, "devices": k}, functools.partial(_plan, v, k, cfg, ctx), cost,
+                 key=v == "jit_sharding") for v in ("jit_sharding", "shard_map") for k in (1, 2, 4, 8)
+            if k <= ctx.n_devices]

@@ -160,3 +160,31 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
             out.append(Case({"case": "transformer", "model": t.name, "preset": preset, "mode": "inference"},
                             functools.partial(_table, t, preset, "inference"), Cost.none(), key=True))
     return out
+
+
+# ---------------------------------------------------------------- compiled for a GPU (--compile-for)
+
+
+def _plan(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    """The estimate against XLA:GPU's own memory plan of the train step, and where that plan fits."""
+    from jaxgpu import targets
+
+    dev = ctx.target_devices(1)[0]
+    model, opt = mlp.MLP(widths=widths, n_out=10), optax.adamw(1e-3)
+    state = jax.eval_shape(lambda: mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim))
+    plan = targets.compile_plan(mlp.make_train_step(model, opt, preset), targets.specs_like(state, dev),
+                                targets.spec((batch, cfg.input_dim), "float32", dev), targets.spec((batch,), "int32", dev))
+    est = fit.mlp_train(cfg.input_dim, widths, 10, batch, "adamw", preset).total
+    out = {**plan.metrics(), "bytes_predicted": float(est), "prediction_error": est / plan.total_bytes - 1}
+    for gb in fit.GPU_MEMORY_GB:
+        out[f"fits_{gb}gb"] = float(fit.fits(plan.total_bytes, gb))
+    return out
+
+
+def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    configs = [(w, b, p) for w in cfg.widths for b in cfg.batches for p in cfg.presets]
+    configs.append((cfg.too_big, 1024, "fp32"))  # about 210 GB: XLA:GPU's plan says where it fits, on no device
+    return [Case({"case": "plan", "widths": list(w), "batch": b, "preset": p, "optimizer": "adamw"},
+                 functools.partial(_plan, w, b, p, cfg, ctx), Cost(compiles=0, step_compiles=1, min_iters=0, warmup=0,
+                                                                   calls=0), key=i == 0 or w == cfg.too_big)
+            for i, (w, b, p) in enumerate(configs)]

@@ -95,3 +95,43 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
                     functools.partial(_block, cfg, ctx),
                     _cost(6.0 * b * s * p + 12.0 * b * s * s * d, p, cfg, key_bytes=4.0 * b * h * s * s * 3)))
     return out
+
+
+# ---------------------------------------------------------------- compiled for a GPU (--compile-for)
+
+
+def _plan(model: str, cfg: Config, ctx: RunContext, width: int = 0) -> dict[str, float]:
+    """The FLOP shares of the step XLA:GPU compiles for the target, and the libraries it calls."""
+    from jaxgpu import targets
+
+    dev = ctx.target_devices(1)[0]
+    if model == "mlp":
+        net, opt = mlp.MLP(widths=(width, width, width)), optax.adamw(1e-3)
+        state = jax.eval_shape(lambda: mlp.init_state(net, opt, jax.random.key(0), cfg.input_dim))
+        args = (targets.specs_like(state, dev), targets.spec((cfg.mlp_batch, cfg.input_dim), "float32", dev),
+                targets.spec((cfg.mlp_batch,), "int32", dev))
+        plan = targets.compile_plan(mlp.make_train_step(net, opt, donate=False), *args)
+    else:
+        d, heads, seq, batch = cfg.block
+        block = mlp.TransformerBlock(d_model=d, heads=heads)
+        x = jax.ShapeDtypeStruct((batch, seq, d), jnp.float32)
+        params = jax.eval_shape(lambda: block.init(jax.random.key(0), jnp.zeros((1, seq, d))))
+
+        def step(p, x):
+            loss, g = jax.value_and_grad(lambda q: jnp.mean(block.apply(q, x) ** 2))(p)
+            return jax.tree.map(lambda a, b: a - 1e-3 * b, p, g), loss
+
+        plan = targets.compile_plan(step, targets.specs_like(params, dev), targets.spec(x.shape, x.dtype, dev))
+    flops = stack.op_flops(plan.lowered_hlo)
+    total = sum(flops.values())
+    return {**plan.metrics(), **{f"{k}_flop_share": v / total for k, v in flops.items()}, "flops_parsed": total}
+
+
+def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    cost = Cost(compiles=0, step_compiles=1, min_iters=0, warmup=0, calls=0)
+    out = [Case({"case": "plan", "model": "mlp", "width": w, "batch": cfg.mlp_batch},
+                functools.partial(_plan, "mlp", cfg, ctx, w), cost, key=True) for w in cfg.mlp_widths]
+    d, h, s, b = cfg.block
+    out.append(Case({"case": "plan", "model": "transformer_block", "width": d, "heads": h, "seq": s, "batch": b},
+                    functools.partial(_plan, "transformer_block", cfg, ctx), cost))
+    return out

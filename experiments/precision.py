@@ -187,3 +187,31 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
         out.append(Case({"case": "mamf", "preset": preset, "base": cfg.mamf_base},
                         functools.partial(_mamf, preset, cfg, ctx), _mamf_cost(preset, cfg)))
     return out
+
+
+# ---------------------------------------------------------------- compiled for a GPU (--compile-for)
+
+
+def _plan(preset: str, n: int, ctx: RunContext) -> dict[str, float]:
+    """What XLA:GPU makes of one preset's matmul on the target: its GEMM library, its operand types."""
+    import contextlib
+
+    from jaxgpu import targets
+
+    p = precision.get(preset)
+    dev = ctx.target_devices(1)[0]
+    with precision.enable_x64() if p.needs_x64 else contextlib.nullcontext():
+        specs = [targets.spec((n, n), p.operand_dtype, dev)] * 2
+        if p.quantized:  # per-channel scales for int8, one per tensor for fp8 (precision.prepare)
+            shapes = ((n, 1), (1, n)) if p.operand_dtype == "int8" else ((), ())
+            specs += [targets.spec(s, "float32", dev) for s in shapes]
+        plan = targets.compile_plan(matmul.jax_matmul(p), *specs)
+    upcast = precision.upcast_in_hlo(plan.hlo, p)
+    return {**plan.metrics(), "flops": 2.0 * n**3, "upcast_to_fp32": float(upcast == "f32"),
+            "upcast_bits": float({"f16": 16, "bf16": 16, "f32": 32, "s32": 32}.get(upcast or "", 0))}
+
+
+def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    return [Case({"case": "plan", "preset": preset, "n": n}, functools.partial(_plan, preset, n, ctx),
+                 Cost(compiles=1, gemm_compiles=1, min_iters=0, warmup=0, calls=0), key=n == max(cfg.sizes))
+            for n in cfg.sizes for preset in cfg.presets]

@@ -39,9 +39,7 @@ def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
     sections = [ledger_section(pairs, present)]
     for name in experiments.names():
         if name in present:
-            sec = views.load(name).section([p for p in pairs if p[1].experiment == name])
-            _version_warning(sec, name, pairs)
-            sections.append(sec)
+            sections.append(experiment_section(name, pairs))
     speed = speedup_table(pairs)
     if speed.rows:
         sections.append(rp.Section("GPU / CPU speed-up per case", "speedup", paragraphs=[
@@ -57,19 +55,52 @@ def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
     return sections
 
 
+def experiment_section(name: str, pairs) -> rp.Section:
+    """An experiment's section: its view of the measured records, then what compiled runs planned.
+
+    A compiled record (a program compiled for a GPU this machine does not have) never enters
+    the measured figures: the view's ``compiled`` part shows it, labelled, or a plain table."""
+    view = views.load(name)
+    mine = [p for p in pairs if p[1].experiment == name]
+    measured = [p for p in mine if not p[1].compiled]
+    compiled = [p for p in mine if p[1].compiled]
+    sec = view.section(measured)
+    if not measured:  # only compiled records: the measured figures would be empty frames
+        sec.plots, sec.tables = [], []
+    if compiled:
+        if hasattr(view, "compiled"):
+            view.compiled(sec, compiled)
+        else:
+            sec.tables.append(_compiled_table(compiled))
+    _version_warning(sec, name, pairs)
+    return sec
+
+
+def _compiled_table(pairs) -> rp.Table:
+    rows = [[run.label, ", ".join(f"{k}={v}" for k, v in x.params.items() if k != "case"),
+             rp.fmt(x.metrics.get("bytes_compiled", float("nan")) / 2**20), rp.libraries(x.metrics),
+             x.status if x.status != "ok" else ""] for run, x in pairs]
+    return rp.Table(["run", "case", "MiB (XLA memory analysis)", "library calls", "status"], rows,
+                    "Compiled for the GPU, not run: what XLA:GPU planned")
+
+
 def ledger_section(pairs, present: set[str] = frozenset()) -> rp.Section:
     """One row per claim: the rule, the deciding figure and the verdict the rule computed.
 
     Each experiment named links to its section (and so to its figure) where it ran.
     """
-    rows = []
+    rows, verdicts = [], []
     for c, v in claims.ledger(pairs):
         links = ", ".join(f"[{e}](#{e})" if e in present else f"{e} (not run)" for e in c.experiments)
-        rows.append([c.id, c.text, links, v.evidence, v.verdict, c.rule_text])
-    counts = {k: sum(r[4] == k for r in rows) for k in claims.VERDICTS}
+        rows.append([c.id, c.text, links, v.evidence, v.shown, c.rule_text])
+        verdicts.append(v)
+    counts = {k: sum(v.verdict == k for v in verdicts) for k in claims.VERDICTS}
+    compiled = sum(v.basis == "compiled" for v in verdicts)
     return rp.Section("Claims ledger", "ledger", paragraphs=[
         "Each verdict is computed by the rule beside it from the records of the runs below; "
-        + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + "."],
+        + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + "."
+        + (f" {compiled} of them rest in part on programs compiled for a GPU that did not run them; their "
+           "verdict says so." if compiled else "")],
         tables=[rp.Table(["claim", "the explainer says", "experiments", "deciding figure", "verdict", "rule"], rows)])
 
 
@@ -97,7 +128,7 @@ def speedup_table(pairs) -> rp.Table:
     """
     runs = list({id(run): run for run, _ in pairs}.values())
     rows = []
-    for grun in [r for r in runs if r.env.get("backend") == "gpu"]:
+    for grun in [r for r in runs if r.env.get("backend") == "gpu" and not r.compiled]:  # compiled: no times
         crun = results.cpu_partner(grun, runs)
         if crun is None:
             continue

@@ -11,6 +11,7 @@ Examples::
     python -m experiments.run --backend gpu --dry-run # the plan for an H200, without starting JAX
     python -m experiments.run --budget-s 240          # key cases first; stop cleanly in time
     python -m experiments.run --only matmul --set matmul.sizes=(256,512)
+    python -m experiments.run --compile-for h200      # XLA:GPU's plan for an H200, on this CPU
 
 Bad input ends with one line on stderr and exit code 2. Nothing here imports JAX
 before the backend and host device count are set.
@@ -67,6 +68,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the GPU --dry-run plans for where this machine has none (default: H200 SXM)")
     p.add_argument("--budget-s", type=float, metavar="S",
                    help="measure every experiment's key cases first and stop cleanly within S seconds")
+    p.add_argument("--compile-for", metavar="GPU",
+                   help="compile each experiment's programs for this GPU (h200, h100, a100) on this machine's CPU "
+                        "and record XLA:GPU's plan (memory, library calls, collectives); nothing runs "
+                        "(needs the gpu-compile extra)")
     p.add_argument("--set", action="append", default=[], metavar="EXPERIMENT.FIELD=VALUE",
                    help="change one field of an experiment's config, e.g. --set matmul.sizes=(256,512)")
     args = p.parse_args(argv)
@@ -86,6 +91,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--budget-s must be a positive number of seconds, got {args.budget_s:g}")
     if args.target and not args.dry_run:
         p.error("--target names the GPU a --dry-run plans for; add --dry-run")
+    if args.compile_for:
+        if args.backend not in (None, "cpu"):
+            p.error("--compile-for compiles on this machine's CPU; drop --backend")
+        from jaxgpu import targets
+
+        if args.compile_for.lower() not in targets.TARGETS:
+            p.error(f"--compile-for: unknown GPU {args.compile_for!r}; known: {', '.join(targets.TARGETS)}")
     return args
 
 
@@ -110,10 +122,12 @@ def _defaults_from(args: argparse.Namespace) -> None:
             saved = results.read_run(args.resume).meta.get("config", {})
         if args.only is None and saved.get("experiments"):
             args.only = ",".join(saved["experiments"])
-    for name, default in (("backend", "auto"), ("profile", "quick"), ("devices", None), ("processes", None),
-                          ("seed", 0)):
+    for name, default in (("compile_for", None), ("backend", "auto"), ("profile", "quick"), ("devices", None),
+                          ("processes", None), ("seed", 0)):
         if getattr(args, name) is None:
             setattr(args, name, saved.get(name, default))
+    if args.compile_for:
+        args.backend = "cpu"  # compiling for a GPU happens on this machine's CPU
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,16 +178,23 @@ def main(argv: list[str] | None = None) -> int:
         platform = devices.resolve(args.backend)
     except devices.BackendError as err:
         return _fail(str(err))
+    if args.compile_for:
+        from jaxgpu import targets
+
+        if reason := targets.unavailable():
+            return _fail(f"--compile-for needs XLA:GPU: {reason}")
 
     from jaxgpu import results
     from experiments import runner
 
-    out = args.resume or args.out or runner.default_out_dir(platform)
+    label = f"compiled-{args.compile_for.lower()}" if args.compile_for else platform
+    out = args.resume or args.out or runner.default_out_dir(label)
     try:
         runner.run_study(names, platform=platform, profile=args.profile, out_dir=out, resume=bool(args.resume),
                          seed=args.seed, host_devices=args.devices, processes=args.processes,
                          trace_dir=args.profile_trace, progress=not args.no_progress, report=not args.no_report,
-                         argv=sys.argv[1:] if argv is None else argv, budget_s=args.budget_s, settings=settings)
+                         argv=sys.argv[1:] if argv is None else argv, budget_s=args.budget_s, settings=settings,
+                         compile_for=args.compile_for)
     except results.ResultsError as err:
         return _fail(str(err))
     except KeyboardInterrupt:
@@ -217,4 +238,8 @@ def _fail(message: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # output piped into `head`: what was wanted has been read
+        sys.stderr.close()
+        sys.exit(0)

@@ -29,6 +29,10 @@ from experiments.case import Case, RunContext
 __all__ = ["Case", "RunContext", "default_out_dir", "run_study", "dry_run"]
 
 
+# Compile-only devices of a target: one host of 8 GPUs, the most a sharded program here splits over.
+COMPILE_DEVICES = 8
+
+
 def default_out_dir(platform: str, root: str | Path = "reports/runs") -> Path:
     return Path(root) / f"{platform}-{results.new_run_id()}"
 
@@ -53,13 +57,18 @@ class _Plan:
 
 def _build(names: Sequence[str], ctx: RunContext, profile: str, settings: dict | None,
            done: set[str] = frozenset()) -> tuple[dict[str, Any], list[_Plan]]:
-    """The configs and, per experiment, the cases still to measure with their estimated seconds."""
-    m = _machine(ctx.platform, ctx.device_kind)
+    """The configs and, per experiment, the cases still to measure with their estimated seconds.
+
+    In compiled mode the cases are each experiment's ``compiled_cases`` (none where only timing
+    can answer), built from its GPU config."""
+    compiled = ctx.mode == "compiled"
+    m = plan_mod.machine("compile") if compiled else _machine(ctx.platform, ctx.device_kind)
     configs, plans = {}, []
     for name in names:
         mod = experiments.load(name)
         configs[name] = experiments.config(name, profile, ctx.platform, (settings or {}).get(name))
-        cases = [c for c in mod.cases(configs[name], ctx) if results.case_key(name, c.params) not in done]
+        make = getattr(mod, "compiled_cases", lambda cfg, ctx: []) if compiled else mod.cases
+        cases = [c for c in make(configs[name], ctx) if results.case_key(name, c.params) not in done]
         plans.append(_Plan(name, mod, cases, plan_mod.experiment_seconds(cases, m)))
     # An experiment that reads the device's memory high-water mark goes before the others.
     plans.sort(key=lambda p: not getattr(p.mod, "RUN_FIRST", False))
@@ -104,7 +113,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
               resume: bool = False, seed: int = 0, host_devices: int | None = None, processes: int | None = None,
               trace_dir: str | Path | None = None, progress: bool = True, report: bool = True,
               argv: Sequence[str] | None = None, log: Callable[[str], None] | None = None,
-              budget_s: float | None = None, settings: dict | None = None) -> Path:
+              budget_s: float | None = None, settings: dict | None = None, compile_for: str | None = None) -> Path:
     """Runs the named experiments on ``platform`` and writes the result folder ``out_dir``.
 
     Args:
@@ -114,6 +123,8 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
       out_dir: the result folder; with ``resume``, cases already recorded there are skipped.
       budget_s: measure key cases first and stop cleanly before this many seconds.
       settings: ``{experiment: {field: value}}`` applied to the profile's configs.
+      compile_for: a ``jaxgpu.targets`` name ("h200"): compile each experiment's programs for that
+        GPU on this machine's CPU and record what XLA:GPU plans (``mode: compiled``), running nothing.
 
     Returns:
       ``out_dir``, holding run.json, results.jsonl and (with ``report``) the report.
@@ -126,18 +137,30 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
             log(f"jaxgpu: the last line of {out_dir / results.RESULTS_FILE} was cut by a kill; set aside in "
                 f"{results.CUT_FILE}, and its case is measured again")
         done = results.completed_keys(results.read_run(out_dir).records)
-    env = devices.fingerprint(platform)
-    ctx = RunContext(platform=platform, profile=profile, device_kind=env["device_kind"],
-                     n_devices=env["n_devices"], hardware=hardware.for_device(platform, env["device_kind"]),
-                     seed=seed, processes=processes)
+    if compile_for:
+        from jaxgpu import targets
+
+        target = targets.target(compile_for)
+        env = {**devices.fingerprint("cpu"), "backend": "gpu", "device_kind": target.device_kind,
+               "n_devices": COMPILE_DEVICES, "device_memory_bytes": target.memory_bytes, "target": target.name}
+        ctx = RunContext(platform="gpu", profile=profile, device_kind=target.device_kind, n_devices=COMPILE_DEVICES,
+                         hardware=hardware.GPUS[target.hardware], seed=seed, processes=processes, mode="compiled",
+                         target=target)
+        machine = plan_mod.machine("compile")
+    else:
+        env = devices.fingerprint(platform)
+        ctx = RunContext(platform=platform, profile=profile, device_kind=env["device_kind"],
+                         n_devices=env["n_devices"], hardware=hardware.for_device(platform, env["device_kind"]),
+                         seed=seed, processes=processes)
+        machine = _machine(platform, env["device_kind"])
     configs, plans = _build(names, ctx, profile, settings, done)
-    machine = _machine(platform, env["device_kind"])
     run_id = results.new_run_id()
     total = sum(len(p.cases) for p in plans)
     meta = {
         "run_id": run_id,
         "argv": list(argv) if argv is not None else None,
-        "config": {"profile": profile, "backend": platform, "experiments": list(names), "seed": seed,
+        "config": {"profile": profile, "backend": "cpu" if compile_for else platform, "compile_for": compile_for,
+                   "experiments": list(names), "seed": seed,
                    "devices": host_devices, "processes": processes, "budget_s": budget_s,
                    "settings": settings or {},
                    "per_experiment": {n: dataclasses.asdict(c) for n, c in configs.items()}},
@@ -145,10 +168,18 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
         "hardware": dataclasses.asdict(ctx.hardware) if ctx.hardware else None,
         "info": {},
         "completion": {"state": "running", "cases_planned": total, "cases_done": 0, "budget_s": budget_s},
+        "mode": ctx.mode,
         "timing": {p.name: {"planned_s": round(p.estimate_s, 2), "measured_s": 0.0, "cases": len(p.cases)}
                    for p in plans},
     }
-    log(f"jaxgpu: {total} cases on {platform} ({env['device_kind']}, {env['n_devices']} device(s)), "
+    if compile_for:
+        from jaxgpu import targets
+
+        meta.update(target=ctx.target.name, compile_options=targets.COMPILE_OPTIONS,
+                    target_config=targets.config_text(ctx.target))
+        log(f"jaxgpu: compiling for {ctx.target.device_kind} on this CPU; nothing runs. Without compiled cases: "
+            + (", ".join(p.name for p in plans if not p.cases) or "none"))
+    log(f"jaxgpu: {total} cases on {ctx.platform} ({env['device_kind']}, {env['n_devices']} device(s)), "
         f"profile {profile}, estimated {sum(p.estimate_s for p in plans):.0f} s"
         + (f", budget {budget_s:.0f} s" if budget_s else "") + (f", {len(done)} already done" if done else "")
         + f" -> {out_dir}")
@@ -156,7 +187,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
     # broken peer, say): whatever happens next, the run leaves a result folder behind.
     writer = results.RunWriter(out_dir, meta)
     info, attached = {}, {}
-    for p in plans:
+    for p in plans if ctx.mode == "measured" else ():  # the hooks describe the machine that measures
         try:
             if hasattr(p.mod, "info"):
                 info[p.name] = p.mod.info(ctx)
@@ -265,7 +296,7 @@ def _short(params: dict[str, Any]) -> str:
 def _measure(name: str, mod: Any, case: Case, ctx: RunContext, run_id: str) -> results.Record:
     common = dict(experiment=name, params=case.params, run_id=run_id, backend=ctx.platform,
                   device_kind=ctx.device_kind, n_devices=ctx.n_devices,
-                  benchmark_version=mod.BENCHMARK_VERSION)
+                  benchmark_version=mod.BENCHMARK_VERSION, mode=ctx.mode)
     try:
         metrics = case.run()
     except KeyboardInterrupt:

@@ -110,3 +110,29 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     if ctx.n_devices >= 4:
         out.append(Case({"data": 2, "model": 2}, functools.partial(_one, 2, 2, cfg, ctx), cost))
     return out
+
+
+# ---------------------------------------------------------------- compiled for a GPU (--compile-for)
+
+
+def _plan(d: int, m: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    """Bytes per device of the split train step, from XLA:GPU's plan over d x m target GPUs."""
+    from jaxgpu import targets
+
+    model, opt = mlp.MLP(widths=cfg.widths), optax.adamw(1e-3)
+    state = jax.eval_shape(lambda: mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim))
+    mesh = parallel.make_mesh(ctx.target_devices(d * m), (d, m), (parallel.DATA, parallel.MODEL))
+    tp = parallel.tensor_parallel(model, opt, state, mesh)
+    plan = targets.compile_plan(tp.train_step, targets.specs_like(state, tp.state_sharding),
+                                targets.spec((cfg.batch, cfg.input_dim), "float32", tp.batch_sharding),
+                                targets.spec((cfg.batch,), "int32", tp.batch_sharding))
+    predicted = fit.mlp_train_tensor_parallel(cfg.input_dim, cfg.widths, 10, cfg.batch, m, "adam", d).total
+    return {**plan.metrics(), "bytes_predicted": float(predicted), "prediction_error": predicted / plan.total_bytes - 1}
+
+
+def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    cost = Cost(compiles=0, step_compiles=1, min_iters=0, warmup=0, calls=0)
+    out = [Case({"case": "plan", "data": 1, "model": m}, functools.partial(_plan, 1, m, cfg, ctx), cost, key=True)
+           for m in cfg.model_sizes if m <= ctx.n_devices]
+    out.append(Case({"case": "plan", "data": 2, "model": 2}, functools.partial(_plan, 2, 2, cfg, ctx), cost))
+    return out

@@ -69,6 +69,13 @@ def configure(backend: str = "auto", devices: int | None = None) -> None:
         return
     if devices is not None:
         os.environ["XLA_FLAGS"] = append_xla_flag(os.environ.get("XLA_FLAGS", ""), _DEVICE_COUNT_FLAG, devices)
+    if backend == "gpu" and not gpu_driver_present():
+        raise BackendError(_NO_GPU + " (no NVIDIA driver on this machine); install jax[cuda12] or jax[cuda13] "
+                           "where there is a GPU, or run with --backend cpu")
+    if backend == "auto" and not gpu_driver_present():
+        # Where a CUDA plugin is installed without a driver (to compile for a GPU, say), letting JAX
+        # try it would only print the plugin's failure: there is no GPU to find.
+        backend = "cpu"
     if backend == "cpu":
         # Keeps a CPU run on a GPU machine from touching (and preallocating) the GPU.
         os.environ["JAX_PLATFORMS"] = "cpu"
@@ -76,6 +83,15 @@ def configure(backend: str = "auto", devices: int | None = None) -> None:
             import jax
 
             jax.config.update("jax_platforms", "cpu")
+
+
+_NO_GPU = "no GPU backend found"
+
+
+def gpu_driver_present() -> bool:
+    """Whether this machine has an NVIDIA driver (its /proc entry or nvidia-smi), without starting JAX."""
+    return (any(os.path.exists(p) for p in ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/dxg"))  # dxg: WSL2
+            or shutil.which("nvidia-smi") is not None)
 
 
 def _current_host_device_count() -> int:
@@ -97,7 +113,7 @@ def resolve(backend: str = "auto") -> str:
             jax.devices("gpu")
         except RuntimeError as err:
             raise BackendError(
-                "no GPU backend found (jax.devices('gpu') failed: "
+                f"{_NO_GPU} (jax.devices('gpu') failed: "
                 f"{str(err).splitlines()[0][:120]}); install jax[cuda12] or jax[cuda13] "
                 "(pip install -e '.[cuda13]') or run with --backend cpu"
             ) from None

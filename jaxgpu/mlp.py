@@ -120,7 +120,8 @@ def train_step_fn(model: MLP, optimizer: optax.GradientTransformation, preset: s
         grads, loss = reduce((jax.tree.map(lambda g: g / scale, grads), loss))
         leaves = jax.tree.leaves(grads)
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(g)) for g in leaves]))
-        zeros = sum(jnp.sum(g == 0) for g in leaves) / sum(g.size for g in leaves)
+        # counted in fp32: a model of billions of parameters overflows int32 counts
+        zeros = sum(jnp.sum(g == 0, dtype=jnp.float32) for g in leaves) / float(sum(g.size for g in leaves))
         updates, opt = optimizer.update(grads, state["opt"], state["params"])
         params = optax.apply_updates(state["params"], updates)
         new = dict(state, step=state["step"] + 1)

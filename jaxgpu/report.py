@@ -198,6 +198,17 @@ def not_ok(pairs: Iterable[Pair], what: Callable[[Record], Any] = lambda x: x.pa
             for (label, status, reason), cases in groups.items()]
 
 
+_LIBRARY_NAMES = {"cublaslt_f8": "cuBLASLt FP8", "cublaslt": "cuBLASLt", "cublas": "cuBLAS", "cudnn": "cuDNN",
+                  "cusolver": "cuSOLVER", "triton_gemm": "Triton GEMM", "triton": "Triton", "ynnpack": "YNNPACK",
+                  "onednn": "oneDNN"}
+
+
+def libraries(metrics: dict[str, float]) -> str:
+    """The library calls a compiled record counted (``calls_*`` metrics), in words: "cuBLASLt x8, Triton x3"."""
+    found = [(k[6:], int(v)) for k, v in metrics.items() if k.startswith("calls_") and v]
+    return ", ".join(f"{_LIBRARY_NAMES.get(k, k)} x{n}" for k, n in found) or "none (XLA's own kernels)"
+
+
 def first_seen(values: Iterable[Any]) -> list[Any]:
     """The distinct values in the order they first appear (a legend in the order the cases were measured)."""
     return list(dict.fromkeys(values))

@@ -24,6 +24,9 @@ from jaxgpu import hardware
 
 SCHEMA = 1
 STATUSES = ("ok", "does_not_fit", "unsupported", "failed")
+# How a record's figures were obtained: run on the device, or compiled for a target never run on
+# (compile-time facts only: memory analysis, library calls, collectives; never a time).
+MODES = ("measured", "compiled")
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
 
@@ -69,10 +72,13 @@ class Record:
     n_devices: int = 1
     benchmark_version: int = 1
     schema: int = SCHEMA
+    mode: str = "measured"
 
     def __post_init__(self):
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         for name, value in self.metrics.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"metric {name!r} must be a plain number, got {type(value).__name__}")
@@ -82,13 +88,20 @@ class Record:
         """Identifies the case (experiment + params) across runs, for resume and merging."""
         return case_key(self.experiment, self.params)
 
+    @property
+    def compiled(self) -> bool:
+        return self.mode == "compiled"
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "schema": self.schema, "benchmark_version": self.benchmark_version, "run_id": self.run_id,
             "experiment": self.experiment, "backend": self.backend, "device_kind": self.device_kind,
             "n_devices": self.n_devices, "params": self.params, "status": self.status,
             "reason": self.reason, "metrics": {k: _finite_or_none(v) for k, v in self.metrics.items()},
         }
+        if self.mode != "measured":  # a record without the field was measured (the contract)
+            d["mode"] = self.mode
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Record:
@@ -97,7 +110,7 @@ class Record:
                    status=d.get("status", "ok"), reason=d.get("reason"), run_id=d.get("run_id", ""),
                    backend=d.get("backend", ""), device_kind=d.get("device_kind", ""),
                    n_devices=int(d.get("n_devices", 1)), benchmark_version=int(d.get("benchmark_version", 1)),
-                   schema=int(d["schema"]))
+                   schema=int(d["schema"]), mode=d.get("mode", "measured"))
 
 
 def _finite_or_none(v: float) -> float | None:
@@ -207,11 +220,18 @@ class Run:
         return self.meta.get("env", {})
 
     @property
+    def compiled(self) -> bool:
+        """A run compiled for a target it never ran on (``--compile-for``): compile-time facts only."""
+        return self.meta.get("mode") == "compiled"
+
+    @property
     def label(self) -> str:
-        """A short name for tables and legends: backend and device kind."""
+        """A short name for tables and legends: backend and device kind (and "compiled, not run")."""
         env = self.env
         kind = env.get("device_kind", "?")
         backend = env.get("backend", "?")
+        if self.compiled:
+            return f"{backend} ({kind}, compiled, not run)"
         return backend if kind == backend else f"{backend} ({kind})"
 
     @property
@@ -237,7 +257,7 @@ class Run:
 def cpu_partner(gpu_run: Run, runs: Iterable[Run]) -> Run | None:
     """The CPU run to set beside a GPU run: one made on the GPU's own host when there is one,
     else the first CPU run (None without any)."""
-    cpus = [r for r in runs if r.env.get("backend") == "cpu"]
+    cpus = [r for r in runs if r.env.get("backend") == "cpu" and not r.compiled]
     return next((r for r in cpus if r.host == gpu_run.host), cpus[0] if cpus else None)
 
 

@@ -143,6 +143,59 @@ def library_calls(optimized_hlo: str) -> list[str]:
     return sorted(targets | kinds)
 
 
+# custom-call targets and fusion kinds, by the library (or code generator) they stand for
+_LIBRARIES = (
+    ("cublaslt_f8", lambda n: n == "__cublas$lt$matmul$f8"),
+    ("cublaslt", lambda n: n.startswith("__cublas$lt")),
+    ("cublas", lambda n: n.startswith("__cublas")),
+    ("cudnn", lambda n: n.startswith("__cudnn")),
+    ("cusolver", lambda n: n.startswith("__cusolver")),
+    ("triton_gemm", lambda n: n.startswith("__triton") and "gemm" in n),
+    ("triton", lambda n: n.startswith("__triton")),
+    ("ynnpack", lambda n: n.startswith("__ynn")),
+    ("onednn", lambda n: n.startswith("__onednn")),
+)
+
+
+def library_counts(optimized_hlo: str) -> dict[str, int]:
+    """How many calls of each library an optimized program makes (keys of ``_LIBRARIES``: cublas,
+    cublaslt, cublaslt_f8 (an FP8 GEMM kept in FP8), cudnn, cusolver, triton_gemm, triton, ynnpack,
+    onednn), counting custom calls and custom fusions; libraries not called are absent."""
+    names = re.findall(r'custom_call_target="([^"]+)"', optimized_hlo)
+    names += re.findall(r'"kind":"(__[\w$]+)"', optimized_hlo)
+    out: dict[str, int] = {}
+    for n in names:
+        key = next((k for k, match in _LIBRARIES if match(n)), None)
+        if key:
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+_COLLECTIVE = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+ = (.+?) (all-reduce|all-gather|reduce-scatter|all-to-all|"
+                         r"collective-permute)(-start)?\(")
+_BYTES = {"f64": 8, "s64": 8, "u64": 8, "f32": 4, "s32": 4, "u32": 4, "bf16": 2, "f16": 2, "s16": 2, "u16": 2,
+          "s8": 1, "u8": 1, "pred": 1, "f8e4m3fn": 1, "f8e5m2": 1}
+
+
+def collectives(optimized_hlo: str) -> dict[str, tuple[int, int]]:
+    """The collectives an optimized program holds: kind (all_reduce, all_gather, reduce_scatter,
+    all_to_all, collective_permute) -> (how many, bytes of their results). An asynchronous pair
+    counts once (its start); a gather's or permute's start lists its input beside its result, of
+    which the larger (the result) is counted."""
+    out: dict[str, tuple[int, int]] = {}
+    for line in optimized_hlo.splitlines():
+        m = _COLLECTIVE.match(line)
+        if not m:
+            continue
+        types, op, start = m.groups()
+        sizes = [_BYTES.get(t, 4) * math.prod(_dims(d) or [1]) for t, d in re.findall(r"(\w+)\[([\d,]*)\]", types)]
+        nbytes = max(sizes) if start and op in ("all-gather", "collective-permute") else sum(sizes)
+        key = op.replace("-", "_")
+        count, total = out.get(key, (0, 0))
+        out[key] = (count + 1, total + nbytes)
+    return out
+
+
 def unfused_bytes(hlo_text: str, itemsize: int = 4) -> float:
     """Bytes moved if every non-trivial instruction read its operands and wrote its output to memory."""
     instrs = parse(hlo_text)

@@ -12,13 +12,14 @@ from jaxgpu import hardware
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("jaxgpu", "experiments")
+COMMITTED = ("cpu-reference", "cpu-multidevice", "compiled-h200")  # the runs reports/study is merged from
 
 
 def test_a_report_of_the_committed_runs_imports_no_jax(tmp_path):
     code = (
         "import sys\n"
         "from experiments import report\n"
-        f"report.write_report(['{ROOT}/reports/cpu-reference', '{ROOT}/reports/cpu-multidevice'], '{tmp_path}')\n"
+        f"report.write_report([{', '.join(repr(str(ROOT / 'reports' / r)) for r in COMMITTED)}], '{tmp_path}')\n"
         "print(sorted(m for m in ('jax', 'jaxlib', 'flax', 'optax') if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -191,7 +191,7 @@ def test_profile_trace_is_written(tmp_path):
     assert any(f.endswith(".xplane.pb") for f in files) and any(f.endswith(".trace.json.gz") for f in files), files
 
 
-COMMITTED_RUNS = ("cpu-reference", "cpu-multidevice")
+COMMITTED_RUNS = ("cpu-reference", "cpu-multidevice", "compiled-h200")
 
 
 @pytest.mark.slow
@@ -218,3 +218,17 @@ def test_an_older_benchmark_version_is_flagged_not_mixed_silently(tiny_run, tmp_
     assert "measured matmul with different methods (benchmark_version [0, 1])" in md
     alone = report.write_report([tiny_run], tmp_path / "alone")[0].read_text()
     assert "different methods" not in alone
+
+
+def test_the_readme_headline_and_experiment_table_match_the_committed_report():
+    import re
+
+    from experiments import claims
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    md = (root / "reports" / "study" / "report.md").read_text()
+    counts = re.search(r"runs below; ([^.]+)\.", md).group(1)
+    assert f"**{counts}**" in readme, counts
+    for name, ids in re.findall(r"^\| `(\w+)` \| ([C\d, ]+) \|", readme, re.M):
+        assert tuple(ids.split(", ")) == claims.for_experiment(name), name

@@ -60,3 +60,13 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         fig.tight_layout()
         sec.plots.append(rp.Plot("compiler", fig, " ".join(notes) or "Op by op vs jit, per program."))
     return sec
+
+
+def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+    """The same programs compiled for a GPU this machine does not have (compiled, not run)."""
+    rows = [[run.label, x.params["program"], f"{int(x.metrics['instructions_before'])} -> "
+             f"{int(x.metrics['instructions_after'])}", int(x.metrics["fusions_after"]), rp.libraries(x.metrics)]
+            for run, x in rp.ok(pairs)]
+    if rows:
+        sec.tables.append(rp.Table(["run", "program", "top-level HLO ops", "fusions", "library calls"], rows,
+                                   "Compiled, not run: the programs as XLA:GPU plans them"))

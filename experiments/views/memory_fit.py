@@ -85,3 +85,24 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                 "than the weights, as the claim says.")
     sec.paragraphs += rp.not_ok(pairs)
     return sec
+
+
+def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+    """The estimate against XLA:GPU's own memory plan, and where each plan fits (compiled, not run)."""
+    good = rp.ok(pairs)
+    if not good:
+        return
+    rows = [[run.label, "x".join(map(str, x.params["widths"])), x.params["batch"], x.params["preset"],
+             rp.fmt(x.metrics["bytes_predicted"] / 2**20), rp.fmt(x.metrics["bytes_compiled"] / 2**20),
+             f"{x.metrics['prediction_error']:+.1%}",
+             ", ".join(f"{gb} GB" for gb in fit.GPU_MEMORY_GB if x.metrics.get(f"fits_{gb}gb")) or "none"]
+            for run, x in good]
+    errs = [abs(x.metrics["prediction_error"]) for _, x in good]
+    within = sum(e <= TOLERANCE for e in errs)
+    sec.paragraphs.append(
+        f"Compiled for {good[0][0].label}: the estimate, whose byte counts were read off XLA:CPU, was within "
+        f"{TOLERANCE:.0%} of XLA:GPU's own plan on {within} of {len(errs)} train steps (median error "
+        f"{rp.median(errs):.1%}): out of sample, the CPU's lowering does not carry over to the GPU's. What fits "
+        "where is decided by XLA:GPU's count (arguments + outputs + temporaries - aliased), not by the estimate.")
+    sec.tables.append(rp.Table(["run", "widths", "batch", "preset", "estimate MiB", "XLA:GPU MiB", "error",
+                                "fits on"], rows, "Compiled, not run: the train step's memory as XLA:GPU plans it"))

@@ -61,3 +61,14 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                                 "FLOPs (parsed)", "FLOPs (XLA)"], rows,
                                "FLOP shares from the HLO; time share = a program of only the step's dots / the whole step"))
     return sec
+
+
+def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+    """FLOP shares of the train steps compiled for a GPU (compiled, not run: no time shares)."""
+    rows = [[run.label, x.params["model"], x.params["width"], rp.fmt(x.metrics["dot_flop_share"]),
+             rp.fmt(x.metrics["elementwise_flop_share"]), rp.fmt(x.metrics["reduce_flop_share"]),
+             rp.libraries(x.metrics)] for run, x in rp.ok(pairs)]
+    if rows:
+        sec.tables.append(rp.Table(["run", "model", "width", "dot FLOPs", "elementwise", "reduce", "library calls"],
+                                   rows, "Compiled, not run: FLOP shares of the GPU program and the libraries its "
+                                         "dots become"))

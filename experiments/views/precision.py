@@ -198,3 +198,27 @@ def _range_view(pairs) -> tuple[str, rp.Table]:
     text = ("Range, measured: " + "; ".join(lost) + (f"; held by {', '.join(held)}" if held else "") + ".") if lost else ""
     return text, rp.Table(["run", "dtype", "value", "stored", "rel. error"], rows,
                           "Values outside fp16's range that bf16's 8-bit exponent holds")
+
+
+def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+    """What each preset's matmul becomes on a GPU this machine compiled for (compiled, not run)."""
+    rows, kept, widened = [], [], []
+    order = {name: i for i, name in enumerate(presets.PRESETS)}
+    for run, x in sorted(rp.ok(pairs), key=lambda p: (p[0].label, p[1].params["n"],
+                                                        order.get(p[1].params["preset"], 99))):
+        m, preset = x.metrics, x.params["preset"]
+        hw = run.hardware
+        peak = hw.peak_gflops(presets.PRESETS[preset].hardware_dtype) if hw and preset in presets.PRESETS else None
+        up = int(m.get("upcast_bits", 0))
+        rows.append([run.label, preset, x.params["n"], rp.libraries(m), f"to {up}-bit" if up else "kept",
+                     rp.fmt(peak / 1e3 if peak else None), rp.fmt(m.get("bytes_compiled", 0) / 2**20)])
+        if x.params["n"] == max(y.params["n"] for _, y in pairs):
+            (widened if up else kept).append(f"{preset} ({rp.libraries(m)})" if not up else f"{preset} to {up}-bit")
+    if rows:
+        label = pairs[0][0].label
+        sec.paragraphs.append(f"Compiled for {label}: the GEMM of each preset as XLA:GPU plans it (cuBLAS(Lt) asked "
+                              "for, since without a device XLA cannot autotune between libraries and Triton). Kept "
+                              f"in their own format: {', '.join(kept) or 'none'}; widened before the product: "
+                              f"{', '.join(widened) or 'none'}. A plan, not a speed: the peaks are the datasheet's.")
+        sec.tables.append(rp.Table(["run", "preset", "n", "library calls", "operands", "datasheet TFLOP/s",
+                                    "MiB"], rows, "Compiled, not run: each preset's matmul on the target GPU"))

@@ -57,3 +57,22 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                                    "Per-device memory from compiled.memory_analysis(); outputs vs the unsharded MLP"))
     sec.paragraphs += rp.not_ok(pairs)
     return sec
+
+
+def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+    """Bytes per device of the split step on 1..8 GPUs of a target, from XLA:GPU's plans (compiled, not run)."""
+    good = rp.ok(pairs)
+    rows = [[run.label, f"{x.params['data']} x {x.params['model']}", rp.fmt(x.metrics["bytes_compiled"] / 2**20),
+             rp.fmt(x.metrics["bytes_predicted"] / 2**20), f"{x.metrics['prediction_error']:+.1%}",
+             int(x.metrics.get("all_reduce_count", 0)), rp.fmt(x.metrics.get("all_reduce_bytes", 0) / 2**20)]
+            for run, x in sorted(good, key=lambda p: (p[1].params["data"], p[1].params["model"]))]
+    one = {x.params["model"]: x.metrics["bytes_compiled"] for _, x in good if x.params["data"] == 1}
+    if 1 in one and len(one) > 1:
+        m = max(one)
+        sec.paragraphs.append(f"Compiled for {good[0][0].label}: split over {m} GPUs each would hold "
+                              f"{one[m] / one[1]:.0%} of the one-GPU train step ({one[m] / 2**20:.0f} of "
+                              f"{one[1] / 2**20:.0f} MiB), by XLA:GPU's memory plan.")
+    if rows:
+        sec.tables.append(rp.Table(["run", "mesh data x model", "XLA:GPU MiB/device", "estimate MiB", "error",
+                                    "all-reduces", "all-reduce MiB"], rows,
+                                   "Compiled, not run: per-device memory and collectives of the split step"))

@@ -1,0 +1,197 @@
+"""Compile for a GPU this machine does not have: XLA:GPU's plan for an H100, H200 or A100, on a CPU.
+
+JAX can compile for a device it cannot run on: with the CUDA plugin installed (the
+``gpu-compile`` extra: no driver, no GPU, no nvidia-* wheels), ``jax.experimental.topologies``
+describes a GPU from a target config and ``jax.jit(f).lower(*specs).compile()`` runs XLA:GPU
+down to a cubin. What comes back is a plan, never a speed: the optimised HLO (library calls,
+fusions, the collectives a sharded program needs), XLA's memory analysis, the compile time.
+Without a device XLA cannot autotune, so ``compile_plan`` asks for cuBLAS(Lt) GEMMs
+(``xla_gpu_enable_triton_gemm=false``) rather than the fixed-tile Triton fallback: a
+library choice, not a performance figure.
+
+The target configs are written here from the GPUs' published figures (``GpuTarget``) and
+rendered in the text form of XLA's ``GpuTargetConfigProto``; each entry names its sources.
+The plugin, jax and jaxlib must be one version (``unavailable`` says when they are not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.metadata
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from jaxgpu import stack
+
+# XLA cannot autotune without a device: GEMMs as cuBLAS(Lt) calls, the library plan.
+COMPILE_OPTIONS = {"xla_gpu_enable_triton_gemm": False}
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuTarget:
+    """One GPU as XLA:GPU's compiler sees it. Sizes in bytes, bandwidth in bytes/s."""
+
+    name: str  # the --compile-for name
+    device_kind: str  # as JAX would report the real device
+    hardware: str  # key into jaxgpu.hardware.GPUS
+    compute_capability: tuple[int, int]
+    accelerated: bool  # sm_90a: Hopper's wgmma and FP8 Tensor Core instructions
+    sms: int
+    fp32_lanes_per_sm: int
+    clock_ghz: float
+    memory_bytes: int
+    memory_bandwidth: float
+    l2_bytes: int
+    shared_per_sm: int
+    shared_per_block_optin: int
+    source: str
+    shared_per_block: int = 48 * 1024  # without opting in, every compute capability since 2.0
+    threads_per_sm: int = 2048
+    registers_per_sm: int = 65536
+
+
+# Sources: the NVIDIA H100 and H200 datasheets (SM counts, boost clocks, memory, bandwidth),
+# the Hopper and Ampere architecture whitepapers (50 MB and 40 MB of L2, 128 and 64 FP32 lanes per
+# SM), the CUDA C++ Programming Guide's limits per compute capability (228 KB of shared memory
+# per SM on 9.0, 227 KB of it to one block; 164 and 163 KB on 8.0; 2048 threads and 64 K
+# registers per SM). The H200's memory size is what nvidia-smi reported on the H200 machine this
+# project is lent (143771 MiB); the others are the capacities nvidia-smi shows for those parts.
+TARGETS: dict[str, GpuTarget] = {t.name: t for t in (
+    GpuTarget("h200", "NVIDIA H200", "H200 SXM", (9, 0), True, 132, 128, 1.98, 143771 * 2**20, 4.8e12,
+              50 * 2**20, 228 * 1024, 227 * 1024, "H200 datasheet (SXM), Hopper whitepaper, CUDA guide (cc 9.0)"),
+    GpuTarget("h100", "NVIDIA H100 80GB HBM3", "H100 SXM", (9, 0), True, 132, 128, 1.98, 81559 * 2**20, 3.35e12,
+              50 * 2**20, 228 * 1024, 227 * 1024, "H100 datasheet (SXM5), Hopper whitepaper, CUDA guide (cc 9.0)"),
+    GpuTarget("a100", "NVIDIA A100-SXM4-80GB", "A100 80GB", (8, 0), False, 108, 64, 1.41, 81920 * 2**20, 2.039e12,
+              40 * 2**20, 164 * 1024, 163 * 1024, "A100 datasheet (80GB SXM), Ampere whitepaper, CUDA guide (cc 8.0)"),
+)}
+
+# The CUDA and cuDNN versions the plan assumes: the cuda12 plugin's family (jax-cuda12-plugin is
+# built against CUDA 12.8 and cuDNN 9). XLA gates features on them (FP8 GEMMs in cuBLASLt need CUDA
+# 12); the lent H200 machine itself runs CUDA 13 with the cuda13 plugin.
+CUDA_VERSION = "12.8.0"
+CUDNN_VERSION = (9, 8, 0)
+
+
+def target(name: str) -> GpuTarget:
+    """The named target ("h200", "h100", "a100").
+
+    Raises:
+      KeyError: an unknown name; the message lists the known ones.
+    """
+    try:
+        return TARGETS[name.lower()]
+    except KeyError:
+        raise KeyError(f"unknown GPU target {name!r}; known: {', '.join(TARGETS)}") from None
+
+
+def config_text(t: GpuTarget) -> str:
+    """``t`` in the text form of XLA's GpuTargetConfigProto (what ``get_topology_desc`` reads)."""
+    major, minor = t.compute_capability
+    ext = " feature_extension: ACCELERATED_FEATURES" if t.accelerated else ""
+    dnn = ".".join(map(str, CUDNN_VERSION))
+    fields = {
+        "threads_per_block_limit": 1024, "threads_per_warp": 32, "shared_memory_per_block": t.shared_per_block,
+        "shared_memory_per_core": t.shared_per_sm, "threads_per_core_limit": t.threads_per_sm,
+        "core_count": t.sms, "fpus_per_core": t.fp32_lanes_per_sm, "block_dim_limit_x": 2**31 - 1,
+        "block_dim_limit_y": 65535, "block_dim_limit_z": 65535, "memory_bandwidth": int(t.memory_bandwidth),
+        "l2_cache_size": t.l2_bytes, "clock_rate_ghz": t.clock_ghz, "device_memory_size": t.memory_bytes,
+        "shared_memory_per_block_optin": t.shared_per_block_optin, "registers_per_core_limit": t.registers_per_sm,
+        "registers_per_block_limit": t.registers_per_sm,
+    }
+    lines = [f"  {k}: {v}" for k, v in fields.items()]
+    lines.append(f"  cuda_compute_capability {{ major: {major} minor: {minor}{ext} }}")
+    lines += [f'  runtime_version: "{CUDA_VERSION}"', f'  compile_time_toolkit_version: "{CUDA_VERSION}"',
+              f'  dnn_version: "{dnn}"', f'  name: "{t.device_kind}"']
+    major_d, minor_d, patch_d = CUDNN_VERSION
+    return ("gpu_device_info {\n" + "\n".join(lines) + "\n}\n" + 'platform_name: "CUDA"\n'
+            + f"dnn_version_info {{ major: {major_d} minor: {minor_d} patch: {patch_d} }}\n"
+            + f'device_description_str: "{t.device_kind}"\n')
+
+
+def unavailable() -> str | None:
+    """Why compiling for a GPU cannot work here, or None when it can."""
+    try:
+        plugin = importlib.metadata.version("jax-cuda12-plugin")
+    except importlib.metadata.PackageNotFoundError:
+        return ("the CUDA plugin is not installed: pip install -e '.[gpu-compile]' "
+                "(jax-cuda12-plugin and jax-cuda12-pjrt at jax's version; no GPU or driver needed)")
+    import jax
+
+    if plugin != jax.__version__:
+        return f"jax-cuda12-plugin {plugin} does not match jax {jax.__version__}; install them at one version"
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def devices(name: str, n: int = 1) -> tuple:
+    """``n`` compile-only devices of the target (one host, ``1x1xn``); they can be compiled for, not run on."""
+    from jax.experimental import topologies
+
+    t = target(name)
+    topo = topologies.get_topology_desc(t.name, "cuda", target_config=config_text(t), topology=f"1x1x{n}")
+    return tuple(topo.devices)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What XLA:GPU made of one program: bytes from its memory analysis (per device), the optimised HLO."""
+
+    argument_bytes: int
+    output_bytes: int
+    temp_bytes: int
+    alias_bytes: int
+    compile_s: float
+    hlo: str  # optimised, as XLA:GPU will run it
+    lowered_hlo: str = ""  # before optimisation: the program as JAX wrote it (FLOPs by op are counted here)
+
+    @property
+    def total_bytes(self) -> int:
+        """Arguments + outputs + temporaries - aliased: what the program holds (``timing.memory_bytes``)."""
+        return self.argument_bytes + self.output_bytes + self.temp_bytes - self.alias_bytes
+
+    def metrics(self) -> dict[str, float]:
+        """The plan as record metrics: bytes, compile time, library calls, fusions, collectives."""
+        out = {"bytes_argument": float(self.argument_bytes), "bytes_output": float(self.output_bytes),
+               "bytes_temp": float(self.temp_bytes), "bytes_alias": float(self.alias_bytes),
+               "bytes_compiled": float(self.total_bytes), "compile_s": self.compile_s,
+               "fusions": float(stack.count_ops(self.hlo)["fusions"])}
+        out.update({f"calls_{k}": float(v) for k, v in stack.library_counts(self.hlo).items()})
+        for kind, (count, nbytes) in stack.collectives(self.hlo).items():
+            out[f"{kind}_count"], out[f"{kind}_bytes"] = float(count), float(nbytes)
+        return out
+
+
+def compile_plan(fn: Callable, *specs: Any, options: dict | None = None) -> Plan:
+    """Compiles ``fn`` (jitted if it is not) for the devices its ``ShapeDtypeStruct`` specs are placed on."""
+    import jax
+
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    lowered = jitted.lower(*specs)
+    t0 = time.perf_counter()
+    compiled = lowered.compile(compiler_options={**COMPILE_OPTIONS, **(options or {})})
+    compile_s = time.perf_counter() - t0
+    m = compiled.memory_analysis()
+    return Plan(m.argument_size_in_bytes, m.output_size_in_bytes, m.temp_size_in_bytes, m.alias_size_in_bytes,
+                compile_s, compiled.as_text(), lowered.as_text(dialect="hlo"))
+
+
+def spec(shape: Sequence[int], dtype: Any, device_or_sharding: Any) -> Any:
+    """A ``jax.ShapeDtypeStruct`` placed on a compile-only device (or a sharding over several)."""
+    import jax
+
+    sharding = device_or_sharding
+    if not isinstance(device_or_sharding, jax.sharding.Sharding):
+        sharding = jax.sharding.SingleDeviceSharding(device_or_sharding)
+    return jax.ShapeDtypeStruct(tuple(shape), dtype, sharding=sharding)
+
+
+def specs_like(tree: Any, sharding: Any) -> Any:
+    """Specs for every array of ``tree`` (arrays or shape-dtype structs), each on ``sharding``
+    (a sharding, a device, or a tree of shardings matching ``tree``)."""
+    import jax
+
+    if isinstance(sharding, (dict, list, tuple)):
+        return jax.tree.map(lambda a, s: spec(a.shape, a.dtype, s), tree, sharding)
+    return jax.tree.map(lambda a: spec(a.shape, a.dtype, sharding), tree)

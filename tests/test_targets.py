@@ -1,0 +1,105 @@
+"""Compiling for a GPU this machine does not have: XLA:GPU's plans, checked where they decide something.
+
+These need the CUDA plugin (pip install -e '.[test,gpu-compile]', as .ci/run does); without it
+they are skipped with the reason.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jaxgpu import results, targets
+
+ROOT = Path(__file__).resolve().parents[1]
+REASON = targets.unavailable()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"compile-only GPU tests: {REASON}")
+
+
+def test_the_target_configs_describe_the_gpus():
+    for name, t in targets.TARGETS.items():
+        (dev,) = targets.devices(name, 1)
+        assert dev.device_kind == t.device_kind and dev.platform == "gpu"
+        assert f"core_count: {t.sms}" in targets.config_text(t)
+    assert len(targets.devices("h200", 8)) == 8
+
+
+@pytest.fixture(scope="module")
+def compiled_run(tmp_path_factory):
+    """Every experiment's GPU programs compiled for an H200 at the tiny profile: nothing runs."""
+    import experiments
+    from experiments import runner
+
+    out = tmp_path_factory.mktemp("compiled")
+    runner.run_study(experiments.names(), platform="gpu", profile="tiny", out_dir=out, progress=False,
+                     report=False, log=lambda m: None, compile_for="h200")
+    return results.read_run(out)
+
+
+def test_every_experiments_gpu_programs_compile_for_the_h200(compiled_run):
+    import experiments
+
+    run = compiled_run
+    assert run.meta["mode"] == "compiled" and run.meta["target"] == "h200"
+    bad = [(r.experiment, r.params, r.reason) for r in run.records if r.status != "ok"]
+    assert not bad, bad
+    assert all(r.compiled and r.backend == "gpu" and r.device_kind == "NVIDIA H200" for r in run.records)
+    with_plans = {n for n in experiments.names() if hasattr(experiments.load(n), "compiled_cases")}
+    assert {r.experiment for r in run.records} == with_plans
+    assert {"memory_fit", "tensor_parallel", "data_parallel", "compiler", "precision", "op_mix"} <= with_plans
+    assert not any("time_s_median" in r.metrics for r in run.records)  # compile-time facts only, never a time
+
+
+def _plans(run, experiment, **params):
+    return [r for r in run.records if r.experiment == experiment and all(r.params.get(k) == v for k, v in params.items())]
+
+
+def test_fp8_e4m3_stays_fp8_on_hopper_and_e5m2_is_widened(compiled_run):
+    n = max(r.params["n"] for r in _plans(compiled_run, "precision"))
+    (e4m3,) = _plans(compiled_run, "precision", preset="fp8_e4m3", n=n)
+    (e5m2,) = _plans(compiled_run, "precision", preset="fp8_e5m2", n=n)
+    assert e4m3.metrics["calls_cublaslt_f8"] >= 1 and e4m3.metrics["upcast_bits"] == 0
+    assert "calls_cublaslt_f8" not in e5m2.metrics and e5m2.metrics["upcast_bits"] == 16  # cuBLASLt refuses e5m2 x e5m2
+
+
+def test_the_data_parallel_step_holds_one_all_reduce_of_the_gradients(compiled_run):
+    for r in _plans(compiled_run, "data_parallel", variant="jit_sharding"):
+        if r.params["devices"] == 1:
+            assert "all_reduce_count" not in r.metrics
+            continue
+        assert r.metrics["all_reduce_count"] == 1
+        # the gradients and the step's loss (4 bytes), combined into one all-reduce
+        assert r.metrics["gradient_bytes"] <= r.metrics["all_reduce_bytes"] <= r.metrics["gradient_bytes"] + 8
+
+
+def test_tensor_parallel_bytes_per_device_fall_with_device_count(compiled_run):
+    by_m = sorted((r.params["model"], r.metrics["bytes_compiled"]) for r in _plans(compiled_run, "tensor_parallel",
+                                                                                 data=1))
+    assert len(by_m) >= 3 and all(b < a for (_, a), (_, b) in zip(by_m, by_m[1:])), by_m
+
+
+def test_the_merged_report_says_what_was_compiled_and_names_the_libraries(compiled_run, tmp_path):
+    from experiments import report
+
+    md = report.write_report([ROOT / "reports" / "cpu-reference", compiled_run.path], tmp_path)[0].read_text()
+    assert "compiled, not run" in md and "cuBLASLt" in md
+    assert "GPU / CPU speed-up" not in md  # a compiled plan has no time to divide
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "experiments.run", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+@pytest.mark.slow
+def test_compile_for_on_the_command_line(tmp_path):
+    proc = _cli("--compile-for", "h200", "--only", "compiler,data_parallel", "--profile", "tiny", "--out",
+                str(tmp_path / "run"), "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["mode"] == "compiled" and "core_count: 132" in meta["target_config"]
+    lines = (tmp_path / "run" / "results.jsonl").read_text().splitlines()
+    assert lines and all(json.loads(ln)["mode"] == "compiled" for ln in lines)
+    assert "compiled, not run" in (tmp_path / "run" / "report.md").read_text()

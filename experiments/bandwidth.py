@@ -17,7 +17,7 @@ from jaxgpu import matmul, memory
 from experiments import claims
 from experiments.case import Case, Cost, RunContext
 
-BENCHMARK_VERSION = 1
+BENCHMARK_VERSION = 2  # 2: the run under the tuned allocator, and both allocators side by side
 CLAIMS = claims.for_experiment("bandwidth")
 DESCRIPTION = "STREAM copy/scale/add/triad GB/s: JAX variants (jit, loop, sharded) vs numpy/torch vs HBM peak"
 
@@ -71,6 +71,11 @@ def _jax(kernel: str, variant: str, n: int, dtype: str, cfg: Config, ctx: RunCon
     return _with_peak(res.metrics(), ctx)
 
 
+def _process(allocator: str, n: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    _arrays.cache_clear()  # the worker makes its own arrays: free this process's first
+    return _with_peak(memory.bench_stream_process("triad", n, "float32", allocator, cfg.target_s), ctx)
+
+
 def _peer(impl: str, kernel: str, n: int, dtype: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
     _arrays.cache_clear()  # the peers allocate their own arrays: free JAX's first
     if impl == "numpy":
@@ -100,6 +105,10 @@ def _cost(kernel: str, variant: str, n: int, dtype: str, cfg: Config, ctx: RunCo
                 host_bytes=2**20, device_rng_bytes=3.0 * n * itemsize if draws else 0.0)
 
 
+# A worker process: Python and JAX starting (about 2.5 s here).
+PROCESS_START_S = 2.5
+
+
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     n = main_elements(cfg)
     out = []
@@ -125,6 +134,14 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
         add({"kernel": "triad", "impl": "jax", "variant": "sharded", "n": n, "dtype": "float32"},
             functools.partial(_jax, "triad", "sharded", n, "float32", cfg, ctx),
             _cost("triad", "sharded", n, "float32", cfg, ctx, draws=True))
+    if ctx.platform == "cpu":
+        # the cause and the cure of XLA:CPU's slow plain-jit triad: the same triad in a fresh process
+        # with glibc's malloc as it comes and with the tuned settings (jaxgpu.devices.TUNED_MALLOC)
+        for allocator in ("system", "tuned"):
+            add({"kernel": "triad", "impl": "jax", "variant": "process", "allocator": allocator, "n": n,
+                 "dtype": "float32"}, functools.partial(_process, allocator, n, cfg, ctx),
+                dataclasses.replace(_cost("triad", "jit", n, "float32", cfg, ctx, draws=True), fixed_s=PROCESS_START_S),
+                key=True)
     peers = ["torch"] if matmul.torch_available() else []
     if ctx.platform == "cpu":
         peers.insert(0, "numpy")

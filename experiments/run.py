@@ -72,6 +72,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="compile each experiment's programs for this GPU (h200, h100, a100) on this machine's CPU "
                         "and record XLA:GPU's plan (memory, library calls, collectives); nothing runs "
                         "(needs the gpu-compile extra)")
+    p.add_argument("--allocator", choices=("tuned", "system"),
+                   help="host malloc settings for a CPU run: tuned (default: XLA:CPU keeps its large buffers, "
+                        "the process restarts itself with them) or system (glibc's defaults)")
     p.add_argument("--set", action="append", default=[], metavar="EXPERIMENT.FIELD=VALUE",
                    help="change one field of an experiment's config, e.g. --set matmul.sizes=(256,512)")
     args = p.parse_args(argv)
@@ -123,7 +126,7 @@ def _defaults_from(args: argparse.Namespace) -> None:
         if args.only is None and saved.get("experiments"):
             args.only = ",".join(saved["experiments"])
     for name, default in (("compile_for", None), ("backend", "auto"), ("profile", "quick"), ("devices", None),
-                          ("processes", None), ("seed", 0)):
+                          ("processes", None), ("seed", 0), ("allocator", None)):
         if getattr(args, name) is None:
             setattr(args, name, saved.get(name, default))
     if args.compile_for:
@@ -170,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     out_error = _check_out(args.resume or args.out)
     if out_error:
         return _fail(out_error)
+    if argv is None:
+        _restart_with_allocator(args)  # returns only when the process already has the allocator asked for
 
     from jaxgpu import devices  # imports JAX: only after the cheap checks above
 
@@ -202,6 +207,21 @@ def main(argv: list[str] | None = None) -> int:
               f"continue with --resume {out}", file=sys.stderr)
         return 130
     return 0
+
+
+def _restart_with_allocator(args: argparse.Namespace) -> None:
+    """Restarts this command with the host allocator a CPU run asked for (malloc reads its settings
+    at process start, so they cannot be set from here): before JAX starts, once."""
+    from jaxgpu import devices
+
+    want = args.allocator or "tuned"
+    cpu = args.backend == "cpu" or (args.backend == "auto" and not devices.gpu_driver_present())
+    if not cpu or devices.allocator_in_use() == want or os.environ.get("JAXGPU_RESTARTED"):
+        return
+    env = {**devices.allocator_environ(want), "JAXGPU_RESTARTED": "1"}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "experiments.run", *sys.argv[1:]], env)
 
 
 def _check_processes(args: argparse.Namespace, names: list[str]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import resource
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -160,6 +161,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
         "run_id": run_id,
         "argv": list(argv) if argv is not None else None,
         "config": {"profile": profile, "backend": "cpu" if compile_for else platform, "compile_for": compile_for,
+                   "allocator": env.get("allocator"),
                    "experiments": list(names), "seed": seed,
                    "devices": host_devices, "processes": processes, "budget_s": budget_s,
                    "settings": settings or {},
@@ -236,8 +238,11 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
         if bar is not None:
             bar.close()
         elapsed = time.perf_counter() - t_start
+        # freed host memory now stays with the process (the tuned allocator): the peak is worth knowing
+        max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
         writer.update(completion={"state": state, "cases_planned": total, "cases_done": sum(counts.values()),
-                                  "cases_skipped": skipped, "budget_s": budget_s, "elapsed_s": round(elapsed, 1)},
+                                  "cases_skipped": skipped, "budget_s": budget_s, "elapsed_s": round(elapsed, 1),
+                                  "max_rss_bytes": max_rss},
                       timing={p.name: {"planned_s": round(p.estimate_s, 2), "measured_s": round(spent[p.name], 2),
                                        "cases": len(p.cases)} for p in plans})
     for p in plans:

@@ -38,6 +38,7 @@ _EXPORTS = {
     "tensor_parallel": ("parallel", "tensor_parallel"),
     "BackendError": ("devices", "BackendError"), "configure": ("devices", "configure"),
     "fingerprint": ("devices", "fingerprint"), "resolve": ("devices", "resolve"),
+    "allocator_in_use": ("devices", "allocator_in_use"), "allocator_command": ("devices", "allocator_command"),
     "GPUS": ("hardware", "GPUS"), "Hardware": ("hardware", "Hardware"), "cpu_estimate": ("hardware", "cpu_estimate"),
     "for_device": ("hardware", "for_device"), "gpu_spec": ("hardware", "gpu_spec"),
     "MamfResult": ("matmul", "MamfResult"), "MatmulResult": ("matmul", "MatmulResult"),

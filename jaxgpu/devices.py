@@ -17,6 +17,39 @@ import sys
 from typing import Any
 
 BACKENDS = ("auto", "cpu", "gpu")
+
+# glibc malloc settings that keep XLA:CPU's large buffers in the process between calls. Without
+# them a buffer over 64 MiB comes from mmap and goes back with munmap after each call (XLA's
+# worker threads' arenas cannot hold it), and every call faults in every page of its outputs
+# again: measured on these 2-core VMs, a triad over 128 MiB arrays went from 4.3 to 26.5 GB/s.
+# They must be in place when the process starts (mallopt later reached only half of that), so
+# an entry point sets them before Python starts: ``python -m experiments.run`` restarts itself
+# with them; a notebook is started with them (``allocator_command``).
+TUNED_MALLOC = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "2147483647"}
+ALLOCATORS = ("tuned", "system")
+
+
+def allocator_in_use(environ: dict | None = None) -> str:
+    """Which malloc settings this process started with: "tuned" (``TUNED_MALLOC``), "system" (none of
+    them) or "custom" (some other mix)."""
+    env = os.environ if environ is None else environ
+    set_ = {k: env.get(k) for k in TUNED_MALLOC}
+    if set_ == TUNED_MALLOC:
+        return "tuned"
+    return "system" if not any(set_.values()) else "custom"
+
+
+def allocator_environ(kind: str, environ: dict | None = None) -> dict[str, str]:
+    """``environ`` (default: this process's) with the malloc settings of ``kind`` ("tuned" or "system")."""
+    if kind not in ALLOCATORS:
+        raise BackendError(f"unknown allocator {kind!r}; choose one of {', '.join(ALLOCATORS)}")
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if k not in TUNED_MALLOC}
+    return {**env, **TUNED_MALLOC} if kind == "tuned" else env
+
+
+def allocator_command(command: str = "jupyter lab") -> str:
+    """The shell line that starts ``command`` with the tuned allocator (for a notebook or a script)."""
+    return " ".join(f"{k}={v}" for k, v in TUNED_MALLOC.items()) + f" {command}"
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 
@@ -233,6 +266,7 @@ def fingerprint(platform_name: str) -> dict[str, Any]:
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "jax_platforms": os.environ.get("JAX_PLATFORMS", ""),
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+        "allocator": allocator_in_use(),
         "git_commit": _git_commit(),
     }
     if platform_name == "gpu":

@@ -257,6 +257,36 @@ def bench_torch(sets: list[tuple[np.ndarray, np.ndarray]], device: str = "cpu", 
     return MatmulResult("torch", m, k, n, dtype, None, t, err)
 
 
+def torch_dots(specs: list[dict], device: str = "cpu", target_s: float = 0.3) -> timing.Timing:
+    """Times ``torch.matmul`` over the same products as a JAX program's dots (``stack.dot_shapes`` of its
+    HLO: shapes and contracted dimensions; fp32, TF32 off), all of them per timed call.
+
+    Set beside the JAX program's own dots-only time, it tells whether a step's gap to torch is
+    in the matrix products or in the rest of the step.
+
+    Raises:
+      Unsupported: a dot with batch dimensions or more than two dimensions (not an MLP's).
+    """
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    pairs = []
+    for s in specs:
+        (lc, rc), (lb, rb) = s["dims"]
+        if lb or rb or len(s["lhs"]) != 2 or len(s["rhs"]) != 2:
+            raise Unsupported(f"torch_dots: a dot of shapes {s['lhs']} x {s['rhs']} is not a plain matrix product")
+        lhs = torch.randn(*s["lhs"], generator=g).to(device)
+        rhs = torch.randn(*s["rhs"], generator=g).to(device)
+        pairs.append((lhs.t() if lc == [0] else lhs, rhs.t() if rc == [1] else rhs))  # contract lhs's 1, rhs's 0
+    sync = (lambda out: torch.cuda.synchronize()) if device.startswith("cuda") else (lambda out: out)
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return timing.time_host(lambda: [torch.matmul(a, b) for a, b in pairs], sync=sync, target_s=target_s)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def probe_seconds_per_flop(run, make, largest: int, start: int = 256, min_s: float = 1e-3) -> float:
     """Seconds per FLOP of ``run(make(d))``, a d x d x d product, for the smallest d from ``start``
     (doubling, at most ``largest``) at which one product takes ``min_s``: a rate, not a latency."""

@@ -158,6 +158,30 @@ def bench_stream(kernel: str, arrays, variant: str = "jit", loop_iters: int = 10
     return BandwidthResult(kernel, variant, a.shape[0], str(a.dtype), t, nbytes, faults)
 
 
+def bench_stream_process(kernel: str, n: int, dtype: str = "float32", allocator: str = "system",
+                         target_s: float = 0.3, timeout_s: float = 300) -> dict[str, float]:
+    """``bench_stream`` (plain jit) in a fresh CPU process started with the host allocator ``allocator``
+    ("system" or "tuned", see ``jaxgpu.devices.TUNED_MALLOC``); returns its metrics.
+
+    Malloc reads its settings when a process starts, so comparing allocators takes a process each.
+    """
+    import json
+    import subprocess
+    import sys
+
+    from jaxgpu import devices
+
+    env = devices.allocator_environ(allocator)
+    env["JAX_PLATFORMS"] = "cpu"
+    env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()  # one device, as a plain run
+                                if not f.startswith("--xla_force_host_platform_device_count"))
+    proc = subprocess.run([sys.executable, "-m", "jaxgpu.memory", kernel, str(n), dtype, str(target_s)], env=env,
+                          capture_output=True, text=True, timeout=timeout_s, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"stream worker failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def bench_stream_numpy(kernel: str, n: int, dtype: str = "float32", target_s: float = 0.5) -> BandwidthResult:
     """numpy's STREAM kernel with preallocated outputs (``out=``); triad and scale in two passes."""
     rng = np.random.default_rng(0)
@@ -327,3 +351,11 @@ def fresh_device_copy(host: np.ndarray, device) -> jax.Array:
 
 
 _copy = jax.jit(lambda x: x * 1)  # integer 1: XLA's output is a new buffer either way
+
+
+if __name__ == "__main__":  # the worker of bench_stream_process
+    import json
+    import sys
+
+    _kernel, _n, _dtype, _target = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+    print(json.dumps(bench_stream(_kernel, stream_arrays(_n, _dtype), "jit", target_s=_target).metrics()))

@@ -293,7 +293,13 @@ def step_throughput(model: MLP, optimizer: optax.GradientTransformation, input_d
 
 def torch_step_throughput(widths: Sequence[int], input_dim: int, batch: int, n_out: int = 10,
                           target_s: float = 0.3, device: str = "cpu"):
-    """The same MLP (Linear + ReLU, Adam) as a PyTorch peer; returns its Timing."""
+    """The same MLP and the same step as a PyTorch peer; returns its Timing.
+
+    The same work as ``make_train_step`` with ``optax.adamw(1e-3)``: Linear + ReLU layers, fp32
+    cross-entropy, AdamW with optax's defaults (weight decay 1e-4, not torch's 1e-2), and the
+    step's reduction over every gradient (the share of exact zeros; without loss scaling the
+    JAX step's finiteness check is dead code that XLA removes, so it is not done here either).
+    """
     import numpy as np
     import torch
 
@@ -304,7 +310,9 @@ def torch_step_throughput(widths: Sequence[int], input_dim: int, batch: int, n_o
     for a, b in zip(dims[:-1], dims[1:]):
         layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
     net = torch.nn.Sequential(*layers, torch.nn.Linear(dims[-1], n_out)).to(device)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    params = list(net.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-4)
+    total = float(sum(p.numel() for p in params))
     xs, ys = data.synthetic(batch, input_dim, n_out)
     x, y = torch.from_numpy(xs).to(device), torch.from_numpy(ys.astype(np.int64)).to(device)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -313,12 +321,14 @@ def torch_step_throughput(widths: Sequence[int], input_dim: int, batch: int, n_o
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(net(x), y)
         loss.backward()
+        grads = [p.grad for p in params]
+        zeros = sum((g == 0).sum() for g in grads) / total
         opt.step()
-        return loss
+        return loss, zeros
 
     sync = (lambda _: torch.cuda.synchronize()) if device.startswith("cuda") else (lambda _: None)
     t = timing.time_host(call, sync=sync, target_s=target_s, min_iters=5)
-    if not np.isfinite(float(call().detach())):
+    if not np.isfinite(float(call()[0].detach())):
         raise ArithmeticError("torch step produced a non-finite loss")
     return t
 

@@ -225,7 +225,8 @@ def env_table(runs: Sequence[Run]) -> Table:
             ("jax", "jax"), ("jaxlib", "jaxlib"), ("jax_plugins", "jax plugins"), ("flax", "flax"),
             ("optax", "optax"), ("numpy", "numpy"), ("torch", "torch"), ("python", "python"),
             ("driver_version", "driver"), ("cuda_driver_api_version", "CUDA (driver)"),
-            ("platform_version", "platform"), ("xla_flags", "XLA_FLAGS"), ("git_commit", "git commit")]
+            ("platform_version", "platform"), ("allocator", "host allocator"), ("xla_flags", "XLA_FLAGS"),
+            ("git_commit", "git commit")]
     rows = []
     for key, label in keys:
         vals = [run.env.get(key) for run in runs]

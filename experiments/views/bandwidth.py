@@ -28,6 +28,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         for x in recs:
             if x.params["variant"] != "jit" and x.params["kernel"] == "triad" and x.params["dtype"] == "float32":
                 name = x.params["impl"] if x.params["impl"] != "jax" else f"JAX {x.params['variant']}"
+                name += f" ({x.params['allocator']} malloc)" if "allocator" in x.params else ""
                 series.append(rp.Series(f"{label} {name}", [x.params["n"] * 4 / 2**20], [x.metrics["gbytes_per_s"]],
                                         style="s"))
         hw = run.hardware
@@ -42,7 +43,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     rows = []
     for run, x in sorted(good, key=lambda p: (p[0].label, p[1].params["n"], p[1].params["kernel"], p[1].params["impl"])):
         m = x.metrics
-        rows.append([run.label, x.params["impl"], x.params["variant"], x.params["kernel"], x.params["dtype"],
+        variant = x.params["variant"] + (f" ({x.params['allocator']} malloc)" if "allocator" in x.params else "")
+        rows.append([run.label, x.params["impl"], variant, x.params["kernel"], x.params["dtype"],
                      rp.fmt(x.params["n"] * np.dtype(x.params["dtype"]).itemsize / 2**20), rp.fmt(m["gbytes_per_s"]),
                      rp.fmt(m.get("peak_fraction")), rp.fmt(m.get("page_faults_per_call"))])
     sec.tables.append(rp.Table(["run", "impl", "variant", "kernel", "dtype", "MiB/array", "GB/s", "of HBM peak",
@@ -57,27 +59,26 @@ def _takeaway(label: str, run, recs) -> str:
         return ""
     n = max(x.params["n"] for x in triad)
     at = [x for x in triad if x.params["n"] == n]
-    jax_recs = [x for x in at if x.params["impl"] == "jax"]
+    jax_recs = [x for x in at if x.params["impl"] == "jax" and x.params["variant"] != "process"]
     peers = [x for x in at if x.params["impl"] != "jax"]
     if not jax_recs:
         return ""
     plain = next((x for x in jax_recs if x.params["variant"] == "jit"), jax_recs[0])
     best = max(jax_recs, key=lambda x: x.metrics["gbytes_per_s"])
+    allocator = run.env.get("allocator")
     text = (f"On {label} at {n * 4 / 2**20:.0f} MiB per array the plain JAX triad moved "
-            f"{plain.metrics['gbytes_per_s']:.1f} GB/s, the best JAX variant ({best.params['variant']}) "
-            f"{best.metrics['gbytes_per_s']:.1f} GB/s")
+            f"{plain.metrics['gbytes_per_s']:.1f} GB/s" + (f" (host allocator: {allocator})" if allocator else "")
+            + f", the best JAX variant ({best.params['variant']}) {best.metrics['gbytes_per_s']:.1f} GB/s")
+    pages = n * 4 / 4096
     if peers:
         peer = max(peers, key=lambda x: x.metrics["gbytes_per_s"])
         ratio = best.metrics["gbytes_per_s"] / peer.metrics["gbytes_per_s"]
         text += f", {ratio:.0%} of the best peer ({peer.params['impl']}, {peer.metrics['gbytes_per_s']:.1f} GB/s)"
         faults = plain.metrics.get("page_faults_per_call", 0)
         if ratio < 0.8 and faults:
-            out_pages = n * 4 / 4096
-            text += (f". Measured cause: every JAX call took {faults:.0f} minor page faults "
-                     f"({faults / out_pages:.2f} per 4 KiB page of its output): XLA hands each call a fresh output "
-                     f"buffer that the OS maps on first write, and buffer donation is not honoured on this backend; "
-                     f"the peers write into a preallocated output "
-                     f"({peer.metrics.get('page_faults_per_call', 0):.0f} faults per call)")
+            text += (f"; every plain JAX call took {faults:.0f} minor page faults ({faults / pages:.2f} per 4 KiB "
+                     f"page of its output), the peer {peer.metrics.get('page_faults_per_call', 0):.0f}")
+    text += _allocators(at, pages)
     hw = run.hardware
     if hw and hw.memory_bw_gbps:
         text += f"; {best.metrics['gbytes_per_s'] / hw.memory_bw_gbps:.0%} of the {hw.memory_bw_gbps:.0f} GB/s datasheet"
@@ -87,3 +88,22 @@ def _takeaway(label: str, run, recs) -> str:
         text += (f" (arrays are {n * 4 / llc:.1f}x the {llc / 2**20:.0f} MiB last-level cache the OS reports, "
                  "capped by this profile; --profile full uses at least 4x)")
     return text + "."
+
+
+def _allocators(at, pages: float) -> str:
+    """The triad in a fresh process under each host allocator: the cause and the cure, as far as they show."""
+    by = {x.params.get("allocator"): x.metrics for x in at if x.params["variant"] == "process"}
+    if not {"system", "tuned"} <= set(by):
+        return ""
+    s, t = by["system"], by["tuned"]
+    fs, ft = s.get("page_faults_per_call", 0), t.get("page_faults_per_call", 0)
+    text = (f". In a fresh process with glibc's malloc as it comes the triad ran {s['gbytes_per_s']:.1f} GB/s with "
+            f"{fs:.0f} page faults per call ({fs / pages:.2f} per page of its output); with the tuned settings "
+            f"(arenas capped, no mmap, no trimming) {t['gbytes_per_s']:.1f} GB/s with {ft:.0f}")
+    speedup = t["gbytes_per_s"] / s["gbytes_per_s"]
+    if speedup > 1.5 and fs > 10 * max(ft, 1):
+        text += (f": {speedup:.1f}x, so faulting in a freshly mapped output on every call, not DRAM, set the "
+                 "plain triad's speed")
+    elif speedup < 1.1:
+        text += ": the allocator made no difference here"
+    return text

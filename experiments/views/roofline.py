@@ -23,11 +23,13 @@ def roof(pairs_of_run) -> tuple[float | None, float | None]:
     return (max(low) if low else None), (max(mm) if mm else None)
 
 
-def figure(groups: dict[str, tuple[list[results.Record], object]]) -> tuple[rp.Figure, list[str]]:
+def figure(groups: dict[str, tuple[list[results.Record], object]],
+           allocator: dict[str, str] | None = None) -> tuple[rp.Figure, list[str]]:
     """The roofline of each group, ``{label: (roofline records, Hardware or None)}``: the measured
     points, the roof measured from them (``roof``) and, where the hardware has both figures, the
     datasheet roof; returns the figure and one takeaway per group. The report and the notebook
     both draw with it."""
+    allocator = allocator or {}
     fig = rp.Figure(figsize=(7.0, 4.4), dpi=100)
     ax = fig.add_subplot()
     notes = []
@@ -47,7 +49,7 @@ def figure(groups: dict[str, tuple[list[results.Record], object]]) -> tuple[rp.F
         if hw and hw.peak_gflops("fp32") and hw.memory_bw_gbps:
             ax.plot(xs, [min(hw.peak_gflops("fp32"), hw.memory_bw_gbps * x) for x in xs], ":", color="0.4",
                     linewidth=1, label=f"{label} datasheet roof (fp32)")
-        notes.append(_takeaway(label, recs, bw, peak, hw))
+        notes.append(_takeaway(label, recs, bw, peak, hw, allocator.get(label)))
     rp.finish(fig, ax, xlabel="arithmetic intensity (FLOP per byte of memory traffic)", ylabel="GFLOP/s",
               title="roofline: measured points against the roof", logx=True, logy=True)
     return fig, notes
@@ -55,7 +57,9 @@ def figure(groups: dict[str, tuple[list[results.Record], object]]) -> tuple[rp.F
 
 def section(pairs: list[rp.Pair]) -> rp.Section:
     sec = rp.Section("The roofline: when do the cores wait?", "roofline", CLAIMS)
-    fig, notes = figure({label: (recs, run.hardware) for label, (run, recs) in rp.by_run(rp.ok(pairs)).items()})
+    groups = rp.by_run(rp.ok(pairs))
+    fig, notes = figure({label: (recs, run.hardware) for label, (run, recs) in groups.items()},
+                        {label: run.env.get("allocator") for label, (run, _) in groups.items()})
     sec.plots.append(rp.Plot("roofline", fig, " ".join(n for n in notes if n)))
     rows = [[run.label, x.params["kind"], x.params.get("k", "-"), rp.fmt(x.metrics["intensity_flop_per_byte"]),
              rp.fmt(x.metrics["gflops"]), rp.fmt(x.metrics["gbytes_per_s"]), rp.fmt(x.metrics["time_s_median"] * 1e3)]
@@ -65,13 +69,14 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     return sec
 
 
-def _takeaway(label, recs, bw, peak, hw) -> str:
+def _takeaway(label, recs, bw, peak, hw, allocator=None) -> str:
     if not (bw and peak):
         return ""
     ridge = peak / bw
     low = [x for x in recs if x.metrics["intensity_flop_per_byte"] <= 1.0]
     worst = min(low, key=lambda x: x.metrics["gflops"] / peak)
-    text = (f"On {label} the measured ridge point is {ridge:.1f} FLOP/byte ({peak:.0f} GFLOP/s over {bw:.0f} GB/s). "
+    text = (f"On {label} the measured ridge point is {ridge:.1f} FLOP/byte ({peak:.0f} GFLOP/s over {bw:.0f} GB/s"
+            + (f", host allocator {allocator}" if allocator else "") + "). "
             f"A memory-bound op ({worst.params['kind']}, {worst.metrics['intensity_flop_per_byte']:.2g} FLOP/byte) "
             f"ran at {worst.metrics['gflops'] / peak:.1%} of peak compute: there the cores wait on memory")
     if hw and hw.ridge_point("fp32"):

@@ -88,12 +88,35 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                 if t:
                     note += (f"; the same MLP in PyTorch took {t.metrics['time_s_median'] * 1e3:.1f} ms "
                              f"(JAX {t.metrics['time_s_median'] / j.metrics['time_s_median']:.2f}x as fast)")
-                notes.append(note + ".")
+                notes.append(note + "." + _behind(by, run.meta.get("info", {}).get("matmul", {})))
         fig = rp.line_plot(series, xlabel="hidden width", ylabel="samples/s (train step)",
                            title="train-step throughput vs width, synthetic data")
         sec.plots.append(rp.Plot("training_throughput", fig, " ".join(notes)))
     _ratio(sec, runs_)
     return sec
+
+
+def _behind(by: dict, libs: dict) -> str:
+    """Where JAX's step trails torch's, whether the matrix products or the rest of the step lose the time:
+    each step's dots are timed alone on the same products (``dot_time_s``)."""
+    parts = []
+    for w in sorted({w for w, _ in by}):
+        j, t = by.get((w, "jax")), by.get((w, "torch"))
+        if not (j and t) or j.metrics["time_s_median"] <= t.metrics["time_s_median"]:
+            continue
+        if "dot_time_s" not in j.metrics or "dot_time_s" not in t.metrics:
+            parts.append(f"at width {w} JAX trails ({t.metrics['time_s_median'] / j.metrics['time_s_median']:.2f}x); "
+                         "its dots were not timed apart in this run")
+            continue
+        jd, td = j.metrics["dot_time_s"], t.metrics["dot_time_s"]
+        jr, tr = j.metrics["time_s_median"] - jd, t.metrics["time_s_median"] - td
+        where = "the matrix products" if jd - td >= jr - tr else "the rest of the step (updates, activations)"
+        parts.append(f"at width {w} JAX trails ({t.metrics['time_s_median'] / j.metrics['time_s_median']:.2f}x): its "
+                     f"dots alone took {jd * 1e3:.1f} ms against torch's {td * 1e3:.1f} ms for the same products, the "
+                     f"rest of the step {jr * 1e3:.1f} against {tr * 1e3:.1f} ms, so {where} lose the time")
+    kernels = (f" (the same run's matmul: XLA's dot as {libs['jax_dot']}, torch through {libs['torch_blas']})"
+               if {"jax_dot", "torch_blas"} <= set(libs) else "")
+    return (" Where JAX is behind, measured: " + "; ".join(parts) + kernels + ".") if parts else ""
 
 
 def _curve_takeaway(runs_) -> str:

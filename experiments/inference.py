@@ -31,7 +31,7 @@ PROFILES = {
     ("tiny", "any"): Config(widths=(64,), input_dim=32, batches=(1, 8), compare_batch=8, target_s=0.01),
     ("quick", "cpu"): Config(),
     ("full", "cpu"): Config(batches=tuple(2**i for i in range(0, 13)), target_s=0.5),
-    ("quick", "gpu"): Config(batches=(1, 64, 1024, 8192), compare_batch=8192, target_s=0.1),
+    ("quick", "gpu"): Config(batches=(1, 256, 8192), compare_batch=8192, target_s=0.1),
     ("full", "gpu"): Config(batches=tuple(4**i for i in range(7)) + (8192,), compare_batch=8192),
 }
 

@@ -31,18 +31,24 @@ class Config:
     presets: tuple[str, ...] = ("fp32", "bf16")
     input_dim: int = 784
     too_big: tuple[int, ...] = (65536, 65536, 65536, 65536)  # about 210 GB with AdamW: fits on no GPU listed
+    # Shapes none of the estimator's byte counts (fit.LOWERINGS) were read from: its out-of-sample test.
+    held_out: tuple[tuple[int, ...], ...] = ((384, 768, 192), (3072,))
+    held_out_batches: tuple[int, ...] = (64, 512)
 
 
 _FULL = Config(widths=((256, 256), (1024, 1024), (2048,), (512, 512, 512, 512), (4096, 4096), (128, 1024, 128),
-                       (2048, 512, 512)), batches=(32, 256, 1024, 4096), presets=("fp32", "bf16", "fp16"))
+                       (2048, 512, 512)), batches=(32, 256, 1024, 4096), presets=("fp32", "bf16", "fp16"),
+               held_out=((384, 768, 192), (3072,), (640, 640, 640), (96, 2560)), held_out_batches=(64, 512, 2048))
 PROFILES = {
-    ("tiny", "any"): Config(widths=((64, 64),), batches=(16,), presets=("fp32",), input_dim=32),
+    ("tiny", "any"): Config(widths=((64, 64),), batches=(16,), presets=("fp32",), input_dim=32, held_out=((48, 96),),
+                            held_out_batches=(16,)),
     ("quick", "cpu"): Config(widths=((256, 256), (1024, 1024), (512, 512, 512, 512), (128, 1024, 128)),
                              batches=(32, 1024)),
     ("full", "cpu"): _FULL,
     # each config is an XLA:GPU compile of a train step (seconds, with autotuning) and one step
-    ("quick", "gpu"): Config(widths=((1024, 1024), (4096, 4096), (128, 1024, 128)), batches=(256, 4096)),
-    ("full", "gpu"): _FULL,
+    # (no held-out shapes: the byte counts were read off XLA:CPU; a GPU's own plan is their test there)
+    ("quick", "gpu"): Config(widths=((1024, 1024), (4096, 4096), (128, 1024, 128)), batches=(256, 4096), held_out=()),
+    ("full", "gpu"): dataclasses.replace(_FULL, held_out=()),
 }
 
 
@@ -135,16 +141,19 @@ def _table(t: fit.Transformer, preset: str, mode: str) -> dict[str, float]:
 
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
-    val = [(widths, batch, preset) for widths in cfg.widths for batch in cfg.batches for preset in cfg.presets]
+    val = [(widths, batch, preset, False) for widths in cfg.widths for batch in cfg.batches for preset in cfg.presets]
+    val += [(widths, batch, preset, True) for widths in cfg.held_out for batch in cfg.held_out_batches
+            for preset in cfg.presets]
     # smallest first: on a GPU each step then raises the allocator's high-water mark, which is
     # the only way its peak can be read (see device_peak_bytes)
     val.sort(key=lambda v: fit.mlp_train(cfg.input_dim, v[0], 10, v[1], "adamw", v[2]).total)
     out, seen = [], set()
-    for i, (widths, batch, preset) in enumerate(val):
+    for i, (widths, batch, preset, held_out) in enumerate(val):
         params = fit.mlp_param_count(cfg.input_dim, widths, 10)
         # the first config of a set of widths initialises its parameters op by op: a compile per op and shape
-        out.append(Case({"case": "mlp_train", "widths": list(widths), "batch": batch, "preset": preset,
-                         "optimizer": "adamw"}, functools.partial(_validate, widths, batch, preset, cfg, ctx),
+        p = {"case": "mlp_train", "widths": list(widths), "batch": batch, "preset": preset, "optimizer": "adamw"}
+        out.append(Case({**p, "held_out": True} if held_out else p,
+                        functools.partial(_validate, widths, batch, preset, cfg, ctx),
                         Cost(compiles=2 if widths in seen else 25, step_compiles=1, flops=6.0 * batch * params,
                              min_iters=0, warmup=0, calls=int(ctx.platform == "gpu"), host_bytes=16.0 * params),
                         key=i == 0))

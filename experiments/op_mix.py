@@ -14,7 +14,7 @@ from jaxgpu import data, fit, mlp, stack, timing
 from experiments import claims
 from experiments.case import Case, Cost, RunContext
 
-BENCHMARK_VERSION = 1
+BENCHMARK_VERSION = 2  # 2: bytes from XLA's cost analysis; dots at their own precision
 CLAIMS = claims.for_experiment("op_mix")
 DESCRIPTION = "share of FLOPs (parsed HLO) and of time (dots-only program vs whole step) in matmul"
 
@@ -44,9 +44,11 @@ def _shares(fn, args, target_s: float) -> dict[str, float]:
     out = {f"{k}_flop_share": v / total for k, v in flops.items()}
     out["flops_parsed"] = total
     compiled = lowered.compile()
-    xla_flops, _ = timing.cost_analysis(compiled)
+    xla_flops, xla_bytes = timing.cost_analysis(compiled)
     if xla_flops:
         out["flops_xla"] = xla_flops
+    if xla_bytes:
+        out["bytes_xla"] = xla_bytes  # where the step sits under its roofline (C09)
     full = timing.time_compiled(compiled, [args], target_s=target_s)
     prog, dot_args = stack.dots_only(lowered.as_text(dialect="hlo"))
     dots = timing.time_jitted(prog, dot_args, target_s=target_s)

@@ -203,8 +203,11 @@ class TrainResult:
 
 def train(model: MLP, optimizer: optax.GradientTransformation, data, *, preset: str = "fp32", epochs: int = 30,
           batch: int = 128, loss_scale: LossScale | None = None, target_accuracy: float = 0.95, seed: int = 0,
-          device=None) -> TrainResult:
+          device=None, until_target: bool = False) -> TrainResult:
     """Trains on ``data`` (a ``jaxgpu.data.Dataset``), evaluating test accuracy after every epoch.
+
+    ``until_target``: stop after the epoch whose evaluation first reaches ``target_accuracy``
+    (``epochs`` is then the most it may take).
 
     Data sits on the device; each step takes a shuffled batch. Only the train steps are
     timed (each epoch blocked until ready); evaluation and compilation are kept apart.
@@ -249,6 +252,8 @@ def train(model: MLP, optimizer: optax.GradientTransformation, data, *, preset: 
         zero_fracs += [float(m["grad_zero_fraction"]) for m in ms]
         acc = float(jnp.mean(jnp.argmax(infer(state["params"], xte), -1) == yte))
         curve.append((steps, float(np.mean(losses)), acc, train_s))
+        if until_target and acc >= target_accuracy:
+            break
     return TrainResult(preset, tuple(curve), compile_s, train_s, steps, steps * batch, flops,
                        float(np.mean(zero_fracs)), nonfinite, skipped,
                        float(state["scale"]) if "scale" in state else None, target_accuracy)

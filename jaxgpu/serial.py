@@ -50,20 +50,25 @@ def program(variant: str):
     raise ValueError(f"unknown variant {variant!r}")
 
 
-def recurrence(variant: str, n: int, a: float = 0.999, b: float = 0.001, x0: float = 1.0):
-    """A jitted zero-argument-free program: x of shape (n,) -> the n states of the recurrence."""
+def recurrence(variant: str, n: int):
+    """A jitted ``f(x, a, b)``: the n states of x_{t+1} = a x_t + b from x_0 = x[0].
+
+    ``a`` and ``b`` are arguments (0-d arrays), not constants: built from constants, the
+    associative scan's inputs and the closed form's powers would be folded into the program at
+    compile time, and the timing would leave out the work it claims to measure.
+    """
     if variant == "scan":
-        def f(x):
+        def f(x, a, b):
             def step(c, _):
                 c = a * c + b
                 return c, c
 
             return jax.lax.scan(step, x[0], None, length=n)[1]
     elif variant == "associative_scan":
-        def f(x):
+        def f(x, a, b):
             # Each step is the affine map c -> a c + b; composing maps is associative.
-            ma = jnp.full((n,), a, jnp.float32)
-            mb = jnp.full((n,), b, jnp.float32)
+            ma = jnp.broadcast_to(a, (n,))
+            mb = jnp.broadcast_to(b, (n,))
 
             def compose(l, r):
                 return l[0] * r[0], r[0] * l[1] + r[1]
@@ -71,13 +76,18 @@ def recurrence(variant: str, n: int, a: float = 0.999, b: float = 0.001, x0: flo
             pa, pb = jax.lax.associative_scan(compose, (ma, mb))
             return pa * x[0] + pb
     elif variant == "closed_form":
-        def f(x):
+        def f(x, a, b):
             t = jnp.arange(1, n + 1, dtype=jnp.float32)
-            at = jnp.power(jnp.float32(a), t)
+            at = jnp.power(a, t)
             return at * x[0] + b * (1 - at) / (1 - a)
     else:
         raise ValueError(f"unknown recurrence variant {variant!r}")
     return jax.jit(f)
+
+
+def coefficients(a: float = 0.999, b: float = 0.001) -> tuple:
+    """The recurrence's a and b as the 0-d fp32 arrays ``recurrence``'s programs take."""
+    return np.float32(a), np.float32(b)
 
 
 def recurrence_reference(n: int, a: float = 0.999, b: float = 0.001, x0: float = 1.0) -> np.ndarray:

@@ -68,6 +68,11 @@ class Timing:
                "n_iters": float(self.n_iters)}
         if self.compile_s is not None:
             out["compile_s"] = self.compile_s
+        # XLA's own count of the program's work: what a roofline prediction of this time starts from
+        if self.flops_xla is not None:
+            out["flops_xla"] = self.flops_xla
+        if self.bytes_xla is not None:
+            out["bytes_xla"] = self.bytes_xla
         return {**out, **extra}
 
 

@@ -20,10 +20,21 @@ def test_every_variant_computes_the_same(variant, device):
 
 @pytest.mark.parametrize("n", [1, 17, 5000])
 def test_recurrence_scan_associative_and_closed_form_agree(n, device):
-    x = jax.device_put(np.ones(1, np.float32), device)
+    x, a, b = jax.device_put((np.ones(1, np.float32), *serial.coefficients()), device)
     ref = serial.recurrence_reference(n)
     for v in serial.RECURRENCE:
-        np.testing.assert_allclose(np.asarray(serial.recurrence(v, n)(x)), ref, atol=1e-4, err_msg=v)
+        np.testing.assert_allclose(np.asarray(serial.recurrence(v, n)(x, a, b)), ref, atol=1e-4, err_msg=v)
+
+
+def test_no_recurrence_program_holds_its_work_as_a_folded_constant(device):
+    import re
+
+    n = 100_000
+    args = jax.device_put((np.ones(1, np.float32), *serial.coefficients()), device)
+    for v in serial.RECURRENCE:
+        hlo = serial.recurrence(v, n).lower(*args).compile().as_text()
+        big = [c for c in re.findall(r"= f32\[(\d+)\]\S* constant\(", hlo) if int(c) > 1000]
+        assert not big, (v, big)
 
 
 def test_jit_fuses_the_chain_and_op_by_op_does_not(device):

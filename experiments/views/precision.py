@@ -11,6 +11,7 @@ from __future__ import annotations
 from jaxgpu import presets
 from jaxgpu import report as rp
 
+from experiments import derive
 from experiments.claims import for_experiment
 
 CLAIMS = for_experiment("precision")
@@ -126,18 +127,26 @@ def _error_plot(groups) -> rp.Plot:
 
 def _sweep_table(sweep) -> rp.Table:
     rows = []
+    speedups = {label: derive.precision_speedups(recs) for label, (run, recs) in rp.by_run(sweep).items()}
     order = {name: i for i, name in enumerate(presets.PRESETS)}
     for run, x in sorted(sweep, key=lambda p: (p[0].label, p[1].params["n"], p[1].params["impl"],
                                                 order.get(p[1].params["preset"], 99))):
         m = x.metrics
         rows.append([run.label, x.params["impl"], x.params["preset"], x.params["n"], rp.fmt(m["time_s_median"] * 1e3),
-                     rp.fmt(m["gflops"]), rp.fmt(m.get("speedup")), rp.fmt(m.get("peak_fraction")),
+                     rp.fmt(m["gflops"]), rp.fmt(_speedup(speedups, run.label, x)), rp.fmt(m.get("peak_fraction")),
                      int(m.get("bytes_per_element", 0)), rp.fmt(m["rel_error"]),
                      _upcast_cell(m)])
     return rp.Table(["run", "impl", "preset", "n", "median ms", "GFLOP/s", "x fp32", "of peak", "bytes/elem",
                      "rel. error", "upcast"], rows,
                     "Every timed preset; x fp32 = speed-up over fp32 (HIGHEST) at the same n; of peak = the "
                     "hardware table's figure for that dtype (CPU: estimate)")
+
+
+def _speedup(speedups, label, x):
+    if x.params["impl"] != "jax":
+        return None
+    got = speedups.get(label, {}).get((x.params["preset"], x.params["n"]))
+    return got[1] if got else None
 
 
 def _mamf_table(pairs) -> rp.Table:

@@ -49,8 +49,8 @@ REGISTRY: dict[str, str] = {
 }
 
 # Experiments that compare device counts. On CPU a run that selects one and leaves
-# --devices unset gets this many host devices (XLA's virtual CPU devices; measured here,
-# 8 of them left single-device matmul and triad timings within 4% of 1 device).
+# --devices unset gets this many host devices (XLA's virtual CPU devices, which share the
+# machine's cores).
 MULTI_DEVICE = ("collectives", "data_parallel", "tensor_parallel")
 DEFAULT_HOST_DEVICES = 4
 

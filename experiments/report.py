@@ -55,6 +55,11 @@ def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
     return sections
 
 
+# How the HTML ledger colours each verdict (the words stay: the Markdown shows only them).
+VERDICT_MARKS = {"supported": "yes", "supported with caveats": "caveat", "contradicted": "no",
+                 "inconclusive": "unsure", "not run": "none"}
+
+
 def experiment_section(name: str, pairs) -> rp.Section:
     """An experiment's section: its view of the measured records, then what compiled runs planned.
 
@@ -101,7 +106,8 @@ def ledger_section(pairs, present: set[str] = frozenset()) -> rp.Section:
         + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + "."
         + (f" {compiled} of them rest in part on programs compiled for a GPU that did not run them; their "
            "verdict says so." if compiled else "")],
-        tables=[rp.Table(["claim", "the explainer says", "experiments", "deciding figure", "verdict", "rule"], rows)])
+        tables=[rp.Table(["claim", "the explainer says", "experiments", "deciding figure", "verdict", "rule"], rows,
+                         marks={4: VERDICT_MARKS})])
 
 
 def _version_warning(sec: rp.Section, name: str, pairs) -> None:
@@ -216,7 +222,13 @@ def _html_text(x) -> str:
 
 def _html_table(t: rp.Table) -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in t.headers)
-    body = "".join("<tr>" + "".join(f"<td>{_html_text(x)}</td>" for x in row) + "</tr>" for row in t.rows)
+
+    def td(i, x):
+        mark = t.mark(i, x)
+        return f'<td class="v-{mark}">' if mark else "<td>"
+
+    body = "".join("<tr>" + "".join(f"{td(i, x)}{_html_text(x)}</td>" for i, x in enumerate(row)) + "</tr>"
+                   for row in t.rows)
     cap = f"<caption>{html.escape(t.caption)}</caption>" if t.caption else ""
     return f'<div class="tw"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
@@ -224,7 +236,9 @@ def _html_table(t: rp.Table) -> str:
 _CSS = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:auto;padding:0 1rem;line-height:1.45;color:#222}
 img{max-width:100%;height:auto}.tw{overflow-x:auto}table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}
 td,th{border:1px solid #ccc;padding:.2rem .45rem;text-align:left}caption{text-align:left;font-style:italic;padding:.2rem 0}
-.takeaway{background:#f3f6fa;border-left:4px solid #4a7ab5;padding:.4rem .7rem}nav li{margin:.1rem 0}"""
+.takeaway{background:#f3f6fa;border-left:4px solid #4a7ab5;padding:.4rem .7rem}nav li{margin:.1rem 0}
+.v-yes{background:#dcefd9;font-weight:600}.v-caveat{background:#fbf1cf;font-weight:600}
+.v-no{background:#f6d5d5;font-weight:600}.v-unsure{background:#e6e0f2;font-weight:600}.v-none{color:#777}"""
 
 
 def render(sections: Sequence[rp.Section], out_dir: Path, sources: Sequence[str]) -> tuple[str, str]:

@@ -170,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(lines))
         return 0
 
+    if importlib.util.find_spec("jax") is None:
+        return _fail("JAX is not installed in this Python; pip install -e . (or -e '.[cuda13]' on a GPU machine)")
     out_error = _check_out(args.resume or args.out)
     if out_error:
         return _fail(out_error)

@@ -17,7 +17,7 @@ from jaxgpu import fit, memory, mlp
 from experiments import claims
 from experiments.case import Case, Cost, RunContext
 
-BENCHMARK_VERSION = 1
+BENCHMARK_VERSION = 2  # 2: device-to-host from a fresh array each time; a zero-copy host->device is not timed
 CLAIMS = claims.for_experiment("transfer")
 DESCRIPTION = "host->device / device->host GB/s vs size vs on-device copy; MLP step with host-fed vs resident batch"
 

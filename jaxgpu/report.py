@@ -39,6 +39,13 @@ class Table:
     headers: list[str]
     rows: list[list[Any]]
     caption: str = ""
+    # column -> {cell text prefix: mark}: an HTML rendering colours those cells (the text stays the same)
+    marks: dict[int, dict[str, str]] = dataclasses.field(default_factory=dict)
+
+    def mark(self, column: int, value: Any) -> str | None:
+        """The mark of a cell: the longest prefix of its text that ``marks`` names for its column."""
+        found = [(len(k), m) for k, m in self.marks.get(column, {}).items() if str(value).startswith(k)]
+        return max(found)[1] if found else None
 
     def _repr_html_(self) -> str:
         import html

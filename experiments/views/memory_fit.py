@@ -79,10 +79,10 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                                                    "mode": "inference"}), None)
         if t7 and i7:
             sec.paragraphs.append(
-                f"A 7B model needs {i7.metrics['bytes_predicted'] / 1e9:.0f} GB to serve in bf16 and "
+                f"By the estimate (a formula, not a measurement), a 7B model needs "
+                f"{i7.metrics['bytes_predicted'] / 1e9:.0f} GB to serve in bf16 and "
                 f"{t7.metrics['bytes_predicted'] / 1e9:.0f} GB to train with Adam "
-                f"({t7.metrics['bytes_predicted'] / i7.metrics['bytes_predicted']:.1f}x): training needs far more "
-                "than the weights, as the claim says.")
+                f"({t7.metrics['bytes_predicted'] / i7.metrics['bytes_predicted']:.1f}x).")
     sec.paragraphs += rp.not_ok(pairs)
     return sec
 

@@ -31,6 +31,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     rows = [[run.label, x.params.get("direction", x.params.get("feed")), rp.fmt(x.params.get("bytes", x.metrics.get("batch_bytes", 0)) / 2**20),
              rp.fmt(x.metrics["time_s_median"] * 1e3), rp.fmt(x.metrics.get("gbytes_per_s"))] for run, x in good]
     sec.tables.append(rp.Table(["run", "what", "MiB", "median ms", "GB/s"], rows, "Transfers and MLP steps"))
+    sec.paragraphs += rp.not_ok(pairs)
     return sec
 
 

@@ -24,6 +24,7 @@ from jaxgpu import results
 
 import experiments
 from experiments import claims, views
+from experiments.views import prediction
 
 TITLE = "jaxgpu: what does a GPU really buy deep learning?"
 INTRO = ("Each section below measures one thing the popular explanation of GPUs claims, on every backend "
@@ -46,6 +47,9 @@ def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
             "For every case measured on both a GPU and a CPU run: the GPU's rate over the CPU's "
             "(or the CPU's time over the GPU's), against the CPU of the GPU's own machine where that run is "
             "here."], tables=[speed]))
+    predicted = prediction.section(list(runs))
+    if predicted:
+        sections.append(predicted)
     sections[0].paragraphs[:0] = completion_notes(runs)
     tables = [rp.env_table(list(runs))]
     plan = plan_table(runs)
@@ -95,9 +99,15 @@ def ledger_section(pairs, present: set[str] = frozenset()) -> rp.Section:
     Each experiment named links to its section (and so to its figure) where it ran.
     """
     rows, verdicts = [], []
+    runs = list({id(r): r for r, _ in pairs}.values())
+    # the same rules on the CPU runs' programs as predicted on an H200 (times only): where a GPU was not run
+    cpu_pairs = [(r, x) for r, x in pairs if r.env.get("backend") == "cpu"]
+    guessed = dict((c.id, v) for c, v in claims.ledger(cpu_pairs + prediction.predicted_pairs(runs)))
     for c, v in claims.ledger(pairs):
         links = ", ".join(f"[{e}](#{e})" if e in present else f"{e} (not run)" for e in c.experiments)
-        rows.append([c.id, c.text, links, v.evidence, v.shown, c.rule_text])
+        g = guessed[c.id]
+        forecast = f"{g.verdict}: {g.evidence}" if v.verdict == "not run" and g.verdict != "not run" else "-"
+        rows.append([c.id, c.text, links, v.evidence, v.shown, forecast, c.rule_text])
         verdicts.append(v)
     counts = {k: sum(v.verdict == k for v in verdicts) for k in claims.VERDICTS}
     compiled = sum(v.basis == "compiled" for v in verdicts)
@@ -106,8 +116,8 @@ def ledger_section(pairs, present: set[str] = frozenset()) -> rp.Section:
         + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + "."
         + (f" {compiled} of them rest in part on programs compiled for a GPU that did not run them; their "
            "verdict says so." if compiled else "")],
-        tables=[rp.Table(["claim", "the explainer says", "experiments", "deciding figure", "verdict", "rule"], rows,
-                         marks={4: VERDICT_MARKS})])
+        tables=[rp.Table(["claim", "the explainer says", "experiments", "deciding figure", "verdict",
+                          "predicted on H200 (not run)", "rule"], rows, marks={4: VERDICT_MARKS})])
 
 
 def _version_warning(sec: rp.Section, name: str, pairs) -> None:

@@ -30,6 +30,8 @@ _EXPORTS = {
     "make_infer_step": ("mlp", "make_infer_step"), "make_train_step": ("mlp", "make_train_step"),
     "train": ("mlp", "train"),
     "op_flops": ("stack", "op_flops"),
+    "predict": ("prediction", "predict"), "Prediction": ("prediction", "Prediction"),
+    "Roofs": ("prediction", "Roofs"), "roofs_for": ("prediction", "roofs_for"),
     "DistributedFailure": ("distributed", "DistributedFailure"),
     "DistributedResult": ("distributed", "DistributedResult"), "launch_distributed": ("distributed", "launch"),
     "CollectiveResult": ("parallel", "CollectiveResult"), "DataParallel": ("parallel", "DataParallel"),

@@ -134,6 +134,7 @@ def test_every_experiment_runs_tiny_and_reports(every_tiny):
         title = views.load(name).section([(run, r) for r in run.records if r.experiment == name]).title
         assert f"## {title}" in md, name
     assert md.count("**Takeaway:**") >= len(names)
+    assert "## How well does the roofline predict?" in md and "H200 SXM (predicted)" in md
 
 
 @pytest.mark.slow
@@ -149,7 +150,6 @@ def test_a_gpu_run_cut_at_any_record_still_merges_into_a_full_ledger(every_tiny,
     gpu = _as_gpu_run(cpu, tmp_path / "gpu")
     lines = (gpu / "results.jsonl").read_text().splitlines()
     full = results.read_run(gpu)
-    import experiments
 
     cpu_run = results.read_run(cpu)
     for cut in range(len(lines) + 1):

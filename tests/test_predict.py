@@ -1,0 +1,83 @@
+"""Roofline predictions: the bound's arithmetic, XLA's kernels, and the report's use of both."""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from jaxgpu import hardware, results
+from jaxgpu import prediction as predict
+
+from experiments.views import prediction as view
+
+ROOFS = predict.Roofs("test", {"fp32": 100e9, "elementwise": 10e9, "bf16": 400e9}, 10e9, 1e-5, "by hand", 1e-6)
+
+
+def test_the_bound_by_hand():
+    p = predict.bound(2e9, 1e8, ROOFS)  # 20 ms of compute, 10 ms of memory
+    assert p.lower_s == pytest.approx(0.02 + 1e-5) and p.upper_s == pytest.approx(0.03 + 1e-5)
+    assert p.bound == "compute"
+    assert predict.bound(2e9, 1e8, ROOFS, "bf16").bound == "memory"  # 5 ms of compute now
+    assert predict.bound(0, 0, ROOFS, loop_steps=1000).lower_s == pytest.approx(1e-5 + 1e-3)
+
+
+def test_gpu_roofs_are_datasheet_times_achieved_shares():
+    r = predict.roofs_for(hardware.GPUS["H200 SXM"])
+    assert r.bandwidth == pytest.approx(4.3e12)  # the copy measured on the lent H200
+    assert r.flops["bf16"] == pytest.approx(794.5e12)  # an H100's bf16 MAMF, the same processor
+    assert r.flops["elementwise"] == pytest.approx(67e12 * 794.5 / 989.4)
+
+
+def test_kernels_are_read_from_the_optimised_program():
+    f = lambda x, w: jax.nn.gelu(x @ w) * 2 + 1
+    x, w = jnp.ones((256, 512)), jnp.ones((512, 128))
+    ks = predict.kernels(jax.jit(f).lower(x, w).compile().as_text())
+    assert ks and any(k.is_dot for k in ks)
+    assert sum(k.flops for k in ks) >= 2 * 256 * 512 * 128
+    assert sum(k.bytes for k in ks) >= 4 * (256 * 512 + 512 * 128 + 256 * 128)
+
+
+def test_predict_says_which_roof_binds():
+    big = jnp.ones((1024, 1024))
+    mm = predict.predict(lambda a, b: a @ b, big, big, on="H200 SXM")
+    assert mm.bound == "compute" and mm.lower_s <= mm.upper_s
+    vec = predict.predict(lambda a: a * 2 + 1, jnp.ones(1 << 22), on="H200 SXM")
+    assert vec.bound == "memory"
+    with pytest.raises(KeyError, match="unknown hardware"):
+        predict.predict(lambda a: a, big, on="TPU v9")
+
+
+RUN = results.Run(Path("cpu-run"), {"env": {"backend": "cpu", "device_kind": "cpu", "cpu_model": "X"}}, ())
+
+
+def _rec(experiment, params, metrics):
+    return results.Record(experiment, params, metrics, backend="cpu", device_kind="cpu")
+
+
+def _records():
+    t = lambda s: {"time_s_median": s}
+    return [
+        _rec("matmul", {"impl": "jax", "n": 1024}, {"gflops": 100.0, "flops_xla": 2e9, "bytes_xla": 1.2e7, **t(0.021)}),
+        _rec("roofline", {"kind": "fma", "k": 16}, {"gflops": 10.0, "flops_xla": 1e9, "bytes_xla": 8e8, **t(0.1)}),
+        _rec("bandwidth", {"impl": "jax", "kernel": "triad", "variant": "jit", "n": 1 << 25, "dtype": "float32"},
+             {"gbytes_per_s": 10.0, "flops_xla": 6.7e7, "bytes_xla": 4e8, **t(0.04)}),
+        _rec("serial_parallel", {"kind": "independent", "variant": "vectorized", "n": 1},
+             {"flops_xla": 2.0, "bytes_xla": 8.0, **t(1e-5)}),
+    ]
+
+
+def test_the_run_predicts_its_own_records_from_its_own_roofs():
+    recs = _records()
+    roofs = view.measured_roofs(RUN, recs)
+    assert roofs.flops["fp32"] == 100e9 and roofs.flops["elementwise"] == 10e9 and roofs.bandwidth == 10e9
+    errs = {r.experiment: ratio for r, _, ratio in view.errors(RUN, recs)}
+    assert errs["matmul"] == pytest.approx(0.021 / (0.02 + 1e-5))
+    assert view.measured_roofs(RUN, recs[1:]) is None  # no matmul: no compute roof, no prediction
+
+
+def test_predicted_gpu_records_carry_times_only_and_pair_with_their_cpu_run():
+    pairs = view.predicted_pairs([results.Run(RUN.path, RUN.meta, tuple(_records()))])
+    assert pairs and all(r.backend == "gpu" and set(r.metrics) == {"time_s_median", "time_s_q25", "time_s_q75"}
+                         for _, r in pairs)
+    assert pairs[0][0].host == RUN.host  # the CPU run's own host: the ledger sets them side by side

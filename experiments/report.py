@@ -38,9 +38,14 @@ def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
     pairs = results.merge(runs)
     present = {rec.experiment for _, rec in pairs}
     sections = [ledger_section(pairs, present)]
+    guessed = prediction.predicted_pairs(list(runs))
     for name in experiments.names():
         if name in present:
-            sections.append(experiment_section(name, pairs))
+            sec = experiment_section(name, pairs)
+            table = _predicted_table(name, pairs, guessed)
+            if table.rows:
+                sec.tables.append(table)
+            sections.append(sec)
     speed = speedup_table(pairs)
     if speed.rows:
         sections.append(rp.Section("GPU / CPU speed-up per case", "speedup", paragraphs=[
@@ -83,6 +88,22 @@ def experiment_section(name: str, pairs) -> rp.Section:
             sec.tables.append(_compiled_table(compiled))
     _version_warning(sec, name, pairs)
     return sec
+
+
+def _predicted_table(name: str, pairs, guessed) -> rp.Table:
+    """The experiment's timed CPU cases beside what they should take on an H200 (predicted, not run)."""
+    measured = {x.key: (run, x) for run, x in pairs if x.experiment == name and not x.compiled
+                and x.backend == "cpu" and x.status == "ok"}
+    rows = []
+    for twin, g in guessed:
+        if g.experiment == name and g.key in measured:
+            run, x = measured[g.key]
+            params = ", ".join(f"{k}={v}" for k, v in x.params.items() if k not in ("impl", "dtype"))
+            t, p = x.metrics["time_s_median"], g.metrics["time_s_median"]
+            rows.append([run.path.name, params, rp.fmt(t * 1e3), rp.fmt(p * 1e3), f"{t / p:.3g}x"])
+    return rp.Table(["CPU run", "case", "measured here (ms)", "H200 predicted (ms)", "predicted speed-up"], rows,
+                    "Predicted, not run: each timed case on an H200, from XLA's count of its program and the H200's "
+                    "datasheet roofs x achieved shares (see How well does the roofline predict?)")
 
 
 def _compiled_table(pairs) -> rp.Table:

@@ -38,6 +38,7 @@ def test_run_writes_a_report_with_computed_takeaways(tiny_run):
     md = (tiny_run / "report.md").read_text()
     page = (tiny_run / "report.html").read_text()
     assert "## Matrix multiplication" in md and "**Takeaway:** On cpu, JAX reached" in md
+    assert "On cpu, JAX reached" in page  # the HTML is the same view, not a separate text
     gflops = [r.metrics["gflops"] for r in results.read_run(tiny_run).records
               if r.params.get("impl") == "jax" and r.params.get("shape") == "square"]
     assert f"{gflops[-1]:.0f} GFLOP/s" in md  # the takeaway quotes the measured figure
@@ -126,8 +127,12 @@ def test_every_experiment_runs_tiny_and_reports(every_tiny):
     names = experiments.names()
     run = results.read_run(tmp_path)
     assert {r.experiment for r in run.records} == set(names)
+    # expected on CPU: formats torch lacks (precision), and a host->device "copy" XLA:CPU makes by taking the
+    # host array as it is (zero copy), which has no bandwidth to time
+    expected = lambda r: r.experiment == "precision" or (
+        r.experiment == "transfer" and r.params.get("direction") == "host_to_device" and "zero copy" in r.reason)
     bad = [(r.experiment, r.params, r.reason) for r in run.records
-           if r.status == "failed" or (r.status == "unsupported" and r.experiment != "precision")]
+           if r.status == "failed" or (r.status == "unsupported" and not expected(r))]
     assert not bad, bad
     md = (tmp_path / "report.md").read_text()
     for name in names:

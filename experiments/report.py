@@ -98,7 +98,7 @@ def _predicted_table(name: str, pairs, guessed) -> rp.Table:
     for twin, g in guessed:
         if g.experiment == name and g.key in measured:
             run, x = measured[g.key]
-            params = ", ".join(f"{k}={v}" for k, v in x.params.items() if k not in ("impl", "dtype"))
+            params = ", ".join(f"{k}={v}" for k, v in x.params.items() if k != "impl")
             t, p = x.metrics["time_s_median"], g.metrics["time_s_median"]
             rows.append([run.path.name, params, rp.fmt(t * 1e3), rp.fmt(p * 1e3), f"{t / p:.3g}x"])
     return rp.Table(["CPU run", "case", "measured here (ms)", "H200 predicted (ms)", "predicted speed-up"], rows,

@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if importlib.util.find_spec("jax") is None:
         return _fail("JAX is not installed in this Python; pip install -e . (or -e '.[cuda13]' on a GPU machine)")
-    out_error = _check_out(args.resume or args.out)
+    out_error = _check_out(args.resume or args.out, resume=bool(args.resume))
     if out_error:
         return _fail(out_error)
     if argv is None:
@@ -235,8 +235,10 @@ def _check_processes(args: argparse.Namespace, names: list[str]) -> None:
                                      f"({spec.global_batch}) does not split evenly over {args.processes} processes")
 
 
-def _check_out(out: str | None) -> str | None:
+def _check_out(out: str | None, resume: bool = False) -> str | None:
     """Why the result folder cannot be written, or None (checked before JAX starts)."""
+    if out and not resume and (Path(out) / "results.jsonl").exists():
+        return f"{out} already holds a run: choose another --out, or finish that run with --resume {out}"
     target = Path(out) if out else Path("reports/runs")
     try:
         target.mkdir(parents=True, exist_ok=True)

@@ -133,6 +133,9 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     out_dir = Path(out_dir)
     done: set[str] = set()
+    if not resume and (out_dir / results.RESULTS_FILE).exists():
+        # appending a new run to an old one would mix two machines' or two days' records under one run.json
+        raise FileExistsError(f"{out_dir} already holds a run; choose another folder, or resume it")
     if resume and (out_dir / results.RESULTS_FILE).exists():
         if results.set_aside_cut_line(out_dir / results.RESULTS_FILE) is not None:
             log(f"jaxgpu: the last line of {out_dir / results.RESULTS_FILE} was cut by a kill; set aside in "

@@ -87,6 +87,9 @@ def test_tiny_run_writes_the_contract_and_resume_skips_what_is_done(tmp_path):
     assert len(results.read_run(out).records) == n_before
     proc = _run("experiments.run", "--resume", str(out), "--no-report")
     assert "0 cases" in proc.stderr
+    # the same folder without --resume: refused, the run left as it was
+    _one_line_error(_run("experiments.run", "--only", "matmul", "--out", str(out)), f"--resume {out}")
+    assert len(results.read_run(out).records) == n_before
 
 
 @pytest.mark.slow
@@ -129,6 +132,15 @@ def test_an_out_folder_that_cannot_be_created(tmp_path):
     blocker.write_text("")
     _one_line_error(_run("experiments.run", "--only", "devices", "--out", str(blocker / "run")),
                     "cannot create the result folder")
+
+
+def test_an_out_folder_holding_a_run_is_not_appended_to(tmp_path):
+    (tmp_path / "results.jsonl").write_text("")
+    _one_line_error(_run("experiments.run", "--only", "devices", "--out", str(tmp_path)), "already holds a run")
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        from experiments import runner
+
+        runner.run_study(["devices"], platform="cpu", out_dir=tmp_path, progress=False, log=lambda m: None)
 
 
 def test_a_host_device_count_xla_cannot_hold():

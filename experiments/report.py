@@ -38,13 +38,12 @@ def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
     pairs = results.merge(runs)
     present = {rec.experiment for _, rec in pairs}
     sections = [ledger_section(pairs, present)]
-    guessed = prediction.predicted_pairs(list(runs))
+    forecasts = predicted_tables(runs)
     for name in experiments.names():
         if name in present:
             sec = experiment_section(name, pairs)
-            table = _predicted_table(name, pairs, guessed)
-            if table.rows:
-                sec.tables.append(table)
+            if name in forecasts:
+                sec.tables.append(forecasts[name])
             sections.append(sec)
     speed = speedup_table(pairs)
     if speed.rows:
@@ -90,20 +89,43 @@ def experiment_section(name: str, pairs) -> rp.Section:
     return sec
 
 
-def _predicted_table(name: str, pairs, guessed) -> rp.Table:
-    """The experiment's timed CPU cases beside what they should take on an H200 (predicted, not run)."""
+def predicted_tables(runs: Sequence[results.Run]) -> dict[str, rp.Table]:
+    """Per experiment: its timed CPU cases predicted on a GPU (a merged GPU run's own, else an H200), with
+    that GPU's measured time and the prediction's error where it was merged."""
+    pairs = results.merge(runs)
+    gpu = prediction.gpu_of(list(runs))
+    guessed = prediction.predicted_pairs(list(runs), gpu)
+    on_gpu = prediction.measured_on(list(runs), gpu)
+    tables = {name: _predicted_table(name, pairs, guessed, gpu, on_gpu) for name in {r.experiment for _, r in guessed}}
+    return {name: t for name, t in tables.items() if t.rows}
+
+
+def _predicted_table(name: str, pairs, guessed, gpu: str, on_gpu: dict[str, float]) -> rp.Table:
+    """The experiment's timed CPU cases beside what they should take on ``gpu`` (predicted); where a merged
+    run of that GPU measured the same case, its time and the prediction's error beside them."""
     measured = {x.key: (run, x) for run, x in pairs if x.experiment == name and not x.compiled
                 and x.backend == "cpu" and x.status == "ok"}
+    short = gpu.split()[0]
     rows = []
-    for twin, g in guessed:
+    for _, g in guessed:
         if g.experiment == name and g.key in measured:
             run, x = measured[g.key]
             params = ", ".join(f"{k}={v}" for k, v in x.params.items() if k != "impl")
             t, p = x.metrics["time_s_median"], g.metrics["time_s_median"]
-            rows.append([run.path.name, params, rp.fmt(t * 1e3), rp.fmt(p * 1e3), f"{t / p:.3g}x"])
-    return rp.Table(["CPU run", "case", "measured here (ms)", "H200 predicted (ms)", "predicted speed-up"], rows,
-                    "Predicted, not run: each timed case on an H200, from XLA's count of its program and the H200's "
-                    "datasheet roofs x achieved shares (see How well does the roofline predict?)")
+            row = [run.path.name, params, rp.fmt(t * 1e3), rp.fmt(p * 1e3), f"{t / p:.3g}x"]
+            if on_gpu:
+                m = on_gpu.get(g.key)
+                row += [rp.fmt(m * 1e3), f"{p / m - 1:+.0%}"] if m else ["-", "-"]
+            rows.append(row)
+    head = ["CPU run", "case", "measured here (ms)", f"{short} predicted (ms)", "predicted speed-up"]
+    if on_gpu:
+        return rp.Table(head + [f"{short} measured (ms)", "prediction error"], rows,
+                        f"Predicted on the {gpu} from XLA's count of each CPU program and the GPU's datasheet roofs "
+                        "x achieved shares, then measured on it in the merged GPU run: the error is "
+                        "predicted / measured - 1")
+    return rp.Table(head, rows,
+                    f"Predicted, not run: each timed case on an {gpu}, from XLA's count of its program and the "
+                    "GPU's datasheet roofs x achieved shares (see How well does the roofline predict?)")
 
 
 def _compiled_table(pairs) -> rp.Table:
@@ -123,11 +145,19 @@ def ledger_section(pairs, present: set[str] = frozenset()) -> rp.Section:
     runs = list({id(r): r for r, _ in pairs}.values())
     # the same rules on the CPU runs' programs as predicted on an H200 (times only): where a GPU was not run
     cpu_pairs = [(r, x) for r, x in pairs if r.env.get("backend") == "cpu"]
-    guessed = dict((c.id, v) for c, v in claims.ledger(cpu_pairs + prediction.predicted_pairs(runs)))
+    gpu = prediction.gpu_of(runs)
+    guessed = {c.id: v for c, v in claims.ledger(cpu_pairs + prediction.predicted_pairs(runs, gpu))}
+    gpu_ran = any(r.env.get("backend") == "gpu" and not r.compiled for r in runs)
     for c, v in claims.ledger(pairs):
         links = ", ".join(f"[{e}](#{e})" if e in present else f"{e} (not run)" for e in c.experiments)
         g = guessed[c.id]
-        forecast = f"{g.verdict}: {g.evidence}" if v.verdict == "not run" and g.verdict != "not run" else "-"
+        forecast = "-"
+        if g.verdict != "not run" and v.verdict == "not run":
+            forecast = f"{g.verdict}: {g.evidence}"
+        elif g.verdict != "not run" and gpu_ran:
+            # a GPU run is merged: the forecast is now checked, not shown as if it were still open
+            forecast = f"predicted {g.verdict}, measured {v.verdict}" + (
+                "" if g.verdict == v.verdict else f" (the prediction said: {g.evidence})")
         rows.append([c.id, c.text, links, v.evidence, v.shown, forecast, c.rule_text])
         verdicts.append(v)
     counts = {k: sum(v.verdict == k for v in verdicts) for k in claims.VERDICTS}
@@ -138,7 +168,8 @@ def ledger_section(pairs, present: set[str] = frozenset()) -> rp.Section:
         + (f" {compiled} of them rest in part on programs compiled for a GPU that did not run them; their "
            "verdict says so." if compiled else "")],
         tables=[rp.Table(["claim", "the explainer says", "experiments", "deciding figure", "verdict",
-                          "predicted on H200 (not run)", "rule"], rows, marks={4: VERDICT_MARKS})])
+                          f"predicted on {gpu}" + ("" if gpu_ran else " (not run)"), "rule"], rows,
+                         marks={4: VERDICT_MARKS})])
 
 
 def _version_warning(sec: rp.Section, name: str, pairs) -> None:

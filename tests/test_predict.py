@@ -81,3 +81,25 @@ def test_predicted_gpu_records_carry_times_only_and_pair_with_their_cpu_run():
     assert pairs and all(r.backend == "gpu" and set(r.metrics) == {"time_s_median", "time_s_q25", "time_s_q75"}
                          for _, r in pairs)
     assert pairs[0][0].host == RUN.host  # the CPU run's own host: the ledger sets them side by side
+
+
+def test_a_merged_gpu_run_turns_the_predictions_into_errors():
+    from experiments import report
+
+    cpu = results.Run(RUN.path, RUN.meta, tuple(_records()))
+    table = report.predicted_tables([cpu])["matmul"]
+    assert table.headers[3] == "H200 predicted (ms)" and len(table.headers) == 5
+    assert "(not run)" in report.ledger_section(results.merge([cpu])).tables[0].headers[5]
+    predicted = {r.key: r.metrics["time_s_median"] for _, r in view.predicted_pairs([cpu])}
+    # an H200 run that measured every case at twice the prediction
+    gpu_env = {"backend": "gpu", "device_kind": "NVIDIA H200", "cpu_model": "X"}
+    gpu = results.Run(Path("gpu-run"), {"env": gpu_env}, tuple(
+        results.Record(r.experiment, r.params, {**r.metrics, "time_s_median": 2 * predicted[r.key]}, backend="gpu",
+                       device_kind="NVIDIA H200") for r in _records() if r.key in predicted))
+    assert view.gpu_of([cpu, gpu]) == hardware.gpu_spec("NVIDIA H200").name
+    tables = report.predicted_tables([cpu, gpu])
+    assert set(tables) == {r.experiment for r in _records()}
+    for t in tables.values():
+        assert t.headers[-1] == "prediction error" and t.rows and all(row[-1] == "-50%" for row in t.rows), t.rows
+    ledger = report.ledger_section(results.merge([cpu, gpu])).tables[0]
+    assert ledger.headers[5].startswith("predicted on H200") and "(not run)" not in ledger.headers[5]

@@ -189,6 +189,28 @@ def _on_gpus(run: results.Run, errs, runs) -> list[list]:
     return rows
 
 
+def _gpu_runs(runs: list[results.Run]) -> list[tuple[results.Run, str]]:
+    """The merged GPU runs that measured (not compiled, not predicted), with their hardware table name."""
+    out = []
+    for g in runs:
+        spec = hardware.gpu_spec(g.env.get("device_kind", "")) if g.env.get("backend") == "gpu" else None
+        if spec and not g.compiled and g.meta.get("mode") != "predicted":
+            out.append((g, spec.name))
+    return out
+
+
+def gpu_of(runs: list[results.Run], default: str = "H200 SXM") -> str:
+    """The GPU the CPU runs' programs are predicted on: a merged GPU run's own (so its measurements turn
+    the predictions into errors), else ``default``."""
+    return next((name for _, name in _gpu_runs(runs)), default)
+
+
+def measured_on(runs: list[results.Run], gpu: str) -> dict[str, float]:
+    """Median time per case key that a merged run of ``gpu`` measured."""
+    return {r.key: r.metrics["time_s_median"] for g, name in _gpu_runs(runs) if name == gpu
+            for r in g.records if r.status == "ok" and "time_s_median" in r.metrics}
+
+
 def predicted_pairs(runs: list[results.Run], gpu: str = "H200 SXM") -> list[tuple[results.Run, results.Record]]:
     """The timed records of each CPU run as they are predicted on ``gpu`` (times only; every other metric
     dropped), in a run labelled predicted and paired with its CPU run: what the ledger's rules see when

@@ -166,10 +166,7 @@ def _on_gpus(run: results.Run, errs, runs) -> list[list]:
     merged GPU run measured the same cases, the measured sum beside the prediction for that GPU."""
     if run.env.get("backend") != "cpu":
         return []
-    gpu_runs = [g for g in runs if g.env.get("backend") == "gpu" and not g.compiled]
-    measured = {r.key: r.metrics["time_s_median"] for g in gpu_runs for r in timed(g.records)}
-    gpu_kind = {hardware.gpu_spec(g.env.get("device_kind", "")).name for g in gpu_runs
-                if hardware.gpu_spec(g.env.get("device_kind", ""))}
+    gpu_kind = {name for _, name in _gpu_runs(runs)}
     rows, by_exp = [], {}
     for r, _, _ in errs:
         by_exp.setdefault(r.experiment, []).append(r)
@@ -180,8 +177,9 @@ def _on_gpus(run: results.Run, errs, runs) -> list[list]:
             preds = {r.key: predict.bound(r.metrics["flops_xla"], r.metrics["bytes_xla"], roofs,
                                           _dtype(r, own=False), loop_steps=_steps(r)).lower_s for r in recs}
             cell = rp.fmt(sum(preds.values()))
+            measured = measured_on(runs, name) if name in gpu_kind else {}
             both = [k for k in preds if k in measured]
-            if name in gpu_kind and both:
+            if both:
                 cell += (f" (measured {rp.fmt(sum(measured[k] for k in both))} over {len(both)} cases: "
                          f"{sum(measured[k] for k in both) / sum(preds[k] for k in both):.2g}x)")
             cells.append(cell)

@@ -39,9 +39,10 @@ def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
     present = {rec.experiment for _, rec in pairs}
     sections = [ledger_section(pairs, present)]
     forecasts = predicted_tables(runs)
+    guessed = prediction.predicted_pairs(list(runs), prediction.gpu_of(list(runs)))
     for name in experiments.names():
         if name in present:
-            sec = experiment_section(name, pairs)
+            sec = experiment_section(name, pairs, [p for p in guessed if p[1].experiment == name])
             if name in forecasts:
                 sec.tables.append(forecasts[name])
             sections.append(sec)
@@ -68,16 +69,18 @@ VERDICT_MARKS = {"supported": "yes", "supported with caveats": "caveat", "contra
                  "inconclusive": "unsure", "not run": "none"}
 
 
-def experiment_section(name: str, pairs) -> rp.Section:
+def experiment_section(name: str, pairs, predicted=()) -> rp.Section:
     """An experiment's section: its view of the measured records, then what compiled runs planned.
 
     A compiled record (a program compiled for a GPU this machine does not have) never enters
-    the measured figures: the view's ``compiled`` part shows it, labelled, or a plain table."""
+    the measured figures: the view's ``compiled`` part shows it, labelled, or a plain table.
+    ``predicted``: the CPU cases as predicted on a GPU (``prediction.predicted_pairs``), which the view
+    draws as one more run, its label saying "predicted, not run"."""
     view = views.load(name)
     mine = [p for p in pairs if p[1].experiment == name]
     measured = [p for p in mine if not p[1].compiled]
     compiled = [p for p in mine if p[1].compiled]
-    sec = view.section(measured)
+    sec = view.section(measured + list(predicted))
     if not measured:  # only compiled records: the measured figures would be empty frames
         sec.plots, sec.tables = [], []
     if compiled:
@@ -111,7 +114,7 @@ def _predicted_table(name: str, pairs, guessed, gpu: str, on_gpu: dict[str, floa
         if g.experiment == name and g.key in measured:
             run, x = measured[g.key]
             params = ", ".join(f"{k}={v}" for k, v in x.params.items() if k != "impl")
-            t, p = x.metrics["time_s_median"], g.metrics["time_s_median"]
+            t, p = prediction.measured_s(x), prediction.measured_s(g)
             row = [run.path.name, params, rp.fmt(t * 1e3), rp.fmt(p * 1e3), f"{t / p:.3g}x"]
             if on_gpu:
                 m = on_gpu.get(g.key)

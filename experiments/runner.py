@@ -248,6 +248,8 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
                                   "max_rss_bytes": max_rss},
                       timing={p.name: {"planned_s": round(p.estimate_s, 2), "measured_s": round(spent[p.name], 2),
                                        "cases": len(p.cases)} for p in plans})
+        if ctx.mode == "measured":
+            _store_predictions(out_dir, writer, log)
     for p in plans:
         if p.cases and (bar is None or bar.disable):
             log(f"jaxgpu: {p.name}: {spent[p.name]:.0f} s (estimated {p.estimate_s:.0f} s)")
@@ -261,6 +263,24 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
         paths = report_mod.write_report([out_dir], out_dir)
         log(f"jaxgpu: report: {paths[0]}")
     return out_dir
+
+
+def _store_predictions(out_dir: Path, writer: results.RunWriter, log: Callable[[str], None]) -> None:
+    """Gives each timed record its ``time_s_predicted`` and run.json the roofs it was priced on: the run's
+    own best records, known only once it ends (an interrupted or resumed run's too: what it holds now)."""
+    from experiments.views import prediction
+
+    try:
+        roofs, recs = prediction.annotate(results.read_run(out_dir))
+        if roofs is None:
+            writer.update(roofs=None)
+            log("jaxgpu: no time_s_predicted: the run lacks the roofs it is priced on (a matmul, the roofline's "
+                "FMA chain, the STREAM triad and the serial experiment's smallest case)")
+            return
+        results.rewrite_records(out_dir, recs)
+        writer.update(roofs=dataclasses.asdict(roofs))
+    except Exception as err:  # noqa: BLE001 - a derived field must never cost the measured records
+        log(f"jaxgpu: time_s_predicted not stored: {results.status_of(err)[1]}")
 
 
 class _Allowance:

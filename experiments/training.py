@@ -130,9 +130,13 @@ def _to_target(width: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
     if r.time_to_target_s is None:
         raise ArithmeticError(f"width {width} did not reach {cfg.to_target_accuracy:.0%} in {cfg.to_target_epochs} "
                               f"epochs (best {max(c[2] for c in r.curve):.1%})")
-    return {"time_s_to_target": r.time_to_target_s, "time_s_to_target_with_compile": r.time_to_target_s + r.compile_s,
-            "compile_s": r.compile_s, "epochs": float(len(r.curve)), "accuracy": r.final_accuracy,
-            "samples_per_s": r.samples_per_s, "steps": float(r.steps)}
+    out = {"time_s_to_target": r.time_to_target_s, "time_s_to_target_with_compile": r.time_to_target_s + r.compile_s,
+           "compile_s": r.compile_s, "epochs": float(len(r.curve)), "accuracy": r.final_accuracy,
+           "samples_per_s": r.samples_per_s, "steps": float(r.steps)}
+    # XLA's count of one step: the time to target is `steps` calls of it, which is what a prediction prices
+    if r.flops_per_step and r.bytes_per_step:
+        out.update(step_flops_xla=r.flops_per_step, step_bytes_xla=r.bytes_per_step)
+    return out
 
 
 def _point(variant: str, i: int, cfg: Config, ctx: RunContext) -> dict[str, float]:

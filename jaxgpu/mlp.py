@@ -186,6 +186,7 @@ class TrainResult:
     skipped_steps: int
     final_scale: float | None
     target_accuracy: float
+    bytes_per_step: float | None = None  # XLA's count, like flops_per_step: what a roofline bound starts from
 
     @property
     def samples_per_s(self) -> float:
@@ -227,7 +228,7 @@ def train(model: MLP, optimizer: optax.GradientTransformation, data, *, preset: 
     steps_per_epoch = n // batch
     rng = np.random.default_rng(seed)
     compiled, compile_s = timing.compile_timed(step, state, xtr[:batch], ytr[:batch])
-    flops, _ = timing.cost_analysis(compiled)
+    flops, nbytes = timing.cost_analysis(compiled)
     take = jax.jit(lambda x, y, idx: (x[idx], y[idx]))
     curve, zero_fracs, nonfinite, skipped, train_s, steps = [], [], 0, 0, 0.0, 0
     for _ in range(epochs):
@@ -256,7 +257,7 @@ def train(model: MLP, optimizer: optax.GradientTransformation, data, *, preset: 
             break
     return TrainResult(preset, tuple(curve), compile_s, train_s, steps, steps * batch, flops,
                        float(np.mean(zero_fracs)), nonfinite, skipped,
-                       float(state["scale"]) if "scale" in state else None, target_accuracy)
+                       float(state["scale"]) if "scale" in state else None, target_accuracy, nbytes)
 
 
 def underflow_share(model: MLP, params, x, y) -> dict[str, float]:
@@ -288,12 +289,12 @@ def step_throughput(model: MLP, optimizer: optax.GradientTransformation, input_d
     x, y = (jax.device_put(a, device) for a in (host_x, host_y))
     state = jax.device_put(init_state(model, optimizer, jax.random.key(0), input_dim), device)
     compiled, compile_s = timing.compile_timed(make_train_step(model, optimizer, preset), state, x, y)
-    flops, _ = timing.cost_analysis(compiled)
+    flops, nbytes = timing.cost_analysis(compiled)
     feed = (host_x, host_y) if host_fed else (x, y)
     t, last = timing.time_stateful(compiled, state, *feed, target_s=target_s)
     if not bool(jnp.isfinite(last["loss"])):
         raise ArithmeticError("train step produced a non-finite loss")
-    return dataclasses.replace(t, compile_s=compile_s), flops
+    return dataclasses.replace(t, compile_s=compile_s, flops_xla=flops, bytes_xla=nbytes), flops
 
 
 def torch_step_throughput(widths: Sequence[int], input_dim: int, batch: int, n_out: int = 10,

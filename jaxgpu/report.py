@@ -100,6 +100,21 @@ class Limit:
     y: float
 
 
+def measured(pairs: Iterable[Pair]) -> list[Pair]:
+    """The pairs of runs that ran: without a report's predicted twins (``Run.predicted``), which a view draws
+    in its figures, labelled, but never lists in its tables or sums into its takeaways."""
+    return [(run, rec) for run, rec in pairs if not run.predicted]
+
+
+# a predicted series is dashed, with crosses: never mistaken for a measured one in a figure printed grey
+PREDICTED_STYLE = "--x"
+
+
+def style(run: Run, default: str = "-o") -> str:
+    """The line style of a run's series: ``default`` when it ran, ``PREDICTED_STYLE`` when predicted."""
+    return PREDICTED_STYLE if run.predicted else default
+
+
 def ok(pairs: Iterable[Pair], experiment: str | None = None, **params: Any) -> list[Pair]:
     """The ``ok`` records (of one experiment, matching ``params``), with their runs."""
     out = []

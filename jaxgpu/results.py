@@ -189,6 +189,19 @@ class RunWriter:
         self.close()
 
 
+def rewrite_records(out_dir: str | os.PathLike, records: Iterable[Record]) -> None:
+    """Replaces a folder's records with ``records`` at once (a temporary file renamed over the old one): a
+    kill midway leaves the old file whole. For fields a run derives from all its records when it ends."""
+    path = Path(out_dir) / RESULTS_FILE
+    tmp = path.with_suffix(".jsonl.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r.to_dict(), sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def set_aside_cut_line(path: Path) -> str | None:
     """Moves a last line without its newline (a write cut by a kill) from ``path`` to ``CUT_FILE``
     beside it; returns that line, or None when the file ends cleanly (or does not exist)."""
@@ -225,6 +238,12 @@ class Run:
         return self.meta.get("mode") == "compiled"
 
     @property
+    def predicted(self) -> bool:
+        """A report's in-memory twin of a CPU run, its programs' times predicted on a GPU that was not run
+        (``experiments.views.prediction``); never a folder."""
+        return self.meta.get("mode") == "predicted"
+
+    @property
     def label(self) -> str:
         """A short name for tables and legends: backend and device kind (and "compiled, not run")."""
         env = self.env
@@ -232,6 +251,8 @@ class Run:
         backend = env.get("backend", "?")
         if self.compiled:
             return f"{backend} ({kind}, compiled, not run)"
+        if self.predicted:
+            return f"{backend} ({kind}, not run)"
         return backend if kind == backend else f"{backend} ({kind})"
 
     @property

@@ -1,5 +1,6 @@
 """Roofline predictions: the bound's arithmetic, XLA's kernels, and the report's use of both."""
 
+import dataclasses
 from pathlib import Path
 
 import jax
@@ -76,11 +77,72 @@ def test_the_run_predicts_its_own_records_from_its_own_roofs():
     assert view.measured_roofs(RUN, recs[1:]) is None  # no matmul: no compute roof, no prediction
 
 
-def test_predicted_gpu_records_carry_times_only_and_pair_with_their_cpu_run():
-    pairs = view.predicted_pairs([results.Run(RUN.path, RUN.meta, tuple(_records()))])
-    assert pairs and all(r.backend == "gpu" and set(r.metrics) == {"time_s_median", "time_s_q25", "time_s_q75"}
-                         for _, r in pairs)
+def test_predicted_gpu_records_carry_times_rates_and_counts_and_pair_with_their_cpu_run():
+    cpu = _records()
+    pairs = view.predicted_pairs([results.Run(RUN.path, RUN.meta, tuple(cpu))])
+    assert pairs and all(r.backend == "gpu" for _, r in pairs)
     assert pairs[0][0].host == RUN.host  # the CPU run's own host: the ledger sets them side by side
+    assert pairs[0][0].predicted and "not run" in pairs[0][0].label
+    assert pairs[0][0].hardware.name == "H200 SXM"  # the figure's limit lines are the predicted GPU's
+    mm = next(r for _, r in pairs if r.experiment == "matmul")
+    t = mm.metrics["time_s_median"]
+    assert set(mm.metrics) == {"time_s_median", "time_s_min", "time_s_max", "time_s_q25", "time_s_q75", "gflops",
+                               "flops_xla", "bytes_xla"}  # no error, no loss: those a bound cannot predict
+    assert mm.metrics["gflops"] == pytest.approx(100.0 * 0.021 / t)  # the same work in the predicted time
+    assert mm.metrics["flops_xla"] == 2e9
+
+
+def test_host_only_variants_get_no_gpu_twin():
+    sharded = _rec("bandwidth", {"impl": "jax", "kernel": "triad", "variant": "sharded", "n": 1 << 25,
+                                 "dtype": "float32"}, {"gbytes_per_s": 9.0, "flops_xla": 1e7, "bytes_xla": 1e8,
+                                                      "time_s_median": 0.05})
+    pairs = view.predicted_pairs([results.Run(RUN.path, RUN.meta, tuple(_records() + [sharded]))])
+    assert sharded.key not in {r.key for _, r in pairs}
+    assert any(r.experiment == "bandwidth" for _, r in pairs)
+
+
+def test_a_compiled_plan_that_widens_a_format_prices_it_at_the_wider_roof():
+    fp8 = _rec("precision", {"impl": "jax", "preset": "fp8_e5m2", "n": 4096, "case": "sweep"},
+               {"gflops": 50.0, "flops_xla": 2 * 4096.0**3, "bytes_xla": 3 * 4096.0**2, "time_s_median": 2.7})
+    cpu = results.Run(RUN.path, RUN.meta, tuple(_records() + [fp8]))
+    alone = {r.key: r.metrics["time_s_median"] for _, r in view.predicted_pairs([cpu])}
+    plan = results.Record("precision", {"case": "plan", "n": 1024, "preset": "fp8_e5m2"},
+                          {"upcast_bits": 16.0, "upcast_to_fp32": 0.0}, backend="gpu", device_kind="NVIDIA H200",
+                          mode="compiled")
+    compiled = results.Run(Path("compiled-h200"), {"env": {"backend": "gpu", "device_kind": "NVIDIA H200"},
+                                                    "mode": "compiled",
+                                                    "hardware": dataclasses.asdict(hardware.GPUS["H200 SXM"])},
+                           (plan,))
+    assert view.compiled_plan([cpu, compiled], "H200 SXM") == {"fp8_e5m2": "bf16"}
+    assert view.compiled_plan([cpu, compiled], "A100 80GB") == {}  # a plan speaks for its own GPU only
+    widened = {r.key: r.metrics["time_s_median"] for _, r in view.predicted_pairs([cpu, compiled])}
+    roofs = predict.roofs_for(hardware.GPUS["H200 SXM"])
+    at = lambda dtype: predict.bound(fp8.metrics["flops_xla"], fp8.metrics["bytes_xla"], roofs, dtype).lower_s
+    assert alone[fp8.key] == pytest.approx(at("fp8")) and widened[fp8.key] == pytest.approx(at("bf16"))
+    assert widened[fp8.key] > 1.8 * alone[fp8.key]  # the H200's fp8 roof is twice its bf16
+
+
+def test_a_time_to_target_is_priced_as_its_steps():
+    to_target = _rec("training", {"case": "to_target", "width": 1024, "batch": 128, "target": 0.9},
+                     {"time_s_to_target": 30.0, "steps": 500.0, "step_flops_xla": 1e9, "step_bytes_xla": 1e7})
+    assert view.timed_as(to_target) == ("time_s_to_target", 500.0, 1e9, 1e7)
+    one = predict.bound(1e9, 1e7, ROOFS).lower_s
+    assert view.predicted_s(to_target, ROOFS) == pytest.approx(500 * one)
+    twin = view.predicted_record(to_target, 3.0, "NVIDIA H200 SXM, predicted")
+    assert twin.metrics["time_s_to_target"] == 3.0 and twin.metrics["steps"] == 500.0
+    assert view.timed_as(_rec("training", {"case": "curve"}, {"loss": 1.0})) is None
+
+
+def test_a_run_stores_what_it_predicts_for_each_of_its_records():
+    run = results.Run(RUN.path, RUN.meta, tuple(_records()))
+    roofs, recs = view.annotate(run)
+    assert roofs.flops["fp32"] == 100e9
+    priced = [r for r in recs if "time_s_predicted" in r.metrics]
+    assert len(priced) == len(view.timed(run.records)) == 4
+    stored = {r.key: r.metrics["time_s_predicted"] for r in priced}
+    # the report reads what the run stored: the same figure it would have computed
+    assert {r.key: p for r, p, _ in view.errors(RUN, recs)} == pytest.approx(stored)
+    assert view.annotate(results.Run(RUN.path, RUN.meta, tuple(_records()[1:])))[0] is None
 
 
 def test_a_merged_gpu_run_turns_the_predictions_into_errors():

@@ -8,6 +8,7 @@ import pytest
 from jaxgpu import results
 
 from experiments import report, runner, views
+from experiments.views import prediction
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +141,24 @@ def test_every_experiment_runs_tiny_and_reports(every_tiny):
         assert f"## {title}" in md, name
     assert md.count("**Takeaway:**") >= len(names)
     assert "## How well does the roofline predict?" in md and "H200 SXM (predicted)" in md
+    # the run stored its roofs and, in every record the model prices, its prediction
+    assert set(run.meta["roofs"]["flops"]) >= {"fp32", "elementwise"} and run.meta["roofs"]["bandwidth"] > 0
+    priced = prediction.timed(run.records)
+    assert len(priced) >= 30 and all(r.metrics["time_s_predicted"] > 0 for r in priced)
+
+
+def test_each_figure_draws_the_h200_prediction_beside_what_ran(every_tiny):
+    tmp_path, _, _ = every_tiny
+    run = results.read_run(tmp_path)
+    sections = {s.anchor: s for s in report.build_sections([run])}
+    guessed = {r.experiment for _, r in prediction.predicted_pairs([run])}
+    assert guessed >= {"matmul", "precision", "bandwidth", "roofline", "serial_parallel", "inference", "training"}
+    for name in guessed - {"op_mix"}:  # op_mix draws shares of time, which a whole-step bound cannot split
+        labels = [line.get_label() for p in sections[name].plots for ax in p.figure.axes for line in ax.get_lines()]
+        assert any("NVIDIA H200 SXM, predicted, not run" in label for label in labels), (name, labels)
+        assert any(label.startswith("cpu") for label in labels), (name, labels)
+        cells = [str(c) for t in sections[name].tables for row in t.rows for c in row]
+        assert not any("predicted, not run" in c for c in cells), name  # tables list what ran
 
 
 @pytest.mark.slow

@@ -24,13 +24,14 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         jit = sorted((x.params["n"] * 4, x.metrics["gbytes_per_s"]) for x in recs
                      if x.params["kernel"] == "triad" and x.params["variant"] == "jit" and x.params["dtype"] == "float32")
         if jit:
-            series.append(rp.Series(f"{label} JAX triad (jit)", [p[0] / 2**20 for p in jit], [p[1] for p in jit]))
+            series.append(rp.Series(f"{label} JAX triad (jit)", [p[0] / 2**20 for p in jit], [p[1] for p in jit],
+                                    style=rp.style(run)))
         for x in recs:
             if x.params["variant"] != "jit" and x.params["kernel"] == "triad" and x.params["dtype"] == "float32":
                 name = x.params["impl"] if x.params["impl"] != "jax" else f"JAX {x.params['variant']}"
                 name += f" ({x.params['allocator']} malloc)" if "allocator" in x.params else ""
                 series.append(rp.Series(f"{label} {name}", [x.params["n"] * 4 / 2**20], [x.metrics["gbytes_per_s"]],
-                                        style="s"))
+                                        style=rp.style(run, "s").lstrip("-")))
         hw = run.hardware
         if hw and hw.memory_bw_gbps:
             limits.append(rp.Limit(f"{label} HBM datasheet {hw.memory_bw_gbps:.0f} GB/s", hw.memory_bw_gbps))
@@ -38,10 +39,10 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     if series:
         fig = rp.line_plot(series, xlabel="array size (MiB, each of 3 arrays)", ylabel="GB/s (STREAM counting)",
                            title="triad a = b + s*c: bandwidth vs size, JAX variants and peers", limits=limits,
-                           logy=False)
+                           logy=len({run.env.get("backend") for run, _ in good}) > 1)  # a GPU's is 100x a CPU's
         sec.plots.append(rp.Plot("bandwidth_triad", fig, " ".join(n for n in notes if n)))
     rows = []
-    for run, x in sorted(good, key=lambda p: (p[0].label, p[1].params["n"], p[1].params["kernel"], p[1].params["impl"])):
+    for run, x in sorted(rp.measured(good), key=lambda p: (p[0].label, p[1].params["n"], p[1].params["kernel"], p[1].params["impl"])):
         m = x.metrics
         variant = x.params["variant"] + (f" ({x.params['allocator']} malloc)" if "allocator" in x.params else "")
         rows.append([run.label, x.params["impl"], variant, x.params["kernel"], x.params["dtype"],
@@ -49,7 +50,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                      rp.fmt(m.get("peak_fraction")), rp.fmt(m.get("page_faults_per_call"))])
     sec.tables.append(rp.Table(["run", "impl", "variant", "kernel", "dtype", "MiB/array", "GB/s", "of HBM peak",
                                 "page faults/call"], rows, "Every STREAM measurement"))
-    sec.paragraphs += rp.not_ok(pairs)
+    sec.paragraphs += rp.not_ok(rp.measured(pairs))
     return sec
 
 

@@ -23,14 +23,14 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         pts = sorted((x.params["batch"], x.metrics["samples_per_s"], x.metrics["time_s_median"]) for x in recs
                      if x.params["case"] == "batch")
         if pts:
-            series.append(rp.Series.of(f"{label} throughput (samples/s)", pts))
+            series.append(rp.Series.of(f"{label} throughput (samples/s)", pts, style=rp.style(run)))
             series.append(rp.Series(f"{label} latency (us per batch)", [p[0] for p in pts], [p[2] * 1e6 for p in pts],
-                                    style="--s"))
+                                    style=":x" if run.predicted else "--s"))
             best = max(p[1] for p in pts)
             knee = next(p for p in pts if p[1] >= 0.9 * best)
             notes.append(f"On {label}, batch 1 took {pts[0][2] * 1e6:.0f} us; throughput reached 90% of its best "
                          f"({best:.3g} samples/s) at batch {knee[0]}, where a batch took {knee[2] * 1e3:.2f} ms.")
-        cmp_ = next((x for x in recs if x.params["case"] == "train_vs_infer"), None)
+        cmp_ = next((x for x in recs if x.params["case"] == "train_vs_infer" and not run.predicted), None)
         if cmp_:
             m = cmp_.metrics
             notes.append(f"At batch {cmp_.params['batch']} a train step cost {m['time_ratio']:.1f}x the time of an "
@@ -41,7 +41,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                            title="MLP inference: throughput and latency vs batch")
         sec.plots.append(rp.Plot("inference", fig, " ".join(notes)))
     rows = [[run.label, x.params["batch"], rp.fmt(x.metrics["time_ratio"]), rp.fmt(x.metrics.get("flops_ratio")),
-             rp.fmt(x.metrics["memory_ratio"])] for run, x in good if x.params["case"] == "train_vs_infer"]
+             rp.fmt(x.metrics["memory_ratio"])] for run, x in rp.measured(good) if x.params["case"] == "train_vs_infer"]
     sec.tables.append(rp.Table(["run", "batch", "time ratio", "FLOP ratio", "memory ratio"], rows,
                                "Train step / inference step"))
     return sec

@@ -29,7 +29,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
             pts = sorted((x.params["n"], x.metrics["gflops"], x.metrics) for x in recs if x.params["impl"] == impl)
             flops = [2.0 * n**3 for n, _, _ in pts]
             series.append(rp.Series(
-                f"{label} {impl}", [p[0] for p in pts], [p[1] for p in pts],
+                f"{label} {impl}", [p[0] for p in pts], [p[1] for p in pts], style=rp.style(run),
                 lo=[f / m.get("time_s_q75", m["time_s_max"]) / 1e9 for f, (_, _, m) in zip(flops, pts)],
                 hi=[f / m.get("time_s_q25", m["time_s_min"]) / 1e9 for f, (_, _, m) in zip(flops, pts)]))
         hw = run.hardware
@@ -41,9 +41,9 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         fig = rp.line_plot(series, xlabel="n (square n x n x n)", ylabel="GFLOP/s", limits=limits,
                            title="fp32 matmul throughput (precision=highest); band: interquartile range of repeats")
         sec.plots.append(rp.Plot("matmul_gflops", fig, " ".join(l for l in lines if l)))
-    sec.tables.append(_sweep_table(rp.ok(pairs, "matmul")))
-    sec.tables.append(_worked_table(pairs))
-    for label, (run, _) in rp.by_run(pairs).items():
+    sec.tables.append(_sweep_table(rp.ok(rp.measured(pairs), "matmul")))
+    sec.tables.append(_worked_table(rp.measured(pairs)))
+    for label, (run, _) in rp.by_run(rp.measured(pairs)).items():
         info = run.meta.get("info", {}).get("matmul")
         if info:
             sec.paragraphs.append(f"Libraries on {label}: " + "; ".join(f"{k}: {v}" for k, v in info.items()) + ".")

@@ -34,7 +34,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                                                               for x in recs)]:
                 pts = sorted((x.params["n"], x.metrics["gflops"]) for x in recs
                              if x.params["preset"] == preset and x.params["impl"] == impl)
-                style = "-o" if impl == "jax" else ":s"
+                style = rp.style(run, "-o" if impl == "jax" else ":s")
                 series.append(rp.Series(f"{label} {preset}" + (" (torch)" if impl == "torch" else ""),
                                         [p[0] for p in pts], [p[1] for p in pts], style=style))
         takeaways.append(_sweep_takeaway(label, recs))
@@ -46,8 +46,9 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         fig = rp.line_plot(series, xlabel="n (square n x n x n)", ylabel="GFLOP/s (int8: GOP/s)", limits=limits,
                            title="matmul throughput per precision preset, with peaks from the hardware table")
         sec.plots.append(rp.Plot("precision_gflops", fig, " ".join(t for t in takeaways if t)))
-        sec.plots.append(_error_plot(groups))
-    sec.tables.append(_sweep_table(sweep))
+        sec.plots.append(_error_plot(rp.by_run(rp.measured(sweep))))
+    pairs = rp.measured(pairs)  # below: what ran
+    sec.tables.append(_sweep_table(rp.measured(sweep)))
     sec.tables.append(_mamf_table(_sel(pairs, "mamf")))
     sec.tables.append(_format_table(rp.ok(_sel(pairs, "format"))))
     acc_text, acc_table = _accumulate_view(rp.ok(_sel(pairs, "accumulate")))
@@ -72,8 +73,9 @@ def _sweep_takeaway(label: str, recs) -> str:
         for name in ("tf32", "bf16", "fp16", "fp8_e4m3", "int8"):
             if name in at_n:
                 x = at_n[name]
-                parts.append(f"{name} {base / x.metrics['time_s_median']:.1f}x (rel. error {x.metrics['rel_error']:.0e}"
-                             + _upcast_note(x.metrics) + ")")
+                err = x.metrics.get("rel_error")  # a predicted record has no error: only a run has one
+                parts.append(f"{name} {base / x.metrics['time_s_median']:.1f}x"
+                             + (f" (rel. error {err:.0e}" + _upcast_note(x.metrics) + ")" if err is not None else ""))
     text = (f"On {label} at n={n}, against fp32 (HIGHEST): " + ", ".join(parts) + "."
             f" Fastest: {fastest.params['preset']} at {fastest.metrics['gflops']:.0f} GFLOP/s.")
     torch_bf16 = [x for x in recs if x.params["impl"] == "torch" and x.params["n"] == n]

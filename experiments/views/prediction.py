@@ -12,6 +12,7 @@ records turn the prediction for its GPU into an error.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 from jaxgpu import hardware, presets, results
@@ -24,6 +25,9 @@ _ELEMENTWISE = {"serial_parallel", "bandwidth"}
 _LOOPS = ("fori_loop", "scan")
 # communication is not a roofline's business: a collective's time is links and latency, not FLOPs and DRAM
 _NOT_MODELLED = {"collectives"}
+# variants that only mean something on a host: a program split over host devices that share the cores, the
+# same program in a fresh process under each host allocator. A GPU twin does not repeat them.
+_HOST_ONLY = {("bandwidth", "sharded"), ("bandwidth", "process")}
 GPUS = ("H100 SXM", "H200 SXM", "A100 80GB", "L4", "RTX 4090")
 
 
@@ -58,12 +62,13 @@ def measured_roofs(run: results.Run, recs: list[results.Record]) -> predict.Roof
                          min(loops) if loops else 0.0)
 
 
-def _dtype(rec: results.Record, own: bool) -> str:
-    """The roof key of a record: its preset (own roofs are per preset; a GPU's per hardware dtype), else fp32
-    for programs of matrix products and elementwise for the rest."""
+def _dtype(rec: results.Record, own: bool, plan: dict[str, str] | None = None) -> str:
+    """The roof key of a record: its preset (own roofs are per preset; a GPU's per hardware dtype, or the
+    wider one its compiled ``plan`` widens the preset to), else fp32 for programs of matrix products and
+    elementwise for the rest."""
     preset = rec.params.get("preset")
     if rec.experiment == "precision" and preset in presets.PRESETS:
-        return preset if own else presets.PRESETS[preset].hardware_dtype
+        return preset if own else (plan or {}).get(preset, presets.PRESETS[preset].hardware_dtype)
     if rec.experiment in _ELEMENTWISE or (rec.experiment == "roofline" and rec.params.get("kind") == "fma"):
         return "elementwise"
     return "fp32"
@@ -73,22 +78,76 @@ def _steps(r: results.Record) -> int:
     return r.params.get("n", 0) if r.experiment == "serial_parallel" and r.params.get("variant") in _LOOPS else 0
 
 
+def timed_as(r: results.Record) -> tuple[str, float, float, float] | None:
+    """What a record timed, as the model prices it: (the time metric, calls of the program, FLOPs and bytes
+    XLA counted per call); None for a record the model cannot price. A time to target is ``steps`` calls
+    of the train step; every other time is one call of the program whose counts the record carries."""
+    m = r.metrics
+    if {"time_s_to_target", "steps", "step_flops_xla", "step_bytes_xla"} <= set(m):
+        return "time_s_to_target", m["steps"], m["step_flops_xla"], m["step_bytes_xla"]
+    if {"time_s_median", "bytes_xla"} <= set(m):  # XLA leaves out the FLOPs of a program without any (a copy)
+        return "time_s_median", 1.0, m.get("flops_xla", 0.0), m["bytes_xla"]
+    return None
+
+
 def timed(recs) -> list[results.Record]:
+    """The records the model prices: JAX programs timed with XLA's counts, but not what crosses a bus (a
+    collective; a step whose batch is fed from the host), for which a roofline has no roof."""
     return [r for r in recs if r.status == "ok" and not r.compiled and r.params.get("impl", "jax") == "jax"
-            and r.experiment not in _NOT_MODELLED and {"time_s_median", "flops_xla", "bytes_xla"} <= set(r.metrics)]
+            and r.experiment not in _NOT_MODELLED and r.params.get("feed") != "host_fed" and timed_as(r) is not None]
+
+
+def predicted_s(r: results.Record, roofs: predict.Roofs, own: bool = True, plan: dict[str, str] | None = None) -> float:
+    """The model's lower bound on what ``r`` timed, on ``roofs`` (``own``: the roofs of the record's own run,
+    keyed per preset; else a GPU's, keyed per hardware dtype, as its compiled ``plan`` has them)."""
+    _, calls, flops, nbytes = timed_as(r)
+    return calls * predict.bound(flops, nbytes, roofs, _dtype(r, own, plan), loop_steps=_steps(r)).lower_s
+
+
+def compiled_plan(runs: list[results.Run], gpu: str) -> dict[str, str]:
+    """Per precision preset, the roof a merged compile-only run of ``gpu`` says its matmul meets: a preset
+    XLA:GPU widens before the product (fp8 e5m2 to 16 bits, say) runs at the wider format's rate, not at the
+    datasheet's for its own. Empty without such a run: then each preset meets its own format's roof."""
+    out = {}
+    for run in runs:
+        hw = run.hardware
+        if not run.compiled or hw is None or hw.name != gpu:
+            continue
+        for r in run.records:
+            if r.experiment == "precision" and r.status == "ok" and r.params.get("preset") in presets.PRESETS:
+                bits = 32 if r.metrics.get("upcast_to_fp32") else int(r.metrics.get("upcast_bits", 0))
+                if bits:
+                    out[r.params["preset"]] = "fp32" if bits >= 32 else "bf16"
+    return out
+
+
+def measured_s(r: results.Record) -> float:
+    return r.metrics[timed_as(r)[0]]
 
 
 def errors(run: results.Run, recs: list[results.Record]) -> list[tuple[results.Record, float, float]]:
-    """(record, predicted s, measured / predicted) for each timed record of a run, on the run's own roofs."""
+    """(record, predicted s, measured / predicted) for each timed record of a run, on the run's own roofs: the
+    record's own ``time_s_predicted`` where the run stored it, else computed here the same way."""
     roofs = measured_roofs(run, recs)
     if roofs is None:
         return []
     out = []
     for r in timed(recs):
-        p = predict.bound(r.metrics["flops_xla"], r.metrics["bytes_xla"], roofs, _dtype(r, own=True),
-                          loop_steps=_steps(r))
-        out.append((r, p.lower_s, r.metrics["time_s_median"] / p.lower_s))
+        p = r.metrics.get("time_s_predicted") or predicted_s(r, roofs)
+        out.append((r, p, measured_s(r) / p))
     return out
+
+
+def annotate(run: results.Run) -> tuple[predict.Roofs | None, list[results.Record]]:
+    """The run's roofs and its records, each timed one carrying ``time_s_predicted`` on those roofs (what a
+    run stores when it ends; the roofs are its own best records, known only then)."""
+    recs = list(run.records)
+    roofs = measured_roofs(run, recs)
+    if roofs is None:
+        return None, recs
+    priced = {id(r) for r in timed(recs)}
+    return roofs, [dataclasses.replace(r, metrics={**r.metrics, "time_s_predicted": predicted_s(r, roofs)})
+                   if id(r) in priced else r for r in recs]
 
 
 def section(runs: list[results.Run]) -> rp.Section | None:
@@ -152,7 +211,7 @@ KERNEL_LEVEL = ("matmul", "precision", "bandwidth", "roofline")
 
 
 def _why(r: results.Record, pred: float, roofs: predict.Roofs) -> str:
-    measured = r.metrics["time_s_median"]
+    measured = measured_s(r)
     cause = _CAUSES.get((r.experiment, r.params.get("variant"))) or _CAUSES.get((r.experiment, None))
     if cause:
         return cause
@@ -167,15 +226,16 @@ def _on_gpus(run: results.Run, errs, runs) -> list[list]:
     if run.env.get("backend") != "cpu":
         return []
     gpu_kind = {name for _, name in _gpu_runs(runs)}
+    plans = {name: compiled_plan(runs, name) for name in GPUS}
     rows, by_exp = [], {}
     for r, _, _ in errs:
-        by_exp.setdefault(r.experiment, []).append(r)
+        if (r.experiment, r.params.get("variant")) not in _HOST_ONLY:
+            by_exp.setdefault(r.experiment, []).append(r)
     for exp, recs in sorted(by_exp.items()):
         cells = []
         for name in GPUS:
             roofs = predict.roofs_for(hardware.GPUS[name])
-            preds = {r.key: predict.bound(r.metrics["flops_xla"], r.metrics["bytes_xla"], roofs,
-                                          _dtype(r, own=False), loop_steps=_steps(r)).lower_s for r in recs}
+            preds = {r.key: predicted_s(r, roofs, own=False, plan=plans.get(name)) for r in recs}
             cell = rp.fmt(sum(preds.values()))
             measured = measured_on(runs, name) if name in gpu_kind else {}
             both = [k for k in preds if k in measured]
@@ -192,7 +252,7 @@ def _gpu_runs(runs: list[results.Run]) -> list[tuple[results.Run, str]]:
     out = []
     for g in runs:
         spec = hardware.gpu_spec(g.env.get("device_kind", "")) if g.env.get("backend") == "gpu" else None
-        if spec and not g.compiled and g.meta.get("mode") != "predicted":
+        if spec and not g.compiled and not g.predicted:
             out.append((g, spec.name))
     return out
 
@@ -204,28 +264,51 @@ def gpu_of(runs: list[results.Run], default: str = "H200 SXM") -> str:
 
 
 def measured_on(runs: list[results.Run], gpu: str) -> dict[str, float]:
-    """Median time per case key that a merged run of ``gpu`` measured."""
-    return {r.key: r.metrics["time_s_median"] for g, name in _gpu_runs(runs) if name == gpu
-            for r in g.records if r.status == "ok" and "time_s_median" in r.metrics}
+    """The time per case key that a merged run of ``gpu`` measured (what the model prices: see ``timed_as``)."""
+    return {r.key: measured_s(r) for g, name in _gpu_runs(runs) if name == gpu
+            for r in g.records if r.status == "ok" and timed_as(r) is not None}
+
+
+# rates a prediction carries over, scaled by measured time / predicted time (the same work in less time)
+_RATES = ("gflops", "gbytes_per_s", "samples_per_s")
+# counts of the work, which do not depend on the hardware
+_COUNTS = ("flops_xla", "bytes_xla", "steps", "step_flops_xla", "step_bytes_xla", "intensity_flop_per_byte")
+
+
+def predicted_record(r: results.Record, t: float, device_kind: str) -> results.Record:
+    """``r`` as it would read on a device that took ``t`` seconds for what it timed: its times, rates and
+    work counts; nothing else (errors, losses and memory are not the model's to predict)."""
+    metric = timed_as(r)[0]
+    scale = measured_s(r) / t
+    m = {k: r.metrics[k] * scale for k in _RATES if k in r.metrics}
+    m.update({k: r.metrics[k] for k in _COUNTS if k in r.metrics})
+    if metric == "time_s_median":
+        m.update({k: t for k in ("time_s_median", "time_s_min", "time_s_max", "time_s_q25", "time_s_q75")})
+    else:
+        m[metric] = t
+    return results.Record(r.experiment, r.params, m, run_id=r.run_id, backend="gpu", device_kind=device_kind,
+                          benchmark_version=r.benchmark_version)
 
 
 def predicted_pairs(runs: list[results.Run], gpu: str = "H200 SXM") -> list[tuple[results.Run, results.Record]]:
-    """The timed records of each CPU run as they are predicted on ``gpu`` (times only; every other metric
-    dropped), in a run labelled predicted and paired with its CPU run: what the ledger's rules see when
-    they are asked what the GPU would show."""
+    """The timed records of each CPU run as they are predicted on ``gpu`` (``predicted_record``), in a run
+    labelled predicted (``mode: predicted``, the GPU's datasheet as its hardware) and paired with its CPU
+    run: what a figure draws beside the measured series, and what the ledger's rules see when they are
+    asked what the GPU would show."""
     hw = hardware.GPUS[gpu]
     roofs = predict.roofs_for(hw)
+    plan = compiled_plan(runs, gpu)
     out = []
     for run in runs:
         if run.env.get("backend") != "cpu" or run.compiled:
             continue
-        env = {**run.env, "backend": "gpu", "device_kind": f"NVIDIA {hw.name}, predicted"}
+        # the host stays (a twin pairs with its CPU run like a GPU with its host); the rest described the CPU run
+        env = {**{k: run.env[k] for k in ("cpu_model", "cpu_cores", "host_memory_bytes") if k in run.env},
+               "backend": "gpu", "device_kind": f"NVIDIA {hw.name}, predicted", "n_devices": 1}
         twin = results.Run(run.path.with_name(f"{run.path.name}-predicted-{hw.name.split()[0].lower()}"),
-                           {**run.meta, "env": env, "mode": "predicted"}, ())
+                           {**run.meta, "env": env, "mode": "predicted", "hardware": dataclasses.asdict(hw)}, ())
         for r in timed(run.records):
-            t = predict.bound(r.metrics["flops_xla"], r.metrics["bytes_xla"], roofs, _dtype(r, own=False),
-                              loop_steps=_steps(r)).lower_s
-            rec = results.Record(r.experiment, r.params, {"time_s_median": t, "time_s_q25": t, "time_s_q75": t},
-                                 run_id=r.run_id, backend="gpu", device_kind=env["device_kind"])
-            out.append((twin, rec))
+            if (r.experiment, r.params.get("variant")) in _HOST_ONLY:
+                continue
+            out.append((twin, predicted_record(r, predicted_s(r, roofs, own=False, plan=plan), env["device_kind"])))
     return out

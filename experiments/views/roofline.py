@@ -24,11 +24,11 @@ def roof(pairs_of_run) -> tuple[float | None, float | None]:
 
 
 def figure(groups: dict[str, tuple[list[results.Record], object]],
-           allocator: dict[str, str] | None = None) -> tuple[rp.Figure, list[str]]:
+           allocator: dict[str, str] | None = None, predicted: frozenset[str] = frozenset()) -> tuple[rp.Figure, list[str]]:
     """The roofline of each group, ``{label: (roofline records, Hardware or None)}``: the measured
     points, the roof measured from them (``roof``) and, where the hardware has both figures, the
     datasheet roof; returns the figure and one takeaway per group. The report and the notebook
-    both draw with it."""
+    both draw with it. The groups named in ``predicted`` are drawn dashed and their roof called predicted."""
     allocator = allocator or {}
     fig = rp.Figure(figsize=(7.0, 4.4), dpi=100)
     ax = fig.add_subplot()
@@ -37,19 +37,20 @@ def figure(groups: dict[str, tuple[list[results.Record], object]],
     for label, (recs, hw) in groups.items():
         bw, peak = roof(recs)
         pts = sorted((x.metrics["intensity_flop_per_byte"], x.metrics["gflops"], x.params["kind"]) for x in recs)
-        (line,) = ax.plot([p[0] for p in pts if p[2] == "fma"], [p[1] for p in pts if p[2] == "fma"], "-o",
-                          markersize=4, label=f"{label} FMA chain")
+        how = "predicted" if label in predicted else "measured"
+        (line,) = ax.plot([p[0] for p in pts if p[2] == "fma"], [p[1] for p in pts if p[2] == "fma"],
+                          rp.PREDICTED_STYLE if label in predicted else "-o", markersize=4, label=f"{label} FMA chain")
         for xi, yi, kind in pts:
             if kind != "fma":
                 ax.plot([xi], [yi], "s", color=line.get_color(), markersize=6)
                 ax.annotate(kind, (xi, yi), fontsize=7, xytext=(4, -8), textcoords="offset points")
         if bw and peak:
             ax.plot(xs, [min(peak, bw * x) for x in xs], "--", color=line.get_color(), linewidth=1,
-                    label=f"{label} measured roof ({bw:.0f} GB/s, {peak:.0f} GFLOP/s)")
+                    label=f"{label} {how} roof ({bw:.0f} GB/s, {peak:.0f} GFLOP/s)")
         if hw and hw.peak_gflops("fp32") and hw.memory_bw_gbps:
             ax.plot(xs, [min(hw.peak_gflops("fp32"), hw.memory_bw_gbps * x) for x in xs], ":", color="0.4",
                     linewidth=1, label=f"{label} datasheet roof (fp32)")
-        notes.append(_takeaway(label, recs, bw, peak, hw, allocator.get(label)))
+        notes.append(_takeaway(label, recs, bw, peak, hw, allocator.get(label), how))
     rp.finish(fig, ax, xlabel="arithmetic intensity (FLOP per byte of memory traffic)", ylabel="GFLOP/s",
               title="roofline: measured points against the roof", logx=True, logy=True)
     return fig, notes
@@ -59,23 +60,24 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     sec = rp.Section("The roofline: when do the cores wait?", "roofline", CLAIMS)
     groups = rp.by_run(rp.ok(pairs))
     fig, notes = figure({label: (recs, run.hardware) for label, (run, recs) in groups.items()},
-                        {label: run.env.get("allocator") for label, (run, _) in groups.items()})
+                        {label: run.env.get("allocator") for label, (run, _) in groups.items()},
+                        frozenset(label for label, (run, _) in groups.items() if run.predicted))
     sec.plots.append(rp.Plot("roofline", fig, " ".join(n for n in notes if n)))
     rows = [[run.label, x.params["kind"], x.params.get("k", "-"), rp.fmt(x.metrics["intensity_flop_per_byte"]),
              rp.fmt(x.metrics["gflops"]), rp.fmt(x.metrics["gbytes_per_s"]), rp.fmt(x.metrics["time_s_median"] * 1e3)]
-            for run, x in rp.ok(pairs)]
+            for run, x in rp.ok(rp.measured(pairs))]
     sec.tables.append(rp.Table(["run", "kind", "k", "FLOP/byte", "GFLOP/s", "GB/s", "median ms"], rows,
                                "Roofline points"))
     return sec
 
 
-def _takeaway(label, recs, bw, peak, hw, allocator=None) -> str:
+def _takeaway(label, recs, bw, peak, hw, allocator=None, how="measured") -> str:
     if not (bw and peak):
         return ""
     ridge = peak / bw
     low = [x for x in recs if x.metrics["intensity_flop_per_byte"] <= 1.0]
     worst = min(low, key=lambda x: x.metrics["gflops"] / peak)
-    text = (f"On {label} the measured ridge point is {ridge:.1f} FLOP/byte ({peak:.0f} GFLOP/s over {bw:.0f} GB/s"
+    text = (f"On {label} the {how} ridge point is {ridge:.1f} FLOP/byte ({peak:.0f} GFLOP/s over {bw:.0f} GB/s"
             + (f", host allocator {allocator}" if allocator else "") + "). "
             f"A memory-bound op ({worst.params['kind']}, {worst.metrics['intensity_flop_per_byte']:.2g} FLOP/byte) "
             f"ran at {worst.metrics['gflops'] / peak:.1%} of peak compute: there the cores wait on memory")

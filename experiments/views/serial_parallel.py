@@ -29,7 +29,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         for v in rp.first_seen(x.params["variant"] for x in recs if x.params["kind"] == "independent"):
             pts = sorted(_times(recs, "independent", v).items())
             if pts:
-                series.append(rp.Series.of(f"{label} {v}", pts))
+                series.append(rp.Series.of(f"{label} {v}", pts, style=rp.style(run)))
         py, vec = _times(recs, "independent", "python_loop"), _times(recs, "independent", "vectorized")
         common = sorted(set(py) & set(vec))
         hit = next((n for n in common if py[n] / vec[n] >= 100), None)
@@ -44,8 +44,9 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
             n = max(set(scan) & set(assoc))
             notes.append(f"Recurrence at N={n}: serial scan {scan[n] * 1e3:.2f} ms, associative scan "
                          f"{assoc[n] * 1e3:.2f} ms.")
-    cpu = next((recs for label, (run, recs) in groups.items() if run.env.get("backend") == "cpu"), None)
-    gpu = next((recs for label, (run, recs) in groups.items() if run.env.get("backend") == "gpu"), None)
+    ran = {label: g for label, g in groups.items() if not g[0].predicted}
+    cpu = next((recs for label, (run, recs) in ran.items() if run.env.get("backend") == "cpu"), None)
+    gpu = next((recs for label, (run, recs) in ran.items() if run.env.get("backend") == "gpu"), None)
     if cpu and gpu:
         c, g = _times(cpu, "independent", "vectorized"), _times(gpu, "independent", "vectorized")
         both = sorted(set(c) & set(g))
@@ -63,6 +64,6 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         fig.axes[0].set_xscale("log", base=10)
         sec.plots.append(rp.Plot("serial_parallel", fig, " ".join(notes)))
     rows = [[run.label, x.params["kind"], x.params["variant"], x.params["n"], rp.fmt(x.metrics["time_s_median"] * 1e6),
-             rp.fmt(x.metrics["ns_per_element"])] for run, x in good]
+             rp.fmt(x.metrics["ns_per_element"])] for run, x in rp.measured(good)]
     sec.tables.append(rp.Table(["run", "kind", "variant", "N", "median us", "ns per element"], rows, "Every case"))
     return sec

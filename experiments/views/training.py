@@ -76,7 +76,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
             for impl in ("jax", "torch"):
                 pts = sorted((x.params["width"], x.metrics["samples_per_s"]) for x in recs if x.params["impl"] == impl)
                 if pts:
-                    series.append(rp.Series.of(f"{label} {impl}", pts))
+                    series.append(rp.Series.of(f"{label} {impl}", pts, style=rp.style(run)))
             by = {(x.params["width"], x.params["impl"]): x for x in recs}
             w = max(x.params["width"] for x in recs)
             j = by.get((w, "jax"))
@@ -95,7 +95,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         sec.plots.append(rp.Plot("training_throughput", fig, " ".join(notes)))
     _ratio(sec, runs_)
     _to_target(sec, [(r, x) for r, x in good if x.params.get("case") == "to_target"])
-    sec.paragraphs += rp.not_ok(pairs)
+    sec.paragraphs += rp.not_ok(rp.measured(pairs))
     return sec
 
 
@@ -106,7 +106,7 @@ def _to_target(sec: rp.Section, pairs) -> None:
         return
     rows = [[run.label, x.params["width"], f"{x.params['target']:.0%}", rp.fmt(x.metrics["time_s_to_target"]),
              rp.fmt(x.metrics["time_s_to_target_with_compile"]), int(x.metrics["epochs"]), rp.fmt(x.metrics["accuracy"])]
-            for run, x in sorted(pairs, key=lambda p: (p[0].label, p[1].params["width"]))]
+            for run, x in sorted(rp.measured(pairs), key=lambda p: (p[0].label, p[1].params["width"]))]
     sec.tables.append(rp.Table(["run", "width", "target", "s to target", "s with compile", "epochs", "accuracy"], rows,
                                "Claim C07: a two-layer MLP learning a teacher network's labels to the target test "
                                "accuracy (compilation apart, then included)"))

@@ -23,15 +23,17 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         for d in ("host_to_device", "device_to_host", "on_device_copy"):
             pts = sorted((x.params["bytes"], x.metrics["gbytes_per_s"]) for x in recs if x.params.get("direction") == d)
             if pts:
-                series.append(rp.Series(f"{label} {d}", [p[0] / 2**20 for p in pts], [p[1] for p in pts]))
-        notes.append(_takeaway(label, run, recs))
+                series.append(rp.Series(f"{label} {d}", [p[0] / 2**20 for p in pts], [p[1] for p in pts],
+                                        style=rp.style(run)))
+        if not run.predicted:  # a prediction has only the on-device copy: no door to compare the desk with
+            notes.append(_takeaway(label, run, recs))
     if series:
         fig = rp.line_plot(series, xlabel="MiB moved", ylabel="GB/s", title="copy bandwidth: across vs within device memory")
         sec.plots.append(rp.Plot("transfer", fig, " ".join(n for n in notes if n)))
     rows = [[run.label, x.params.get("direction", x.params.get("feed")), rp.fmt(x.params.get("bytes", x.metrics.get("batch_bytes", 0)) / 2**20),
-             rp.fmt(x.metrics["time_s_median"] * 1e3), rp.fmt(x.metrics.get("gbytes_per_s"))] for run, x in good]
+             rp.fmt(x.metrics["time_s_median"] * 1e3), rp.fmt(x.metrics.get("gbytes_per_s"))] for run, x in rp.measured(good)]
     sec.tables.append(rp.Table(["run", "what", "MiB", "median ms", "GB/s"], rows, "Transfers and MLP steps"))
-    sec.paragraphs += rp.not_ok(pairs)
+    sec.paragraphs += rp.not_ok(rp.measured(pairs))
     return sec
 
 

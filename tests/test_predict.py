@@ -165,3 +165,17 @@ def test_a_merged_gpu_run_turns_the_predictions_into_errors():
         assert t.headers[-1] == "prediction error" and t.rows and all(row[-1] == "-50%" for row in t.rows), t.rows
     ledger = report.ledger_section(results.merge([cpu, gpu])).tables[0]
     assert ledger.headers[5].startswith("predicted on H200") and "(not run)" not in ledger.headers[5]
+
+
+def test_the_ledger_forecasts_c07_from_the_time_to_target_steps():
+    from experiments import report
+
+    to_target = _rec("training", {"case": "to_target", "width": 1024, "batch": 256, "target": 0.93},
+                     {"time_s_to_target": 40.0, "steps": 2000.0, "step_flops_xla": 4e9, "step_bytes_xla": 2e7})
+    cpu = results.Run(RUN.path, RUN.meta, tuple(_records() + [to_target]))
+    row = next(r for r in report.ledger_section(results.merge([cpu])).tables[0].rows if r[0] == "C07")
+    assert row[4] == "not run"  # measured: no GPU ran
+    twin = next(r for _, r in view.predicted_pairs([cpu]) if r.experiment == "training")
+    speedup = 40.0 / twin.metrics["time_s_to_target"]
+    verdict = "supported" if speedup >= 10 else "supported with caveats" if speedup >= 2 else "contradicted"
+    assert row[5].startswith(verdict + ":") and f"{speedup:.1f}x" in row[5], row[5]

@@ -80,7 +80,8 @@ def _takeaway(label, recs, bw, peak, hw, allocator=None, how="measured") -> str:
     text = (f"On {label} the {how} ridge point is {ridge:.1f} FLOP/byte ({peak:.0f} GFLOP/s over {bw:.0f} GB/s"
             + (f", host allocator {allocator}" if allocator else "") + "). "
             f"A memory-bound op ({worst.params['kind']}, {worst.metrics['intensity_flop_per_byte']:.2g} FLOP/byte) "
-            f"ran at {worst.metrics['gflops'] / peak:.1%} of peak compute: there the cores wait on memory")
+            f"{'ran' if how == 'measured' else 'would run'} at {worst.metrics['gflops'] / peak:.1%} of peak compute: "
+            "there the cores wait on memory")
     if hw and hw.ridge_point("fp32"):
         text += (f"; datasheet ridge {hw.ridge_point('fp32'):.1f} FLOP/byte (fp32), "
                  f"{hw.ridge_point('bf16') or 0:.0f} (bf16)")

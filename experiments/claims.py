@@ -201,8 +201,8 @@ def _c07(p):
         return Verdict("not run", f"no GPU time-to-target records; {GPU_HINT}{extra}")
     w = both[-1]
     grow = ", ".join(f"width {x}: {cpu[x] / gpu[x]:.1f}x" for x in both)
-    return _grade(cpu[w] / gpu[w], 10, 2, f"time to the target accuracy at width {w}: CPU {cpu[w]:.1f} s, GPU "
-                                          f"{gpu[w]:.2f} s ({cpu[w] / gpu[w]:.1f}x; by width: {grow})")
+    return _grade(cpu[w] / gpu[w], 10, 2, f"time to the target accuracy at width {w}: CPU {cpu[w]:.3g} s, GPU "
+                                          f"{gpu[w]:.3g} s ({cpu[w] / gpu[w]:.1f}x; by width: {grow})")
 
 
 def _c08(p):

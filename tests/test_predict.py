@@ -179,3 +179,28 @@ def test_the_ledger_forecasts_c07_from_the_time_to_target_steps():
     speedup = 40.0 / twin.metrics["time_s_to_target"]
     verdict = "supported" if speedup >= 10 else "supported with caveats" if speedup >= 2 else "contradicted"
     assert row[5].startswith(verdict + ":") and f"{speedup:.1f}x" in row[5], row[5]
+
+
+def test_a_finished_run_rewrites_its_records_with_their_predictions(tmp_path):
+    from experiments import runner
+
+    def folder(name, recs):
+        with results.RunWriter(tmp_path / name, {"run_id": "r", "env": RUN.env}) as w:
+            for r in recs:
+                w.write(r)
+            return w
+
+    logged = []
+    w = folder("full", _records())
+    runner._store_predictions(tmp_path / "full", w, logged.append)
+    run = results.read_run(tmp_path / "full")
+    assert run.meta["roofs"]["flops"]["fp32"] == 100e9 and not logged
+    assert [r.params for r in run.records] == [r.params for r in _records()]  # same records, same order
+    assert all(r.metrics["time_s_predicted"] > 0 for r in run.records)
+    assert not (tmp_path / "full" / "results.jsonl.tmp").exists()
+
+    w = folder("no-matmul", _records()[1:])
+    runner._store_predictions(tmp_path / "no-matmul", w, logged.append)
+    run = results.read_run(tmp_path / "no-matmul")
+    assert run.meta["roofs"] is None and "lacks the roofs" in logged[-1]
+    assert not any("time_s_predicted" in r.metrics for r in run.records)

@@ -112,7 +112,7 @@ def _to_target(sec: rp.Section, pairs) -> None:
                                "accuracy (compilation apart, then included)"))
     runs = list({id(r): r for r, _ in pairs}.values())
     for label, (run, recs) in rp.by_run(pairs).items():
-        times = ", ".join(f"width {x.params['width']}: {x.metrics['time_s_to_target']:.2f} s"
+        times = ", ".join(f"width {x.params['width']}: {x.metrics['time_s_to_target']:.3g} s"
                           for x in sorted(recs, key=lambda x: x.params["width"]))
         text = f"On {label} the time to {recs[0].params['target']:.0%} on the teacher task was {times}"
         partner = results.cpu_partner(run, runs) if run.env.get("backend") == "gpu" else None

@@ -161,6 +161,15 @@ def test_each_figure_draws_the_h200_prediction_beside_what_ran(every_tiny):
         assert not any("predicted, not run" in c for c in cells), name  # tables list what ran
 
 
+def test_a_merged_gpu_run_is_drawn_beside_its_own_prediction(every_tiny, tmp_path):
+    cpu, _, _ = every_tiny
+    gpu = _as_gpu_run(cpu, tmp_path / "gpu")
+    sections = {s.anchor: s for s in report.build_sections([results.read_run(cpu), results.read_run(gpu)])}
+    labels = [line.get_label() for p in sections["matmul"].plots for ax in p.figure.axes for line in ax.get_lines()]
+    assert any(label.startswith("gpu (NVIDIA H200) ") for label in labels), labels  # measured
+    assert any("NVIDIA H200 SXM, predicted, not run" in label for label in labels), labels  # its prediction
+
+
 @pytest.mark.slow
 def test_every_experiments_programs_lower_for_cuda(every_tiny):
     _, lowered, failed = every_tiny

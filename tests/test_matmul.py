@@ -51,21 +51,27 @@ def test_large_outputs_are_checked_on_sampled_rows():
     assert len(matmul.reference_rows(100)) == 100
 
 
-def test_the_speed_probe_measures_a_rate_not_a_launch_latency():
-    import time
+def test_the_speed_probe_measures_a_rate_not_a_launch_latency(monkeypatch):
+    import types
 
+    # a clock the fake products advance: a real sleep of 200 us overshoots past a millisecond on a busy machine
+    clock = [0.0]
+    monkeypatch.setattr(matmul, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
     launch, per_flop = 2e-4, 1e-12  # a GPU: 200 us to launch anything, 1 TFLOP/s beyond that
     sizes = []
 
     def run(d):
         sizes.append(d)
-        time.sleep(launch + 2.0 * d**3 * per_flop)
+        clock[0] += launch + 2.0 * d**3 * per_flop
+
+    def cpu(d):
+        clock[0] += 2.0 * d**3 * 1e-9
 
     got = matmul.probe_seconds_per_flop(run, lambda d: d, largest=8192)
     assert sizes[-1] >= 1024  # grew until one product took a millisecond
     assert got < 2 * per_flop  # 256^3 alone would have said 6e-12 s per FLOP: a launch, not a rate
-    slow = matmul.probe_seconds_per_flop(lambda d: time.sleep(2.0 * d**3 * 1e-9), lambda d: d, largest=8192)
-    assert slow == pytest.approx(1e-9, rel=0.5)  # a slow CPU kernel: 256^3 already takes milliseconds
+    slow = matmul.probe_seconds_per_flop(cpu, lambda d: d, largest=8192)
+    assert slow == pytest.approx(1e-9)  # a slow CPU kernel: 256^3 already takes milliseconds
 
 
 def test_torch_peer_when_installed():

@@ -46,8 +46,16 @@ def test_roofline_points(device):
 
 
 def test_transfer_moves_every_byte(device):
+    from jaxgpu.results import Unsupported
+
     for d in ("host_to_device", "device_to_host"):
-        r = memory.bench_transfer(1 << 16, d, device, target_s=0.0)
+        try:
+            r = memory.bench_transfer(1 << 16, d, device, target_s=0.0)
+        except Unsupported as err:
+            # XLA:CPU takes a host array it finds suitably aligned as it is, which depends on where numpy's
+            # allocator put it: then there is no copy to time, and the record says so
+            assert device.platform == "cpu" and d == "host_to_device" and "zero copy" in str(err)
+            continue
         assert r.nbytes == 1 << 16 and r.gbytes_per_s > 0
 
 

@@ -31,7 +31,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                 name = x.params["impl"] if x.params["impl"] != "jax" else f"JAX {x.params['variant']}"
                 name += f" ({x.params['allocator']} malloc)" if "allocator" in x.params else ""
                 series.append(rp.Series(f"{label} {name}", [x.params["n"] * 4 / 2**20], [x.metrics["gbytes_per_s"]],
-                                        style=rp.style(run, "s").lstrip("-")))
+                                        style="x" if run.predicted else "s"))
         hw = run.hardware
         if hw and hw.memory_bw_gbps:
             limits.append(rp.Limit(f"{label} HBM datasheet {hw.memory_bw_gbps:.0f} GB/s", hw.memory_bw_gbps))

@@ -97,6 +97,11 @@ def timed(recs) -> list[results.Record]:
             and r.experiment not in _NOT_MODELLED and r.params.get("feed") != "host_fed" and timed_as(r) is not None]
 
 
+def on_a_gpu(r: results.Record) -> bool:
+    """Whether a CPU record's program means something on one GPU (not a host-only variant: ``_HOST_ONLY``)."""
+    return (r.experiment, r.params.get("variant")) not in _HOST_ONLY
+
+
 def predicted_s(r: results.Record, roofs: predict.Roofs, own: bool = True, plan: dict[str, str] | None = None) -> float:
     """The model's lower bound on what ``r`` timed, on ``roofs`` (``own``: the roofs of the record's own run,
     keyed per preset; else a GPU's, keyed per hardware dtype, as its compiled ``plan`` has them)."""
@@ -229,7 +234,7 @@ def _on_gpus(run: results.Run, errs, runs) -> list[list]:
     plans = {name: compiled_plan(runs, name) for name in GPUS}
     rows, by_exp = [], {}
     for r, _, _ in errs:
-        if (r.experiment, r.params.get("variant")) not in _HOST_ONLY:
+        if on_a_gpu(r):
             by_exp.setdefault(r.experiment, []).append(r)
     for exp, recs in sorted(by_exp.items()):
         cells = []
@@ -307,8 +312,6 @@ def predicted_pairs(runs: list[results.Run], gpu: str = "H200 SXM") -> list[tupl
                "backend": "gpu", "device_kind": f"NVIDIA {hw.name}, predicted", "n_devices": 1}
         twin = results.Run(run.path.with_name(f"{run.path.name}-predicted-{hw.name.split()[0].lower()}"),
                            {**run.meta, "env": env, "mode": "predicted", "hardware": dataclasses.asdict(hw)}, ())
-        for r in timed(run.records):
-            if (r.experiment, r.params.get("variant")) in _HOST_ONLY:
-                continue
+        for r in filter(on_a_gpu, timed(run.records)):
             out.append((twin, predicted_record(r, predicted_s(r, roofs, own=False, plan=plan), env["device_kind"])))
     return out

@@ -1,21 +1,17 @@
-"""The study's experiments, by name.
+"""The study's experiments, by name: the registry.
 
-The registry maps a name (the ``--only`` name, and a record's ``experiment``) to the
-module that runs it; a module is imported only when it is used, so ``--list`` and a
-typo in ``--only`` answer without starting JAX.
+Each experiment is one folder, ``experiments/<name>/`` (see ``experiments.contract``): its spec
+(``EXPERIMENT``, importing no JAX), its measuring code (``measure.py``) and its report section
+(``view.py``, importing no JAX). The registry maps a name (the ``--only`` name, and a record's
+``experiment``) to that folder; a folder is imported only when it is used, so ``--list``, ``--dry-run``
+and a typo in ``--only`` answer without JAX. Adding an experiment is one folder and one line here
+(docs/adding-an-experiment.md).
 
-Each module measures; its report section lives apart, in ``experiments.views.<name>``
-(``section(pairs)``, from ``(Run, Record)`` pairs only, importing no JAX). Each module defines:
-  ``BENCHMARK_VERSION``   bumped when its method changes
-  ``CLAIMS``              the claim IDs it tests, derived from ``experiments.claims`` (their one home)
-  ``DESCRIPTION``         one line for ``--list``
-  ``Config``              a frozen dataclass: what one run of the experiment measures
-  ``PROFILES``            ``{(profile, platform): Config}``; platform "any" where it does not matter
-  ``cases(cfg, ctx)``     the cases to measure, as ``experiments.case.Case`` objects, each with its
-                          ``Cost`` (what ``--dry-run`` and ``--budget-s`` plan with); building them
-                          starts no JAX backend
-  ``info(ctx)``           (optional) facts about the run worth keeping in run.json
-  ``attachments(ctx, dir)`` (optional) writes files a reader can open; returns their paths
+The layers, by data flow (tests/test_architecture.py keeps them so):
+  ``experiments.harness``    plans and runs cases, writes records (no JAX of its own)
+  ``experiments.analysis``   derived figures, the claims and their rules, the prediction model (no JAX)
+  ``experiments.reporting``  builds and renders the report from records (no JAX)
+  ``experiments.run`` and ``experiments.report`` are the command lines that join them.
 """
 
 from __future__ import annotations
@@ -26,7 +22,8 @@ import importlib
 import types
 import typing
 from collections.abc import Sequence
-from types import ModuleType
+
+from experiments.contract import Experiment, View
 
 REGISTRY: dict[str, str] = {
     "devices": "experiments.devices",
@@ -48,10 +45,9 @@ REGISTRY: dict[str, str] = {
     "distributed": "experiments.distributed",
 }
 
-# Experiments that compare device counts. On CPU a run that selects one and leaves
+# On CPU a run that selects a multi-device experiment (``Experiment.multi_device``) and leaves
 # --devices unset gets this many host devices (XLA's virtual CPU devices, which share the
 # machine's cores).
-MULTI_DEVICE = ("collectives", "data_parallel", "tensor_parallel")
 DEFAULT_HOST_DEVICES = 4
 
 PROFILES = ("tiny", "quick", "full")
@@ -82,19 +78,40 @@ def parse_only(only: str | None) -> list[str]:
     return [n for n in names() if n in wanted]
 
 
-def load(name: str) -> ModuleType:
+def load(name: str) -> Experiment:
+    """The spec of a registered experiment (imports its folder's ``__init__``, never its measuring code)."""
     try:
-        return importlib.import_module(REGISTRY[name])
+        module = importlib.import_module(REGISTRY[name])
     except KeyError:
         raise UnknownExperiment(f"unknown experiment {name!r}; known: {', '.join(names())}") from None
+    spec = module.EXPERIMENT
+    if not isinstance(spec, Experiment) or spec.name != name:
+        raise TypeError(f"{REGISTRY[name]}.EXPERIMENT must be an experiments.contract.Experiment named {name!r}")
+    return spec
+
+
+def view(name: str) -> View:
+    """The report view of a registered experiment (``experiments.<name>.view.VIEW``)."""
+    load(name)  # an unknown name fails here, with the known ones
+    view = importlib.import_module(f"{REGISTRY[name]}.view").VIEW
+    if not isinstance(view, View):
+        raise TypeError(f"{REGISTRY[name]}.view.VIEW must be an experiments.contract.View")
+    return view
+
+
+def multi_device() -> list[str]:
+    """The experiments that compare device counts."""
+    return [n for n in names() if load(n).multi_device]
+
+
+def host_check() -> list[str]:
+    """The experiments the GPU check also runs on the lent machine's CPU (``Experiment.in_host_check``)."""
+    return [n for n in names() if load(n).in_host_check]
 
 
 def config(name: str, profile: str, platform: str, overrides: dict[str, object] | None = None):
-    """The experiment's ``Config`` for a profile on a platform, with ``overrides`` (field -> value) applied."""
-    table = load(name).PROFILES
-    cfg = table.get((profile, platform), table.get((profile, "any")))
-    if cfg is None:
-        raise KeyError(f"{name} has no {profile!r} profile for {platform}")
+    """The experiment's config for a profile on a platform, with ``overrides`` (field -> value) applied."""
+    cfg = load(name).config_for(profile, platform)
     return dataclasses.replace(cfg, **overrides) if overrides else cfg
 
 
@@ -115,7 +132,7 @@ def parse_settings(settings: Sequence[str], selected: Sequence[str]) -> dict[str
             raise BadSetting(f"--set {s!r}: unknown experiment {exp!r}; known: {', '.join(names())}")
         if exp not in selected:
             raise BadSetting(f"--set {s!r}: {exp} is not among the experiments of this run")
-        cls = load(exp).Config
+        cls = load(exp).config
         hints = typing.get_type_hints(cls)
         known = [f.name for f in dataclasses.fields(cls)]
         if field not in known:

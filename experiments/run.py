@@ -14,7 +14,11 @@ Examples::
     python -m experiments.run --compile-for h200      # XLA:GPU's plan for an H200, on this CPU
 
 Bad input ends with one line on stderr and exit code 2. Nothing here imports JAX
-before the backend and host device count are set.
+before the backend and host device count are set, and ``--list``, ``--dry-run`` and every
+bad-input check work where JAX is not installed at all.
+
+This module joins the layers: the harness measures and writes records, then the report is
+built from them (``experiments.report``), as ``python -m experiments.report`` would.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--devices", type=int, metavar="N",
                    help="number of CPU host devices (XLA_FLAGS is appended to); default 1, or "
                         f"{experiments.DEFAULT_HOST_DEVICES} when a multi-device experiment "
-                        f"({', '.join(experiments.MULTI_DEVICE)}) is selected")
+                        f"({', '.join(experiments.multi_device())}) is selected")
     p.add_argument("--processes", type=int, metavar="N", help="processes for the distributed experiment (default 2)")
     p.add_argument("--seed", type=int)
     p.add_argument("--no-report", action="store_true", help="write results only, no report")
@@ -144,9 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     except experiments.UnknownExperiment as err:
         return _fail(err.args[0])
     if args.list:
-        for name in experiments.names():
-            mod = experiments.load(name)
-            print(f"{name:16s} {', '.join(mod.CLAIMS):12s} {mod.DESCRIPTION}")
+        from experiments.analysis import claims
+
+        tested = {name: ", ".join(claims.for_experiment(name)) or "-" for name in experiments.names()}
+        width = max(map(len, tested.values()))
+        for name, ids in tested.items():
+            print(f"{name:16s} {ids:{width}s}  {experiments.load(name).description}")
         return 0
     try:
         settings = experiments.parse_settings(args.set, names)
@@ -154,11 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     except experiments.BadSetting as err:
         return _fail(str(err))
 
-    if args.devices is None and any(n in experiments.MULTI_DEVICE for n in names):
+    if args.devices is None and any(n in experiments.multi_device() for n in names):
         args.devices = experiments.DEFAULT_HOST_DEVICES  # only the CPU platform reads it
 
     if args.dry_run:
-        from experiments import runner
+        from experiments.harness import runner
 
         platform = args.backend if args.backend != "auto" else _likely_platform()
         try:
@@ -192,14 +199,15 @@ def main(argv: list[str] | None = None) -> int:
             return _fail(f"--compile-for needs XLA:GPU: {reason}")
 
     from jaxgpu import results
-    from experiments import runner
+
+    from experiments.harness import runner
 
     label = f"compiled-{args.compile_for.lower()}" if args.compile_for else platform
     out = args.resume or args.out or runner.default_out_dir(label)
     try:
         runner.run_study(names, platform=platform, profile=args.profile, out_dir=out, resume=bool(args.resume),
                          seed=args.seed, host_devices=args.devices, processes=args.processes,
-                         trace_dir=args.profile_trace, progress=not args.no_progress, report=not args.no_report,
+                         trace_dir=args.profile_trace, progress=not args.no_progress,
                          argv=sys.argv[1:] if argv is None else argv, budget_s=args.budget_s, settings=settings,
                          compile_for=args.compile_for)
     except results.ResultsError as err:
@@ -208,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"experiments.run: interrupted; every finished case is kept in {out}; "
               f"continue with --resume {out}", file=sys.stderr)
         return 130
+    if not args.no_report:
+        from experiments import report
+
+        paths = report.write_report([out], out)
+        print(f"jaxgpu: report: {paths[0]}", file=sys.stderr)
     return 0
 
 

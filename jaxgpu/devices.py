@@ -8,6 +8,7 @@ entry points (``experiments/run.py``, ``tests/conftest.py``) call it first thing
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import re
@@ -276,3 +277,30 @@ def fingerprint(platform_name: str) -> dict[str, Any]:
             pass
         env.update(_nvidia_smi())
     return env
+
+
+def last_level_cache_bytes() -> int | None:
+    """The largest CPU cache the OS reports (/sys/devices/system/cpu/cpu0/cache), or None."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    sizes = []
+    try:
+        entries = [e for e in os.listdir(base) if e.startswith("index")]
+    except OSError:
+        return None
+    for e in entries:
+        try:
+            with open(f"{base}/{e}/size", encoding="utf-8") as f:
+                s = f.read().strip()
+        except OSError:
+            continue
+        mult = {"K": 1024, "M": 2**20, "G": 2**30}.get(s[-1:], 1)
+        try:
+            sizes.append(int(s.rstrip("KMG")) * mult)
+        except ValueError:
+            continue
+    return max(sizes) if sizes else None
+
+
+def torch_available() -> bool:
+    """Whether torch (the optional peer) can be imported here, asked without importing it."""
+    return importlib.util.find_spec("torch") is not None

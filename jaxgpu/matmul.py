@@ -22,15 +22,10 @@ import ml_dtypes  # noqa: F401 - registers bfloat16/float8 with numpy
 import numpy as np
 
 from jaxgpu import devices, precision, timing
+from jaxgpu.devices import torch_available  # noqa: F401 - part of this module's API
+from jaxgpu.workload import default_sets, reference_rows  # noqa: F401 - part of this module's API
 from jaxgpu.results import DoesNotFit, Unsupported
 
-# One set of operands rotated through is enough to defeat a 50 MB GPU L2 at n >= 2048;
-# smaller problems get more sets, within this many bytes in all.
-_ROTATION_BYTES = 256 * 2**20
-_MAX_SETS = 4
-# Above this many output rows the float64 reference is computed on a sample of rows:
-# an exact fp64 product at n=16384 would cost numpy minutes.
-_REFERENCE_ROWS = 512
 
 WORKED_A = ((1, 2), (3, 4))
 WORKED_B = ((5, 6), (7, 8))
@@ -102,11 +97,6 @@ def worked_example(dtype: str = "float32", device: jax.Device | None = None) -> 
     return compute()
 
 
-def default_sets(m: int, k: int, n: int) -> int:
-    """How many operand sets ``operands`` draws by default: as many as rotation allows."""
-    return int(max(1, min(_MAX_SETS, _ROTATION_BYTES // max(4 * (m * k + k * n), 1))))
-
-
 def operands(m: int, k: int, n: int, n_sets: int | None = None, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     """Random normal fp32 operand pairs; ``n_sets`` defaults to what rotation allows."""
     if n_sets is None:
@@ -114,13 +104,6 @@ def operands(m: int, k: int, n: int, n_sets: int | None = None, seed: int = 0) -
     rng = np.random.default_rng(seed)
     return [(rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32))
             for _ in range(n_sets)]
-
-
-def reference_rows(m: int) -> np.ndarray:
-    """The output rows the float64 reference covers: all, or an even sample of large outputs."""
-    if m <= _REFERENCE_ROWS:
-        return np.arange(m)
-    return np.linspace(0, m - 1, _REFERENCE_ROWS).astype(np.int64)
 
 
 def rel_error(out, ref) -> float:
@@ -214,10 +197,6 @@ def bench_numpy(sets: list[tuple[np.ndarray, np.ndarray]], target_s: float = 0.5
     t = timing.time_host(np.matmul, arg_sets=sets, target_s=target_s)
     (m, k), n = sets[0][0].shape, sets[0][1].shape[1]
     return MatmulResult("numpy", m, k, n, "float32", None, t, err)
-
-
-def torch_available() -> bool:
-    return importlib.util.find_spec("torch") is not None
 
 
 def bench_torch(sets: list[tuple[np.ndarray, np.ndarray]], device: str = "cpu", target_s: float = 0.5,

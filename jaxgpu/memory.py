@@ -27,32 +27,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgpu import timing
+from jaxgpu.devices import last_level_cache_bytes  # noqa: F401 - part of this module's API
+from jaxgpu.workload import KERNELS, stream_bytes  # noqa: F401 - part of this module's API
 
 SCALAR = 3.0
-# (arrays read, arrays written) per element.
-KERNELS: dict[str, tuple[int, int]] = {"copy": (1, 1), "scale": (1, 1), "add": (2, 1), "triad": (2, 1)}
-
-
-def last_level_cache_bytes() -> int | None:
-    """The largest CPU cache the OS reports (/sys/devices/system/cpu/cpu0/cache), or None."""
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    sizes = []
-    try:
-        entries = [e for e in os.listdir(base) if e.startswith("index")]
-    except OSError:
-        return None
-    for e in entries:
-        try:
-            with open(f"{base}/{e}/size", encoding="utf-8") as f:
-                s = f.read().strip()
-        except OSError:
-            continue
-        mult = {"K": 1024, "M": 2**20, "G": 2**30}.get(s[-1:], 1)
-        try:
-            sizes.append(int(s.rstrip("KMG")) * mult)
-        except ValueError:
-            continue
-    return max(sizes) if sizes else None
 
 
 def stream_kernel(kernel: str) -> Callable:
@@ -68,11 +46,6 @@ def stream_kernel(kernel: str) -> Callable:
 def stream_reference(kernel: str, a, b, c) -> np.ndarray:
     a, b, c = (np.asarray(x, dtype=np.float64) for x in (a, b, c))
     return {"copy": a, "scale": SCALAR * a, "add": a + b, "triad": b + SCALAR * c}[kernel]
-
-
-def stream_bytes(kernel: str, n: int, itemsize: int) -> int:
-    reads, writes = KERNELS[kernel]
-    return (reads + writes) * n * itemsize
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,10 +39,10 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxgpu import fit, mlp, timing
+from jaxgpu.workload import COLLECTIVES, DP_VARIANTS  # noqa: F401 - part of this module's API
 
 DATA = "data"
 MODEL = "model"
-DP_VARIANTS = ("pmap", "jit_sharding", "shard_map")
 
 
 def shard_map(f: Callable, *, mesh: Mesh, in_specs, out_specs) -> Callable:
@@ -256,7 +256,6 @@ def tensor_parallel(model: mlp.MLP, optimizer: optax.GradientTransformation, sta
 
 # --- collectives ---------------------------------------------------------------------------
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "ppermute")
 # NCCL-tests (doc/PERFORMANCE.md): busbw = algbw x factor(n), algbw = size / time, where
 # size is the per-rank buffer of all-reduce / all-to-all / ppermute, the per-rank *output*
 # of all-gather and the per-rank *input* of reduce-scatter.

@@ -18,7 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgpu.presets import PRESETS, Preset  # noqa: F401 - the table, re-exported here
+from jaxgpu import stack
+from jaxgpu.presets import PRESETS, Format, Preset, formats  # noqa: F401 - the tables, re-exported here
 
 _current: contextvars.ContextVar[str] = contextvars.ContextVar("jaxgpu_precision", default="fp32")
 
@@ -139,7 +140,8 @@ def _matmul_jit(a, b, name):
 _SHORT = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2", "int8": "s8"}
 
 
-_WIDER = {"f16": 16, "bf16": 16, "f32": 32, "s32": 32}
+# the types a backend widens a narrow operand to before a product (their sizes: jaxgpu.stack)
+_WIDER = ("f16", "bf16", "f32", "s32")
 
 
 def upcast_in_hlo(hlo_text: str, preset: str | Preset) -> str | None:
@@ -158,40 +160,10 @@ def upcast_in_hlo(hlo_text: str, preset: str | Preset) -> str | None:
     types.update(re.findall(r"([\w.\-]+): (\w+)\[", hlo_text))  # computation parameters
     found = [res for res, operand in re.findall(r"= (\w+)\[[\d,]*\]\S* convert\(%?([\w.\-]+)\)", hlo_text)
              if res in _WIDER and res != short and types.get(operand) == short]
-    return max(found, key=_WIDER.get) if found else None
+    return max(found, key=stack.ELEMENT_BYTES.get) if found else None
 
 
 # ---------------------------------------------------------------- number formats (C14)
-
-
-@dataclasses.dataclass(frozen=True)
-class Format:
-    """One number format's properties, computed from jnp.finfo / iinfo (ml_dtypes)."""
-
-    name: str
-    bits: int
-    exponent_bits: int
-    mantissa_bits: int
-    eps: float
-    max: float
-    min_normal: float
-    decimal_digits: float
-
-
-def formats() -> list[Format]:
-    """Every format the presets use, plus TF32 (fp32 storage, a 10-bit mantissa in the Tensor Core)."""
-    out = []
-    for name in ("float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2"):
-        fi = jnp.finfo(jnp.dtype(name))
-        out.append(Format(name, int(fi.bits), int(fi.nexp), int(fi.nmant), float(fi.eps), float(fi.max),
-                          float(fi.smallest_normal), float(np.log10(2.0) * (fi.nmant + 1))))
-        if name == "float32":
-            # TF32 keeps fp32's 8-bit exponent and fp16's 10-bit mantissa: 19 bits used.
-            out.append(Format("tf32", 19, 8, 10, 2.0**-10, float(fi.max), float(fi.smallest_normal),
-                              float(np.log10(2.0) * 11)))
-    ii = jnp.iinfo(jnp.int8)
-    out.append(Format("int8", 8, 0, 7, 1.0, float(ii.max), 1.0, float(np.log10(2.0) * 7)))
-    return out
 
 
 def accumulate(value: float, count: int, dtype: str, accum_dtype: str | None = None) -> float:

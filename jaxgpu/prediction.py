@@ -115,13 +115,11 @@ def bound_kernels(ks: list[Kernel], roofs: Roofs, dtype: str = "fp32") -> Predic
                       upper + o, len(ks))
 
 
-_ELEMENT_BYTES = {"f64": 8, "s64": 8, "u64": 8, "f32": 4, "s32": 4, "u32": 4, "bf16": 2, "f16": 2, "s16": 2,
-                  "u16": 2, "s8": 1, "u8": 1, "pred": 1, "f8e4m3fn": 1, "f8e5m2": 1}
 _FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy-start", "copy-done"}
 
 
 def _type_bytes(types: str) -> float:
-    return float(sum(_ELEMENT_BYTES.get(t, 4) * math.prod(int(d) for d in dims.split(",") if d)
+    return float(sum(stack.ELEMENT_BYTES.get(t, 4) * math.prod(int(d) for d in dims.split(",") if d)
                      for t, dims in re.findall(r"(\w+)\[([\d,]*)\]", types)))
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import ml_dtypes  # noqa: F401 - registers bfloat16 and the float8 types with numpy
+import ml_dtypes  # registers bfloat16 and the float8 types with numpy; their finfo
 import numpy as np
 
 
@@ -65,3 +65,36 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("fp8_e5m2", "float8_e5m2", "float32", "default", True, "fp8", 0.2),
     Preset("int8", "int8", "int32", "default", True, "int8", 3e-2),
 )}
+
+
+# ---------------------------------------------------------------- number formats (C14)
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+    """One number format's properties, computed from ml_dtypes' finfo / iinfo (what jnp.finfo reads)."""
+
+    name: str
+    bits: int
+    exponent_bits: int
+    mantissa_bits: int
+    eps: float
+    max: float
+    min_normal: float
+    decimal_digits: float
+
+
+def formats() -> list[Format]:
+    """Every format the presets use, plus TF32 (fp32 storage, a 10-bit mantissa in the Tensor Core)."""
+    out = []
+    for name in ("float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2"):
+        fi = ml_dtypes.finfo(np.dtype(name))
+        out.append(Format(name, int(fi.bits), int(fi.nexp), int(fi.nmant), float(fi.eps), float(fi.max),
+                          float(fi.smallest_normal), float(np.log10(2.0) * (fi.nmant + 1))))
+        if name == "float32":
+            # TF32 keeps fp32's 8-bit exponent and fp16's 10-bit mantissa: 19 bits used.
+            out.append(Format("tf32", 19, 8, 10, 2.0**-10, float(fi.max), float(fi.smallest_normal),
+                              float(np.log10(2.0) * 11)))
+    ii = ml_dtypes.iinfo(np.int8)
+    out.append(Format("int8", 8, 0, 7, 1.0, float(ii.max), 1.0, float(np.log10(2.0) * 7)))
+    return out

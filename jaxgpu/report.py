@@ -101,9 +101,9 @@ class Limit:
 
 
 def measured(pairs: Iterable[Pair]) -> list[Pair]:
-    """The pairs of runs that ran: without a report's predicted twins (``Run.predicted``), which a view draws
-    in its figures, labelled, but never lists in its tables or sums into its takeaways."""
-    return [(run, rec) for run, rec in pairs if not run.predicted]
+    """The pairs of runs that ran: without a report's predicted twins (``Run.predicted``, ``Record.predicted``),
+    which a view draws in its figures, labelled, but never lists in its tables or sums into its takeaways."""
+    return [(run, rec) for run, rec in pairs if not (run.predicted or rec.predicted)]
 
 
 # a predicted series is dashed, with crosses: never mistaken for a measured one in a figure printed grey

@@ -24,9 +24,10 @@ from jaxgpu import hardware
 
 SCHEMA = 1
 STATUSES = ("ok", "does_not_fit", "unsupported", "failed")
-# How a record's figures were obtained: run on the device, or compiled for a target never run on
-# (compile-time facts only: memory analysis, library calls, collectives; never a time).
-MODES = ("measured", "compiled")
+# How a record's figures were obtained: run on the device, compiled for a target never run on
+# (compile-time facts only: memory analysis, library calls, collectives; never a time), or predicted
+# by a model from a measured record (a report's twin, made when records are read: never written).
+MODES = ("measured", "compiled", "predicted")
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
 
@@ -91,6 +92,10 @@ class Record:
     @property
     def compiled(self) -> bool:
         return self.mode == "compiled"
+
+    @property
+    def predicted(self) -> bool:
+        return self.mode == "predicted"
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -175,6 +180,8 @@ class RunWriter:
         self._write_meta()
 
     def write(self, record: Record) -> None:
+        if record.mode == "predicted":  # results.jsonl holds what was measured or compiled, never a model's output
+            raise ValueError(f"a predicted record is not written to {RESULTS_FILE}: {record.experiment} {record.params}")
         self._f.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
         self._f.flush()
         os.fsync(self._f.fileno())
@@ -187,19 +194,6 @@ class RunWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def rewrite_records(out_dir: str | os.PathLike, records: Iterable[Record]) -> None:
-    """Replaces a folder's records with ``records`` at once (a temporary file renamed over the old one): a
-    kill midway leaves the old file whole. For fields a run derives from all its records when it ends."""
-    path = Path(out_dir) / RESULTS_FILE
-    tmp = path.with_suffix(".jsonl.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r.to_dict(), sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def set_aside_cut_line(path: Path) -> str | None:

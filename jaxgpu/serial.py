@@ -14,10 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgpu import workload
+
 A, B = 1.0001, 0.5
 
-VARIANTS = ("python_loop", "fori_loop", "vectorized", "vmap")
-RECURRENCE = ("scan", "associative_scan", "closed_form")
+VARIANTS = workload.SERIAL_VARIANTS
+RECURRENCE = workload.RECURRENCES
 
 
 def inputs(n: int, seed: int = 0) -> np.ndarray:

@@ -173,8 +173,10 @@ def library_counts(optimized_hlo: str) -> dict[str, int]:
 
 _COLLECTIVE = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+ = (.+?) (all-reduce|all-gather|reduce-scatter|all-to-all|"
                          r"collective-permute)(-start)?\(")
-_BYTES = {"f64": 8, "s64": 8, "u64": 8, "f32": 4, "s32": 4, "u32": 4, "bf16": 2, "f16": 2, "s16": 2, "u16": 2,
-          "s8": 1, "u8": 1, "pred": 1, "f8e4m3fn": 1, "f8e5m2": 1}
+# Bytes per element of each HLO element type: the one table every HLO byte count here and in
+# jaxgpu.prediction reads (an unknown type counts as 4).
+ELEMENT_BYTES = {"f64": 8, "s64": 8, "u64": 8, "f32": 4, "s32": 4, "u32": 4, "bf16": 2, "f16": 2, "s16": 2, "u16": 2,
+                 "s8": 1, "u8": 1, "pred": 1, "f8e4m3fn": 1, "f8e5m2": 1}
 
 
 def collectives(optimized_hlo: str) -> dict[str, tuple[int, int]]:
@@ -188,7 +190,7 @@ def collectives(optimized_hlo: str) -> dict[str, tuple[int, int]]:
         if not m:
             continue
         types, op, start = m.groups()
-        sizes = [_BYTES.get(t, 4) * math.prod(_dims(d) or [1]) for t, d in re.findall(r"(\w+)\[([\d,]*)\]", types)]
+        sizes = [ELEMENT_BYTES.get(t, 4) * math.prod(_dims(d) or [1]) for t, d in re.findall(r"(\w+)\[([\d,]*)\]", types)]
         nbytes = max(sizes) if start and op in ("all-gather", "collective-permute") else sum(sizes)
         key = op.replace("-", "_")
         count, total = out.get(key, (0, 0))

@@ -219,3 +219,13 @@ def time_stateful(compiled: Callable, state: Any, *args: Any, target_s: float = 
 
     t = time_host(call, sync=jax.block_until_ready, target_s=target_s, min_iters=min_iters)
     return t, call()
+
+
+def profiler_trace(trace_dir: str | None):
+    """A context that writes a ``jax.profiler`` trace of what runs inside it to ``trace_dir`` (Perfetto or
+    TensorBoard/XProf), or does nothing when ``trace_dir`` is None."""
+    import contextlib
+
+    if trace_dir is None:
+        return contextlib.nullcontext()
+    return jax.profiler.trace(str(trace_dir), create_perfetto_trace=True)

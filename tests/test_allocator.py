@@ -9,7 +9,7 @@ import pytest
 
 from jaxgpu import devices, results
 
-from experiments.views import bandwidth as view
+from experiments.bandwidth import view
 
 ROOT = Path(__file__).resolve().parents[1]
 

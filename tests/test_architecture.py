@@ -1,4 +1,5 @@
-"""The shape of the house: the report is a view of records (no JAX), no import circles, one home per thing."""
+"""The shape of the house: one folder per experiment, layers by data flow, the report a view of records (no
+JAX), no import circles, one home per thing."""
 
 import ast
 import dataclasses
@@ -6,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import experiments
-from experiments import claims
 from jaxgpu import hardware
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,10 +63,12 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             if isinstance(arg, ast.Constant):
                 out.add(arg.value)
             elif isinstance(arg, ast.JoinedStr) and isinstance(arg.values[0], ast.Constant):
-                prefix = arg.values[0].value  # f"experiments.views.{name}": any module under the prefix
+                prefix = arg.values[0].value  # f"experiments.{name}...": any module under the prefix
                 out |= {m for m in modules if m.startswith(prefix) and m != prefix.rstrip(".")}
-            else:  # a lookup such as REGISTRY[name]: every registered experiment
-                out |= set(experiments.REGISTRY.values())
+            elif name == "experiments.contract":
+                pass  # Deferred: a spec's measuring module, imported when a case runs (by design, not at import)
+            else:  # a lookup such as REGISTRY[name] (and its view): every registered experiment
+                out |= set(experiments.REGISTRY.values()) | {f"{m}.view" for m in experiments.REGISTRY.values()}
     return out & set(modules)
 
 
@@ -104,20 +108,86 @@ def test_no_import_circle():
     assert "experiments.matmul" in graph["experiments"]  # the registry's dynamic imports are seen
 
 
-def test_views_import_no_jax_flax_or_optax():
-    heavy = ("jax", "jaxlib", "flax", "optax")
-    for path in (ROOT / "experiments" / "views").glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            assert not [n for n in names if n.split(".")[0] in heavy], (path.name, names)
+HEAVY = ("jax", "jaxlib", "flax", "optax")
 
 
-def test_each_claims_experiments_are_written_once():
-    for name in experiments.names():
-        mod = experiments.load(name)
-        assert mod.CLAIMS == claims.for_experiment(name), name
-        assert not hasattr(mod, "config"), f"{name} still has a config() if-chain; PROFILES is the table"
+def _layer(module: str) -> str:
+    """Which layer of the data flow a module belongs to."""
+    parts = module.split(".")
+    if parts[0] == "jaxgpu":
+        return "library"
+    if module == "experiments":
+        return "registry"
+    if module in ("experiments.run", "experiments.report"):
+        return "command line"
+    if parts[1] in ("harness", "analysis", "reporting", "contract"):
+        return parts[1]
+    assert parts[1] in experiments.REGISTRY, module
+    return "spec" if len(parts) == 2 else parts[2]  # or "measure", "view"
+
+
+# What each layer must never import (anywhere in its code): data flows measure -> records -> analysis -> report.
+FORBIDDEN = {
+    "library": {"registry", "command line", "harness", "analysis", "reporting", "contract", "spec", "measure", "view"},
+    "spec": {"measure", "view", "harness", "analysis", "reporting", "command line"},
+    "measure": {"view", "harness", "analysis", "reporting", "command line"},
+    "view": {"measure", "harness", "command line"},
+    "harness": {"analysis", "reporting", "view", "measure", "command line"},
+    "analysis": {"reporting", "view", "measure", "harness", "command line"},
+    "reporting": {"measure", "harness", "command line"},
+    "contract": {"registry", "spec", "measure", "view", "harness", "analysis", "reporting", "command line"},
+}
+# Layers that import no JAX, Flax or Optax anywhere in their own code (a report, a plan, --list are made
+# where JAX cannot be imported; the library is imported lazily where they need it).
+JAX_FREE = ("spec", "view", "harness", "analysis", "reporting", "contract", "registry")
+
+
+def _heavy(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.append(node.module or "")
+    return [n for n in names if n.split(".")[0] in HEAVY]
+
+
+def test_layers_import_only_downstream_of_the_data_flow():
+    modules = _modules()
+    broken = []
+    for name, path in modules.items():
+        layer = _layer(name)
+        for dep in _imports(name, path, modules) - {name}:
+            if _layer(dep) in FORBIDDEN.get(layer, set()):
+                broken.append(f"{name} ({layer}) imports {dep} ({_layer(dep)})")
+        if layer in JAX_FREE and _heavy(path):
+            broken.append(f"{name} ({layer}) imports {_heavy(path)}")
+    assert not broken, "\n".join(broken)
+
+
+def test_every_jax_free_layer_imports_where_jax_cannot_be(tmp_path):
+    # transitively: a spec importing a library module that imports JAX would fail here, not only in a review
+    (tmp_path / "sitecustomize.py").write_text("import sys\nfor m in %r:\n    sys.modules[m] = None\n" % (HEAVY,))
+    names = [m for m in _modules() if m.startswith("experiments") and _layer(m) in JAX_FREE]
+    code = "import importlib\nfor m in %r:\n    importlib.import_module(m)\nprint('ok')\n" % (names,)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("argv", [["--list"], ["--dry-run", "--backend", "gpu"], ["--dry-run", "--backend", "cpu"],
+                                  ["--only", "matmull"], ["--set", "matmul.sizez=1", "--only", "matmul"]])
+def test_the_command_line_plans_and_refuses_without_jax(argv, tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("import sys\nfor m in %r:\n    sys.modules[m] = None\n" % (HEAVY,))
+    proc = subprocess.run([sys.executable, "-m", "experiments.run", *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"})
+    bad_input = argv[0] in ("--only", "--set")
+    assert proc.returncode == (2 if bad_input else 0), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    if bad_input:
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    else:
+        assert proc.stdout.strip(), argv
 
 
 def test_hardware_comes_back_typed_from_run_json():

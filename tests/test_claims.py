@@ -3,7 +3,8 @@ from pathlib import Path
 
 from jaxgpu import results
 
-from experiments import claims
+from experiments.analysis import claims
+from experiments.analysis.evidence import Evidence
 
 import experiments
 
@@ -26,6 +27,10 @@ def test_claims_name_registered_experiments():
         assert set(c.experiments) <= known, (c.id, c.experiments)
 
 
+def _decide(cid, pairs):
+    return claims.decide(claims.by_id(cid), Evidence(pairs))[0]
+
+
 def _rec(experiment, params, metrics, backend="cpu", status="ok"):
     return results.Record(experiment=experiment, params=params, metrics=metrics, run_id="r", backend=backend,
                           device_kind="cpu", n_devices=4, benchmark_version=1, status=status,
@@ -37,11 +42,11 @@ def test_c11_follows_the_memory_per_device():
     split = lambda share, err=0.0: [
         (run, _rec("tensor_parallel", {"data": 1, "model": 1}, {"bytes_measured": 100.0, "rel_error": 0.0})),
         (run, _rec("tensor_parallel", {"data": 1, "model": 4}, {"bytes_measured": 100.0 * share, "rel_error": err}))]
-    assert claims._c11(split(0.27)).verdict == "supported"
-    assert claims._c11(split(0.6)).verdict == "supported with caveats"
-    assert claims._c11(split(0.9)).verdict == "contradicted"
-    assert claims._c11(split(0.27, err=1e-2)).verdict == "contradicted"
-    assert claims._c11(split(0.27)[:1]).verdict == "not run"
+    assert _decide("C11", split(0.27)).verdict == "supported"
+    assert _decide("C11", split(0.6)).verdict == "supported with caveats"
+    assert _decide("C11", split(0.9)).verdict == "contradicted"
+    assert _decide("C11", split(0.27, err=1e-2)).verdict == "contradicted"
+    assert _decide("C11", split(0.27)[:1]).verdict == "not run"
 
 
 def test_c17_needs_agreement_and_real_devices_for_a_speedup():
@@ -50,10 +55,10 @@ def test_c17_needs_agreement_and_real_devices_for_a_speedup():
     strong = lambda backend, eff: (None, _rec("data_parallel", {"case": "strong", "variant": "jit_sharding",
                                                                 "devices": 4},
                                               {"speedup": 4 * eff, "efficiency": eff}, backend=backend))
-    assert claims._c17([agree(), strong("cpu", 0.2)]).verdict == "supported with caveats"
-    assert claims._c17([agree(), strong("gpu", 0.9)]).verdict == "supported"
-    assert claims._c17([agree("failed"), strong("gpu", 0.9)]).verdict == "contradicted"
-    assert claims._c17([]).verdict == "not run"
+    assert _decide("C17", [agree(), strong("cpu", 0.2)]).verdict == "supported with caveats"
+    assert _decide("C17", [agree(), strong("gpu", 0.9)]).verdict == "supported"
+    assert _decide("C17", [agree("failed"), strong("gpu", 0.9)]).verdict == "contradicted"
+    assert _decide("C17", []).verdict == "not run"
 
 
 def test_verdicts_on_no_records_are_not_run():

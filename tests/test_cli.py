@@ -138,7 +138,7 @@ def test_an_out_folder_holding_a_run_is_not_appended_to(tmp_path):
     (tmp_path / "results.jsonl").write_text("")
     _one_line_error(_run("experiments.run", "--only", "devices", "--out", str(tmp_path)), "already holds a run")
     with pytest.raises(FileExistsError, match="already holds a run"):
-        from experiments import runner
+        from experiments.harness import runner
 
         runner.run_study(["devices"], platform="cpu", out_dir=tmp_path, progress=False, log=lambda m: None)
 

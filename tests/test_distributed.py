@@ -56,11 +56,14 @@ def test_bad_process_counts_are_refused():
 
 
 def test_the_experiment_records_a_dead_peer_as_failed(tmp_path):
-    from experiments import runner
+    from experiments.harness import runner
 
     runner.run_study(["distributed"], platform="cpu", profile="tiny", out_dir=tmp_path, processes=2,
-                     progress=False, report=True, log=lambda m: None,
+                     progress=False, log=lambda m: None,
                      settings={"distributed": {"die_after": (1, 1), "timeout_s": 60.0}})
+    from experiments import report
+
+    report.write_report([tmp_path], tmp_path)
     (rec,) = results.read_run(tmp_path).records
     assert rec.status == "failed" and "process 1 of 2 exited" in rec.reason, rec
     assert "failed" in (tmp_path / "report.md").read_text()

@@ -38,12 +38,12 @@ def test_table_is_complete_and_consistent():
 
 
 def test_the_devices_record_shows_the_memory_not_the_allocator_limit():
-    from experiments import devices as exp
+    from experiments.devices import measure as exp
 
     h200 = hardware.GPUS["H200 SXM"]
-    m = exp._describe(h200, 1, allocator_bytes=int(0.75 * 141e9))  # the GPU client's default 75%
+    m = exp.describe(h200, 1, allocator_bytes=int(0.75 * 141e9))  # the GPU client's default 75%
     assert m["memory_gb"] == 141 and m["allocator_limit_gb"] == pytest.approx(105.75)
-    assert "allocator_limit_gb" not in exp._describe(hardware.cpu_estimate(), 1)
+    assert "allocator_limit_gb" not in exp.describe(hardware.cpu_estimate(), 1)
 
 
 def test_ridge_point_follows_from_the_table():

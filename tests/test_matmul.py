@@ -83,13 +83,14 @@ def test_torch_peer_when_installed():
 def test_a_size_that_cannot_fit_is_recorded_not_crashed(monkeypatch):
     from jaxgpu import devices, results
 
-    from experiments import runner
+    from experiments.harness import runner
 
     monkeypatch.setattr(devices, "device_memory_bytes", lambda dev: 10**6)
     sets = matmul.operands(256, 256, 256, n_sets=1)
     case = runner.Case({"n": 256}, lambda: matmul.bench_jax(sets, "fp32", target_s=0.0).metrics())
-    mod = type("M", (), {"BENCHMARK_VERSION": 1})
-    rec = runner._measure("matmul", mod, case, runner.RunContext("cpu", "tiny", "cpu", 1, None), "r")
+    import experiments
+
+    rec = runner._measure(experiments.load("matmul"), case, runner.RunContext("cpu", "tiny", "cpu", 1, None), "r")
     assert rec.status == "does_not_fit"
     assert "needs" in rec.reason and "available" in rec.reason
     assert matmul.bytes_needed(256, 256, 256, "fp32") > 10**6

@@ -5,8 +5,10 @@ import pytest
 from jaxgpu import fit, memory, mlp
 
 import experiments
-from experiments import memory_fit, runner
-from experiments.views import memory_fit as memory_fit_view
+from experiments import memory_fit
+from experiments.harness import runner
+from experiments.memory_fit import measure as memory_fit_measure
+from experiments.memory_fit import view as memory_fit_view
 
 
 @pytest.mark.parametrize("kernel", list(memory.KERNELS))
@@ -85,14 +87,14 @@ def test_a_step_that_does_not_raise_the_high_water_mark_has_no_peak():
             return {"peak_bytes_in_use": next(self.peaks), "bytes_in_use": 10}
 
     # a large matmul earlier left the mark at 900: a step peaking below it says nothing
-    assert memory_fit.device_peak_bytes(Device([900, 900]), lambda: None, 100) is None
-    assert memory_fit.device_peak_bytes(Device([900, 1200]), lambda: None, 100) == 1100
+    assert memory_fit_measure.device_peak_bytes(Device([900, 900]), lambda: None, 100) is None
+    assert memory_fit_measure.device_peak_bytes(Device([900, 1200]), lambda: None, 100) == 1100
 
     class NoStats:
         def memory_stats(self):
             return None
 
-    assert memory_fit.device_peak_bytes(NoStats(), lambda: None, 0) is None
+    assert memory_fit_measure.device_peak_bytes(NoStats(), lambda: None, 0) is None
 
 
 def test_last_level_cache_is_read():
@@ -127,14 +129,14 @@ def test_transformer_table_arithmetic():
 def test_estimate_is_within_tolerance_of_xla(widths, batch, preset, device):
     ctx = runner.RunContext("cpu", "tiny", device.device_kind, 1, None)
     cfg = memory_fit.Config(input_dim=32)
-    m = memory_fit._validate(widths, batch, preset, cfg, ctx)
+    m = memory_fit_measure.validate(widths, batch, preset, cfg, ctx)
     assert abs(m["prediction_error"]) <= memory_fit_view.TOLERANCE, m
 
 
 def test_a_size_that_cannot_fit_is_predicted_and_recorded():
     cfg = experiments.config("memory_fit", "tiny", "cpu")
     ctx = runner.RunContext("cpu", "tiny", "cpu", 1, None)
-    recs = [runner._measure("memory_fit", memory_fit, c, ctx, "r") for c in memory_fit.cases(cfg, ctx)
+    recs = [runner._measure(memory_fit.EXPERIMENT, c, ctx, "r") for c in memory_fit.cases(cfg, ctx)
             if c.params.get("widths") == list(cfg.too_big) or c.params.get("case") == "allocate_past_memory"]
     assert [r.status for r in recs] == ["does_not_fit", "does_not_fit"]
     assert all("GiB" in r.reason and "available" in r.reason for r in recs)

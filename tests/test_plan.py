@@ -13,8 +13,9 @@ import pytest
 from jaxgpu import results
 
 import experiments
-from experiments import plan, runner
-from experiments.case import Case, Cost
+from experiments import report
+from experiments.harness import plan, runner
+from experiments.contract import Case, Cost
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_STUDY_S = 240  # the GPU study's share of a lent machine's window
@@ -43,15 +44,18 @@ def test_the_gpu_plan_fits_the_window_and_starts_no_jax():
         assert any(line.startswith(name + " ") for line in proc.stdout.splitlines()), name
 
 
-def test_every_claim_needing_a_gpu_has_a_key_case_in_the_gpu_plan():
-    ctx = runner._dry_context("gpu", None, None, None, 0)
-    _, plans = runner._build(experiments.names(), ctx, "quick", None)
-    keyed = {p.name for p in plans if any(c.key for c in p.cases)}
-    from experiments import claims
+@pytest.mark.parametrize("platform", ["cpu", "gpu"], ids=["on_cpu", "on_a_gpu"])
+def test_every_experiment_a_claim_reads_has_key_cases_in_the_plan(platform):
+    # a budgeted run measures key cases first: each experiment a verdict reads must have some wherever it has
+    # cases at all (threads has none on a GPU: it measures a CPU's cores)
+    from experiments.analysis import claims
 
+    ctx = runner._dry_context(platform, None, 4 if platform == "cpu" else None, None, 0)
+    _, plans = runner._build(experiments.names(), ctx, "quick", None)
+    by_name = {p.name: p.cases for p in plans}
     for c in claims.CLAIMS:
-        if c.experiments != ("threads",):  # C04 measures a CPU's cores; a GPU run has no threads cases
-            assert keyed & set(c.experiments), c.id
+        for name in c.experiments:
+            assert not by_name[name] or any(case.key for case in by_name[name]), (c.id, name, platform)
 
 
 def test_gpu_loops_are_capped():
@@ -66,7 +70,7 @@ SWEEPS = ("sizes", "sweep", "ks", "batches", "presets", "sweep_widths", "mlp_wid
 
 def test_no_profile_lists_a_size_twice():
     for name in experiments.names():
-        for (profile, platform), cfg in experiments.load(name).PROFILES.items():
+        for (profile, platform), cfg in experiments.load(name).profiles.items():
             for field in SWEEPS:
                 value = getattr(cfg, field, ())
                 assert len(set(value)) == len(value), (name, profile, platform, field)
@@ -134,7 +138,8 @@ def test_the_cpu_plan_of_the_quick_study_is_minutes():
 def test_a_budgeted_run_is_cut_cleanly_and_resume_finishes_it(tmp_path):
     out = tmp_path / "run"
     runner.run_study(["matmul", "precision"], platform="cpu", profile="tiny", out_dir=out, progress=False,
-                     report=True, log=lambda m: None, budget_s=4.0)
+                     log=lambda m: None, budget_s=4.0)
+    report.write_report([out], out)
     run = results.read_run(out)
     assert run.completion["state"] == "cut_by_budget" and run.completion["cases_skipped"] > 0
     keys = {r.key for r in run.records}
@@ -142,7 +147,7 @@ def test_a_budgeted_run_is_cut_cleanly_and_resume_finishes_it(tmp_path):
     assert worked, "the key cases run first"
     assert "was cut by its time budget" in (out / "report.md").read_text()
     runner.run_study(["matmul", "precision"], platform="cpu", profile="tiny", out_dir=out, resume=True,
-                     progress=False, report=False, log=lambda m: None)
+                     progress=False, log=lambda m: None)
     run = results.read_run(out)
     assert run.completion["state"] == "complete" and keys < {r.key for r in run.records}
     timing = json.loads((out / "run.json").read_text())["timing"]
@@ -161,13 +166,13 @@ def test_settings_are_checked_against_the_config():
 
 
 def test_an_info_hook_that_fails_leaves_the_run_folder_and_its_records(tmp_path, monkeypatch):
-    from experiments import matmul
+    from experiments.matmul import measure
 
     def broken(ctx):
         raise ImportError("torch: a broken install")
 
-    monkeypatch.setattr(matmul, "info", broken)
-    runner.run_study(["matmul"], platform="cpu", profile="tiny", out_dir=tmp_path, progress=False, report=False,
+    monkeypatch.setattr(measure, "info", broken)  # the spec's hook looks it up when it is called
+    runner.run_study(["matmul"], platform="cpu", profile="tiny", out_dir=tmp_path, progress=False,
                      log=lambda m: None)
     run = results.read_run(tmp_path)
     assert run.records and run.completion["state"] == "complete"

@@ -4,7 +4,8 @@ import pytest
 
 from jaxgpu import matmul, precision, results
 
-from experiments import runner
+import experiments
+from experiments.harness import runner
 
 
 @pytest.mark.parametrize("name", list(precision.PRESETS))
@@ -72,8 +73,7 @@ def test_a_preset_that_does_not_compile_is_reported_unsupported(monkeypatch):
     case = runner.Case({"preset": "fp8_e4m3"}, lambda: matmul.bench_jax(matmul.operands(8, 8, 8, n_sets=1),
                                                                            "fp8_e4m3").metrics())
     ctx = runner.RunContext("cpu", "tiny", "cpu", 1, None)
-    mod = type("M", (), {"BENCHMARK_VERSION": 1})
-    rec = runner._measure("precision", mod, case, ctx, "r")
+    rec = runner._measure(experiments.load("precision"), case, ctx, "r")
     assert rec.status == "unsupported" and "no fp8 GEMM" in rec.reason
 
 

@@ -10,7 +10,7 @@ import pytest
 from jaxgpu import hardware, results
 from jaxgpu import prediction as predict
 
-from experiments.views import prediction as view
+from experiments.analysis import prediction as view
 
 ROOFS = predict.Roofs("test", {"fp32": 100e9, "elementwise": 10e9, "bf16": 400e9}, 10e9, 1e-5, "by hand", 1e-6)
 
@@ -133,20 +133,20 @@ def test_a_time_to_target_is_priced_as_its_steps():
     assert view.timed_as(_rec("training", {"case": "curve"}, {"loss": 1.0})) is None
 
 
-def test_a_run_stores_what_it_predicts_for_each_of_its_records():
+def test_predictions_are_recomputed_from_the_records():
     run = results.Run(RUN.path, RUN.meta, tuple(_records()))
-    roofs, recs = view.annotate(run)
-    assert roofs.flops["fp32"] == 100e9
-    priced = [r for r in recs if "time_s_predicted" in r.metrics]
-    assert len(priced) == len(view.timed(run.records)) == 4
-    stored = {r.key: r.metrics["time_s_predicted"] for r in priced}
-    # the report reads what the run stored: the same figure it would have computed
-    assert {r.key: p for r, p, _ in view.errors(RUN, recs)} == pytest.approx(stored)
-    assert view.annotate(results.Run(RUN.path, RUN.meta, tuple(_records()[1:])))[0] is None
+    assert view.measured_roofs(run, list(run.records)).flops["fp32"] == 100e9
+    errs = view.errors(run, list(run.records))
+    assert len(errs) == len(view.timed(run.records)) == 4
+    assert all(p == view.predicted_s(r, view.measured_roofs(run, list(run.records))) for r, p, _ in errs)
+    # a stale time_s_predicted (older runs stored one) is not read: the model's figure is the model's
+    stale = [dataclasses.replace(r, metrics={**r.metrics, "time_s_predicted": 1e9}) for r in run.records]
+    assert [p for _, p, _ in view.errors(run, stale)] == [p for _, p, _ in errs]
+    assert view.errors(run, list(run.records)[1:]) == []  # without its matmul the run has no roofs
 
 
 def test_a_merged_gpu_run_turns_the_predictions_into_errors():
-    from experiments import report
+    from experiments.reporting import build as report
 
     cpu = results.Run(RUN.path, RUN.meta, tuple(_records()))
     table = report.predicted_tables([cpu])["matmul"]
@@ -168,7 +168,7 @@ def test_a_merged_gpu_run_turns_the_predictions_into_errors():
 
 
 def test_the_ledger_forecasts_c07_from_the_time_to_target_steps():
-    from experiments import report
+    from experiments.reporting import build as report
 
     to_target = _rec("training", {"case": "to_target", "width": 1024, "batch": 256, "target": 0.93},
                      {"time_s_to_target": 40.0, "steps": 2000.0, "step_flops_xla": 4e9, "step_bytes_xla": 2e7})
@@ -181,26 +181,14 @@ def test_the_ledger_forecasts_c07_from_the_time_to_target_steps():
     assert row[5].startswith(verdict + ":") and f"{speedup:.1f}x" in row[5], row[5]
 
 
-def test_a_finished_run_rewrites_its_records_with_their_predictions(tmp_path):
-    from experiments import runner
+def test_predicted_twins_say_so_and_are_never_written(tmp_path):
+    cpu = results.Run(RUN.path, RUN.meta, tuple(_records()))
+    twins = view.predicted_pairs([cpu])
+    assert twins and all(run.predicted and rec.predicted and rec.mode == "predicted" for run, rec in twins)
+    from jaxgpu import report as rp
 
-    def folder(name, recs):
-        with results.RunWriter(tmp_path / name, {"run_id": "r", "env": RUN.env}) as w:
-            for r in recs:
-                w.write(r)
-            return w
-
-    logged = []
-    w = folder("full", _records())
-    runner._store_predictions(tmp_path / "full", w, logged.append)
-    run = results.read_run(tmp_path / "full")
-    assert run.meta["roofs"]["flops"]["fp32"] == 100e9 and not logged
-    assert [r.params for r in run.records] == [r.params for r in _records()]  # same records, same order
-    assert all(r.metrics["time_s_predicted"] > 0 for r in run.records)
-    assert not (tmp_path / "full" / "results.jsonl.tmp").exists()
-
-    w = folder("no-matmul", _records()[1:])
-    runner._store_predictions(tmp_path / "no-matmul", w, logged.append)
-    run = results.read_run(tmp_path / "no-matmul")
-    assert run.meta["roofs"] is None and "lacks the roofs" in logged[-1]
-    assert not any("time_s_predicted" in r.metrics for r in run.records)
+    assert rp.measured(twins) == []
+    with results.RunWriter(tmp_path / "run", {"run_id": "r", "env": RUN.env}) as w:
+        with pytest.raises(ValueError, match="predicted record is not written"):
+            w.write(twins[0][1])
+    assert (tmp_path / "run" / "results.jsonl").read_text() == ""

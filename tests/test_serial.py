@@ -6,7 +6,9 @@ import pytest
 from jaxgpu import serial, stack, threads
 
 import experiments
-from experiments import compiler, runner
+from experiments import compiler
+from experiments.compiler import measure as compiler_measure
+from experiments.harness import runner
 
 
 @pytest.mark.parametrize("variant", [v for v in serial.VARIANTS if v != "python_loop"])
@@ -39,7 +41,7 @@ def test_no_recurrence_program_holds_its_work_as_a_folded_constant(device):
 
 def test_jit_fuses_the_chain_and_op_by_op_does_not(device):
     x = jax.device_put(jnp.linspace(-3, 3, 4096), device)
-    lowered = jax.jit(compiler.gelu_chain).lower(x)
+    lowered = jax.jit(compiler_measure.gelu_chain).lower(x)
     assert stack.count_ops(lowered.as_text(dialect="hlo"))["fusions"] == 0  # before XLA optimises
     assert stack.count_ops(lowered.compile().as_text())["fusions"] >= 1
     # Op by op, each primitive is its own one-op program: nothing to fuse with.
@@ -49,7 +51,7 @@ def test_jit_fuses_the_chain_and_op_by_op_does_not(device):
 
 def test_compiler_case_measures_speedup_and_compile(device):
     ctx = runner.RunContext("cpu", "tiny", device.device_kind, 1, None)
-    m = compiler._measure("gelu_chain", experiments.config("compiler", "tiny", "cpu"), ctx)
+    m = compiler_measure.program("gelu_chain", experiments.config("compiler", "tiny", "cpu"), ctx)
     assert m["compile_s"] > 0 and m["eager_time_s"] > 0 and m["fusions_after"] >= 1
     assert m["instructions_before"] > m["instructions_after"]
 
@@ -67,14 +69,14 @@ def test_the_dots_only_program_keeps_each_dots_precision():
 def test_the_layer_is_checked_against_float64_not_against_another_gemm():
     rng = np.random.default_rng(0)
     x, w, b = rng.standard_normal((64, 256)), rng.standard_normal((256, 32)), rng.standard_normal(32)
-    exact = compiler._tanh_gelu(x @ w + b)
+    exact = compiler_measure._tanh_gelu(x @ w + b)
     tf32_like = exact * (1 + 1e-3 * rng.standard_normal(exact.shape))  # two TF32 GEMMs differ like this
-    errs = compiler._errors("mlp_layer", (x, w, b), {"jit": exact, "op-by-op": tf32_like})
+    errs = compiler_measure._errors("mlp_layer", (x, w, b), {"jit": exact, "op-by-op": tf32_like})
     assert errs["jit"] < 1e-12 and errs["op-by-op"] < compiler.TOLERANCE["mlp_layer"]
 
 
 def test_lowering_chain_has_every_stage():
-    chain = stack.lowering_chain(compiler.gelu_chain, jnp.ones(8))
+    chain = stack.lowering_chain(compiler_measure.gelu_chain, jnp.ones(8))
     assert "tanh" in chain["jaxpr.txt"] and "stablehlo" in chain["stablehlo.mlir"]
     assert "HloModule" in chain["optimized_hlo.txt"]
 

@@ -30,11 +30,11 @@ def test_the_target_configs_describe_the_gpus():
 def compiled_run(tmp_path_factory):
     """Every experiment's GPU programs compiled for an H200 at the tiny profile: nothing runs."""
     import experiments
-    from experiments import runner
+    from experiments.harness import runner
 
     out = tmp_path_factory.mktemp("compiled")
     runner.run_study(experiments.names(), platform="gpu", profile="tiny", out_dir=out, progress=False,
-                     report=False, log=lambda m: None, compile_for="h200")
+                     log=lambda m: None, compile_for="h200")
     return results.read_run(out)
 
 
@@ -46,7 +46,7 @@ def test_every_experiments_gpu_programs_compile_for_the_h200(compiled_run):
     bad = [(r.experiment, r.params, r.reason) for r in run.records if r.status != "ok"]
     assert not bad, bad
     assert all(r.compiled and r.backend == "gpu" and r.device_kind == "NVIDIA H200" for r in run.records)
-    with_plans = {n for n in experiments.names() if hasattr(experiments.load(n), "compiled_cases")}
+    with_plans = {n for n in experiments.names() if experiments.load(n).compiled_cases is not None}
     assert {r.experiment for r in run.records} == with_plans
     assert {"memory_fit", "tensor_parallel", "data_parallel", "compiler", "precision", "op_mix"} <= with_plans
     assert not any("time_s_median" in r.metrics for r in run.records)  # compile-time facts only, never a time

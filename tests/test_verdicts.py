@@ -7,7 +7,7 @@ import pytest
 
 from jaxgpu import results
 
-from experiments import claims
+from experiments.analysis import claims
 
 CPU = results.Run(Path("cpu-run"), {"env": {"backend": "cpu", "device_kind": "cpu", "cpu_model": "X"}}, ())
 GPU = results.Run(Path("gpu-run"), {"env": {"backend": "gpu", "device_kind": "NVIDIA H200", "cpu_model": "X"},

@@ -1,0 +1,93 @@
+"""The one door a claim's rule reads records through, and the log of what it read.
+
+A rule asks ``Evidence`` for records by experiment (``ok``, ``records``), for one run's share of them
+(``of``), for the GPU run and the CPU run beside it (``paired``) and for what an experiment recorded about
+the machine (``info``). Each request names its experiment, and the door keeps the names: the ledger can
+then say which experiments each verdict rests on, and a test holds every rule to its claim's declared
+experiments (``Claim.experiments``), which decide the ledger's links and which cases a budgeted run
+measures first.
+
+Records come back with their metrics and params guarded: a rule that asks for a metric a record lacks
+(an older run, a damaged file) raises ``MissingField``, which the ledger turns into "not run". Any
+other exception in a rule is a bug in the rule and is not caught.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from jaxgpu.results import Record, Run, cpu_partner
+
+Pairs = list[tuple[Run, Record]]
+
+
+class MissingField(KeyError):
+    """A record lacks a metric or param its rule reads: the record cannot be used, the verdict is not run."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class _Guarded(dict):
+    def __init__(self, data: dict, where: str):
+        super().__init__(data)
+        self._where = where
+
+    def __missing__(self, key: str) -> Any:
+        raise MissingField(f"{self._where} has no {key!r}")
+
+
+def _guard(rec: Record) -> Record:
+    where = f"a {rec.experiment} record ({', '.join(f'{k}={v}' for k, v in list(rec.params.items())[:4])})"
+    return dataclasses.replace(rec, metrics=_Guarded(rec.metrics, where + "'s metrics"),
+                               params=_Guarded(rec.params, where + "'s params"))
+
+
+class Evidence:
+    """``(Run, Record)`` pairs seen through the door: every experiment read is logged in ``read``."""
+
+    def __init__(self, pairs: Iterable[tuple[Run, Record]], read: set[str] | None = None):
+        self._pairs = [(run, rec if isinstance(rec.metrics, _Guarded) else _guard(rec)) for run, rec in pairs]
+        self.read: set[str] = set() if read is None else read
+
+    def fresh(self) -> Evidence:
+        """The same records with an empty log (each rule gets its own)."""
+        return _with(self._pairs, set())
+
+    def records(self, experiment: str, *statuses: str) -> list[Record]:
+        """Every record of ``experiment`` (with one of ``statuses``, when given), any status."""
+        self.read.add(experiment)
+        return [r for _, r in self._pairs if r.experiment == experiment and (not statuses or r.status in statuses)]
+
+    def ok(self, experiment: str, backend: str | None = None, **params: Any) -> list[Record]:
+        """The ``ok`` records of ``experiment`` on ``backend`` (any when None) whose params include ``params``."""
+        return [r for r in self.records(experiment, "ok") if (backend is None or r.backend == backend)
+                and all(r.params.get(k) == v for k, v in params.items())]
+
+    @property
+    def runs(self) -> list[Run]:
+        return list({id(run): run for run, _ in self._pairs}.values())
+
+    def paired(self) -> tuple[Run | None, Run | None]:
+        """(a GPU run, the CPU run beside it: its own host's where the records have one), or (None, None)
+        without a GPU run."""
+        runs = self.runs
+        gpu = next((r for r in runs if r.env.get("backend") == "gpu"), None)
+        return (gpu, cpu_partner(gpu, runs)) if gpu is not None else (None, None)
+
+    def of(self, run: Run | None) -> Evidence:
+        """The evidence of one run (all of it when ``run`` is None), logging into the same ``read``."""
+        return _with([(r, x) for r, x in self._pairs if run is None or r is run], self.read)
+
+    def info(self, run: Run, experiment: str) -> dict[str, Any]:
+        """What ``experiment`` recorded about the machine of ``run`` (run.json ``info``)."""
+        self.read.add(experiment)
+        return (run.meta.get("info", {}) or {}).get(experiment) or {}
+
+
+def _with(guarded: Pairs, read: set[str]) -> Evidence:
+    out = Evidence((), read)
+    out._pairs = guarded
+    return out

@@ -1,0 +1,212 @@
+"""The prediction model's view of the records: every timed record's own-backend prediction, and what the
+same programs should take on GPUs that were not run (the report's predicted twins). Imports no JAX.
+
+A prediction is recomputed whenever records are read, never written into them: results.jsonl holds
+what was measured, and a twin record says ``mode: predicted``.
+
+Each timed JAX record carries XLA's count of its program's work (``flops_xla``, ``bytes_xla``). The
+prediction for the record's own backend uses roofs measured in the same run: the best matmul rate
+(per preset where the precision sweep has it), the best fused elementwise rate (the roofline's FMA
+chain), the best STREAM bandwidth, and the cost of one call of a trivial program (the serial
+experiment's N=1 case). For GPUs not run, the same counts meet achievable GPU roofs
+(``jaxgpu.prediction.roofs_for``): a prediction, labelled so; once a GPU run is merged, its own
+records turn the prediction for its GPU into an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+from jaxgpu import hardware, presets, results
+from jaxgpu import prediction as predict
+
+import experiments
+
+# which roof a record's FLOPs meet: its matrix products', or fused elementwise arithmetic's
+_ELEMENTWISE = {"serial_parallel", "bandwidth"}
+# compiled loops: a step per element of n
+_LOOPS = ("fori_loop", "scan")
+# communication is not a roofline's business: a collective's time is links and latency, not FLOPs and DRAM
+_NOT_MODELLED = {"collectives"}
+# the GPUs every CPU run's programs are predicted on, in the report's table
+GPUS = ("H100 SXM", "H200 SXM", "A100 80GB", "L4", "RTX 4090")
+
+
+def measured_roofs(run: results.Run, recs: list[results.Record]) -> predict.Roofs | None:
+    """A run's roofs, from its own best records; None where the run lacks one of them."""
+    ok = [r for r in recs if r.status == "ok" and not r.compiled]
+    mm = [r.metrics["gflops"] for r in ok if r.experiment == "matmul" and r.params.get("impl") == "jax"
+          and "gflops" in r.metrics]
+    mm += [r.metrics["gflops"] for r in ok if r.experiment == "roofline" and r.params.get("kind") == "matmul"]
+    fma = [r.metrics["gflops"] for r in ok if r.experiment == "roofline" and r.params.get("kind") == "fma"]
+    # the memory roof is DRAM's as a kernel that computes sees it: the STREAM triad at the run's largest
+    # arrays (past the last-level cache; smaller sizes a large cache serves faster, and a plain copy
+    # can take a memcpy path no computing kernel gets)
+    stream = [r for r in ok if r.experiment == "bandwidth" and r.params.get("impl") == "jax"
+              and r.params.get("variant") != "process" and r.params.get("kernel") == "triad"
+              and r.params.get("dtype") == "float32"]
+    big = max((r.params["n"] for r in stream), default=None)
+    bw = [r.metrics["gbytes_per_s"] for r in stream if r.params["n"] == big]
+    tiny = [r.metrics["time_s_median"] for r in ok if r.experiment == "serial_parallel"
+            and r.params.get("variant") == "vectorized" and r.params.get("n", 99) <= 10]
+    loops = [r.metrics["time_s_median"] / r.params["n"] for r in ok if r.experiment == "serial_parallel"
+             and r.params.get("variant") in _LOOPS and r.params.get("n", 0) >= 1000]
+    if not (mm and fma and bw and tiny):
+        return None
+    flops = {"fp32": max(mm) * 1e9, "elementwise": max(fma) * 1e9}
+    for name, p in presets.PRESETS.items():  # the sweep's best rate of each preset, where it has one
+        best = [r.metrics["gflops"] for r in ok if r.experiment == "precision" and r.params.get("preset") == name
+                and r.params.get("impl") == "jax" and "gflops" in r.metrics]
+        if best and name != "fp32":
+            flops[name] = max(best) * 1e9
+    return predict.Roofs(run.label, flops, max(bw) * 1e9, min(tiny), f"measured in {run.path.name}",
+                         min(loops) if loops else 0.0)
+
+
+def _dtype(rec: results.Record, own: bool, plan: dict[str, str] | None = None) -> str:
+    """The roof key of a record: its preset (own roofs are per preset; a GPU's per hardware dtype, or the
+    wider one its compiled ``plan`` widens the preset to), else fp32 for programs of matrix products and
+    elementwise for the rest."""
+    preset = rec.params.get("preset")
+    if rec.experiment == "precision" and preset in presets.PRESETS:
+        return preset if own else (plan or {}).get(preset, presets.PRESETS[preset].hardware_dtype)
+    if rec.experiment in _ELEMENTWISE or (rec.experiment == "roofline" and rec.params.get("kind") == "fma"):
+        return "elementwise"
+    return "fp32"
+
+
+def _steps(r: results.Record) -> int:
+    return r.params.get("n", 0) if r.experiment == "serial_parallel" and r.params.get("variant") in _LOOPS else 0
+
+
+def timed_as(r: results.Record) -> tuple[str, float, float, float] | None:
+    """What a record timed, as the model prices it: (the time metric, calls of the program, FLOPs and bytes
+    XLA counted per call); None for a record the model cannot price. A time to target is ``steps`` calls
+    of the train step; every other time is one call of the program whose counts the record carries."""
+    m = r.metrics
+    if {"time_s_to_target", "steps", "step_flops_xla", "step_bytes_xla"} <= set(m):
+        return "time_s_to_target", m["steps"], m["step_flops_xla"], m["step_bytes_xla"]
+    if {"time_s_median", "bytes_xla"} <= set(m):  # XLA leaves out the FLOPs of a program without any (a copy)
+        return "time_s_median", 1.0, m.get("flops_xla", 0.0), m["bytes_xla"]
+    return None
+
+
+def timed(recs) -> list[results.Record]:
+    """The records the model prices: JAX programs timed with XLA's counts, but not what crosses a bus (a
+    collective; a step whose batch is fed from the host), for which a roofline has no roof."""
+    return [r for r in recs if r.status == "ok" and not r.compiled and r.params.get("impl", "jax") == "jax"
+            and r.experiment not in _NOT_MODELLED and r.params.get("feed") != "host_fed" and timed_as(r) is not None]
+
+
+def on_a_gpu(r: results.Record) -> bool:
+    """Whether a CPU record's program means something on one GPU (not one of its experiment's host-only
+    variants: ``Experiment.host_only``)."""
+    return r.params.get("variant") not in experiments.load(r.experiment).host_only
+
+
+def predicted_s(r: results.Record, roofs: predict.Roofs, own: bool = True, plan: dict[str, str] | None = None) -> float:
+    """The model's lower bound on what ``r`` timed, on ``roofs`` (``own``: the roofs of the record's own run,
+    keyed per preset; else a GPU's, keyed per hardware dtype, as its compiled ``plan`` has them)."""
+    _, calls, flops, nbytes = timed_as(r)
+    return calls * predict.bound(flops, nbytes, roofs, _dtype(r, own, plan), loop_steps=_steps(r)).lower_s
+
+
+def compiled_plan(runs: list[results.Run], gpu: str) -> dict[str, str]:
+    """Per precision preset, the roof a merged compile-only run of ``gpu`` says its matmul meets: a preset
+    XLA:GPU widens before the product (fp8 e5m2 to 16 bits, say) runs at the wider format's rate, not at the
+    datasheet's for its own. Empty without such a run: then each preset meets its own format's roof."""
+    out = {}
+    for run in runs:
+        hw = run.hardware
+        if not run.compiled or hw is None or hw.name != gpu:
+            continue
+        for r in run.records:
+            if r.experiment == "precision" and r.status == "ok" and r.params.get("preset") in presets.PRESETS:
+                bits = 32 if r.metrics.get("upcast_to_fp32") else int(r.metrics.get("upcast_bits", 0))
+                if bits:
+                    out[r.params["preset"]] = "fp32" if bits >= 32 else "bf16"
+    return out
+
+
+def measured_s(r: results.Record) -> float:
+    return r.metrics[timed_as(r)[0]]
+
+
+def errors(run: results.Run, recs: list[results.Record]) -> list[tuple[results.Record, float, float]]:
+    """(record, predicted s, measured / predicted) for each timed record of a run, on the run's own roofs
+    (recomputed from the records each time: a record's ``time_s_predicted``, which older runs stored, is
+    not read)."""
+    roofs = measured_roofs(run, recs)
+    if roofs is None:
+        return []
+    out = []
+    for r in timed(recs):
+        p = predicted_s(r, roofs)
+        out.append((r, p, measured_s(r) / p))
+    return out
+
+
+def gpu_runs(runs: list[results.Run]) -> list[tuple[results.Run, str]]:
+    """The merged GPU runs that measured (not compiled, not predicted), with their hardware table name."""
+    out = []
+    for g in runs:
+        spec = hardware.gpu_spec(g.env.get("device_kind", "")) if g.env.get("backend") == "gpu" else None
+        if spec and not g.compiled and not g.predicted:
+            out.append((g, spec.name))
+    return out
+
+
+def gpu_of(runs: list[results.Run], default: str = "H200 SXM") -> str:
+    """The GPU the CPU runs' programs are predicted on: a merged GPU run's own (so its measurements turn
+    the predictions into errors), else ``default``."""
+    return next((name for _, name in gpu_runs(runs)), default)
+
+
+def measured_on(runs: list[results.Run], gpu: str) -> dict[str, float]:
+    """The time per case key that a merged run of ``gpu`` measured (what the model prices: see ``timed_as``)."""
+    return {r.key: measured_s(r) for g, name in gpu_runs(runs) if name == gpu
+            for r in g.records if r.status == "ok" and timed_as(r) is not None}
+
+
+# rates a prediction carries over, scaled by measured time / predicted time (the same work in less time)
+_RATES = ("gflops", "gbytes_per_s", "samples_per_s")
+# counts of the work, which do not depend on the hardware
+_COUNTS = ("flops_xla", "bytes_xla", "steps", "step_flops_xla", "step_bytes_xla", "intensity_flop_per_byte")
+
+
+def predicted_record(r: results.Record, t: float, device_kind: str) -> results.Record:
+    """``r`` as it would read on a device that took ``t`` seconds for what it timed: its times, rates and
+    work counts; nothing else (errors, losses and memory are not the model's to predict)."""
+    metric = timed_as(r)[0]
+    scale = measured_s(r) / t
+    m = {k: r.metrics[k] * scale for k in _RATES if k in r.metrics}
+    m.update({k: r.metrics[k] for k in _COUNTS if k in r.metrics})
+    if metric == "time_s_median":
+        m.update({k: t for k in ("time_s_median", "time_s_min", "time_s_max", "time_s_q25", "time_s_q75")})
+    else:
+        m[metric] = t
+    return results.Record(r.experiment, r.params, m, run_id=r.run_id, backend="gpu", device_kind=device_kind,
+                          benchmark_version=r.benchmark_version, mode="predicted")
+
+
+def predicted_pairs(runs: list[results.Run], gpu: str = "H200 SXM") -> list[tuple[results.Run, results.Record]]:
+    """The timed records of each CPU run as they are predicted on ``gpu`` (``predicted_record``), in a run
+    labelled predicted (``mode: predicted``, the GPU's datasheet as its hardware) and paired with its CPU
+    run: what a figure draws beside the measured series, and what the ledger's rules see when they are
+    asked what the GPU would show."""
+    hw = hardware.GPUS[gpu]
+    roofs = predict.roofs_for(hw)
+    plan = compiled_plan(runs, gpu)
+    out = []
+    for run in runs:
+        if run.env.get("backend") != "cpu" or run.compiled:
+            continue
+        # the host stays (a twin pairs with its CPU run like a GPU with its host); the rest described the CPU run
+        env = {**{k: run.env[k] for k in ("cpu_model", "cpu_cores", "host_memory_bytes") if k in run.env},
+               "backend": "gpu", "device_kind": f"NVIDIA {hw.name}, predicted", "n_devices": 1}
+        twin = results.Run(run.path.with_name(f"{run.path.name}-predicted-{hw.name.split()[0].lower()}"),
+                           {**run.meta, "env": env, "mode": "predicted", "hardware": dataclasses.asdict(hw)}, ())
+        for r in filter(on_a_gpu, timed(run.records)):
+            out.append((twin, predicted_record(r, predicted_s(r, roofs, own=False, plan=plan), env["device_kind"])))
+    return out

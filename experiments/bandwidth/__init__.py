@@ -1,0 +1,117 @@
+"""bandwidth: STREAM copy/scale/add/triad as jitted JAX programs, against peers and the HBM datasheet (C09).
+
+On CPU it also answers why XLA's plain triad trails a C/torch triad: the records carry
+the minor page faults per call (a fresh output buffer mapped page by page).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from jaxgpu import devices, workload
+
+from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+
+_measure = Deferred(f"{__name__}.measure")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    sweep: tuple[int, ...] = (1 << 22, 1 << 24, 1 << 26)  # triad sizes (elements) below the main one
+    llc_multiple: int = 4  # main arrays are at least this many times the last-level cache ...
+    max_main_bytes: int = 512 * 2**20  # ... capped here (quick: first touch is slow on small VMs)
+    min_main_bytes: int = 256 * 2**20
+    dtypes: tuple[str, ...] = ("float32", "bfloat16")
+    target_s: float = 0.3
+
+
+PROFILES = {
+    ("tiny", "any"): Config(sweep=(1 << 16,), max_main_bytes=1 << 20, min_main_bytes=1 << 20, target_s=0.01),
+    # quick: 128 MiB arrays (4x a 32 MB L3): a fresh output is first-touched every plain-jit call,
+    # which at this VM's ~0.4 GB/s first-touch rate is what the quick profile's time goes on
+    ("quick", "cpu"): Config(sweep=(1 << 22, 1 << 24), max_main_bytes=128 * 2**20, min_main_bytes=128 * 2**20,
+                             target_s=0.2),
+    ("full", "cpu"): Config(sweep=(1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 27), max_main_bytes=4 * 2**30,
+                            target_s=1.0),
+    # 1 GiB arrays: 20x the H200's 50 MB L2
+    ("quick", "gpu"): Config(sweep=(1 << 22, 1 << 24), min_main_bytes=2**30, max_main_bytes=2**30, target_s=0.1),
+    ("full", "gpu"): Config(sweep=(1 << 20, 1 << 22, 1 << 24, 1 << 26), min_main_bytes=2**31, max_main_bytes=2**31,
+                            target_s=0.5),
+}
+
+
+def main_elements(cfg: Config, itemsize: int = 4) -> int:
+    llc = devices.last_level_cache_bytes() or 0
+    nbytes = min(max(cfg.llc_multiple * llc, cfg.min_main_bytes), cfg.max_main_bytes)
+    return nbytes // itemsize
+
+
+def _cost(kernel: str, variant: str, n: int, dtype: str, cfg: Config, ctx: RunContext, impl: str = "jax",
+          draws: bool = False) -> Cost:
+    itemsize = np.dtype(dtype).itemsize
+    moved = workload.stream_bytes(kernel, n, itemsize)
+    steps = 10 if variant == "loop" else 1  # bench_stream's loop_iters
+    if impl != "jax":  # the peers draw their own arrays and write into a preallocated output
+        return Cost(compiles=0, bytes=moved, on_host=impl == "numpy" and ctx.platform == "gpu", target_s=cfg.target_s,
+                    min_iters=3, warmup=1, rng_bytes=12.0 * n)
+    # three arrays made on the device (first touch), a compile, a sampled check
+    return Cost(compiles=3, bytes=moved * steps, target_s=cfg.target_s, min_iters=3, warmup=1, calls=1,
+                host_bytes=2**20, device_rng_bytes=3.0 * n * itemsize if draws else 0.0)
+
+
+# A worker process: Python and JAX starting (about 2.5 s here).
+PROCESS_START_S = 2.5
+
+
+def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    n = main_elements(cfg)
+    out = []
+
+    def add(params, fn, cost, key=False):
+        out.append(Case(params, fn, cost, key))
+
+    # a new size, dtype or layout draws three new arrays on the device (_arrays keeps one set)
+    for s in [s for s in cfg.sweep if s < n]:
+        add({"kernel": "triad", "impl": "jax", "variant": "jit", "n": s, "dtype": "float32"},
+            functools.partial(_measure.stream, "triad", "jit", s, "float32", cfg, ctx),
+            _cost("triad", "jit", s, "float32", cfg, ctx, draws=True))
+    for dtype in cfg.dtypes:
+        kernels = workload.KERNELS if dtype == "float32" else ("triad",)
+        for i, k in enumerate(kernels):
+            add({"kernel": k, "impl": "jax", "variant": "jit", "n": n, "dtype": dtype},
+                functools.partial(_measure.stream, k, "jit", n, dtype, cfg, ctx), _cost(k, "jit", n, dtype, cfg, ctx, draws=i == 0),
+                key=k == "triad" and dtype == "float32")
+    add({"kernel": "triad", "impl": "jax", "variant": "loop", "n": n, "dtype": "float32"},
+        functools.partial(_measure.stream, "triad", "loop", n, "float32", cfg, ctx),
+        _cost("triad", "loop", n, "float32", cfg, ctx, draws=True))
+    if ctx.n_devices > 1:
+        add({"kernel": "triad", "impl": "jax", "variant": "sharded", "n": n, "dtype": "float32"},
+            functools.partial(_measure.stream, "triad", "sharded", n, "float32", cfg, ctx),
+            _cost("triad", "sharded", n, "float32", cfg, ctx, draws=True))
+    if ctx.platform == "cpu":
+        # the cause and the cure of XLA:CPU's slow plain-jit triad: the same triad in a fresh process
+        # with glibc's malloc as it comes and with the tuned settings (jaxgpu.devices.TUNED_MALLOC)
+        for allocator in ("system", "tuned"):
+            add({"kernel": "triad", "impl": "jax", "variant": "process", "allocator": allocator, "n": n,
+                 "dtype": "float32"}, functools.partial(_measure.process, allocator, n, cfg, ctx),
+                dataclasses.replace(_cost("triad", "jit", n, "float32", cfg, ctx, draws=True), fixed_s=PROCESS_START_S),
+                key=True)
+    peers = ["torch"] if devices.torch_available() else []
+    if ctx.platform == "cpu":
+        peers.insert(0, "numpy")
+    for impl in peers:
+        for k in ("copy", "triad"):
+            add({"kernel": k, "impl": impl, "variant": "peer", "n": n, "dtype": "float32"},
+                functools.partial(_measure.peer, impl, k, n, "float32", cfg, ctx), _cost(k, "peer", n, "float32", cfg, ctx, impl),
+                key=k == "triad")
+    return out
+
+
+EXPERIMENT = Experiment(
+    name="bandwidth", benchmark_version=2, config=Config, profiles=PROFILES, cases=cases, info=_measure.info,
+    # split over host devices that share the cores; a fresh process under each host allocator
+    host_only=frozenset({"sharded", "process"}),
+    description="STREAM copy/scale/add/triad GB/s: JAX variants (jit, loop, sharded) vs numpy/torch vs HBM peak")

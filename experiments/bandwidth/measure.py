@@ -1,0 +1,58 @@
+"""bandwidth, measured: the STREAM kernels through JAX (plain jit, a compiled loop, sharded, a fresh
+process per allocator) and its peers, each checked before its time is kept."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+
+from jaxgpu import memory
+
+from experiments.bandwidth import Config
+from experiments.contract import RunContext
+
+
+@functools.lru_cache(maxsize=1)
+def _arrays(n: int, dtype: str, sharded: bool, platform: str):
+    sharding = None
+    if sharded:
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        sharding = NamedSharding(Mesh(np.array(jax.devices(platform)), ("x",)), PartitionSpec("x"))
+    elif platform:
+        sharding = jax.sharding.SingleDeviceSharding(jax.devices(platform)[0])
+    return memory.stream_arrays(n, dtype, sharding)
+
+
+def stream(kernel: str, variant: str, n: int, dtype: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    arrays = _arrays(n, dtype, variant == "sharded", ctx.platform)
+    res = memory.bench_stream(kernel, arrays, "loop" if variant == "loop" else "jit", target_s=cfg.target_s)
+    return _with_peak(res.metrics(), ctx)
+
+
+def process(allocator: str, n: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    _arrays.cache_clear()  # the worker makes its own arrays: free this process's first
+    return _with_peak(memory.bench_stream_process("triad", n, "float32", allocator, cfg.target_s), ctx)
+
+
+def peer(impl: str, kernel: str, n: int, dtype: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    _arrays.cache_clear()  # the peers allocate their own arrays: free JAX's first
+    if impl == "numpy":
+        res = memory.bench_stream_numpy(kernel, n, dtype, cfg.target_s)
+    else:
+        res = memory.bench_stream_torch(kernel, n, dtype, "cuda" if ctx.platform == "gpu" else "cpu", cfg.target_s)
+    return _with_peak(res.metrics(), ctx)
+
+
+def _with_peak(m: dict[str, float], ctx: RunContext) -> dict[str, float]:
+    bw = ctx.hardware.memory_bw_gbps if ctx.hardware else None
+    if bw:
+        m["peak_fraction"] = m["gbytes_per_s"] / bw
+    return m
+
+
+def info(ctx: RunContext) -> dict[str, float | str]:
+    return {"llc_bytes": float(memory.last_level_cache_bytes() or 0),
+            "counting": "STREAM: bytes read + written per element (copy/scale 2 arrays, add/triad 3), median time"}

@@ -1,0 +1,45 @@
+"""The collectives section of the report: figures, tables and takeaways from its records alone.
+
+collectives: all-reduce, all-gather, reduce-scatter, all-to-all and ppermute vs message size (C17).
+Imports no JAX: a report is made from result folders wherever they are read.
+"""
+
+from __future__ import annotations
+
+from jaxgpu import report as rp
+
+from experiments.analysis.claims import for_experiment
+from experiments.contract import View
+
+CLAIMS = for_experiment("collectives")
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("Collectives: bus bandwidth vs message size", "collectives", CLAIMS)
+    sec.paragraphs.append("Bus bandwidth (NCCL-tests: all-reduce algbw x 2(n-1)/n; all-gather, reduce-scatter and "
+                          "all-to-all x (n-1)/n; ppermute x 1), each result checked against numpy first. CPU host "
+                          "devices share one process and its cores: there the figure is XLA's in-memory copy "
+                          "path, not a link between chips.")
+    good = rp.ok(pairs, "collectives")
+    series, notes = [], []
+    for label, (run, recs) in rp.by_run(good).items():
+        for name in rp.first_seen(x.params["collective"] for x in recs):
+            pts = sorted((x.params["bytes"], x.metrics["gbytes_per_s"]) for x in recs if x.params["collective"] == name)
+            if pts:
+                series.append(rp.Series(f"{label} {name}", [p[0] / 1024 for p in pts], [p[1] for p in pts]))
+        ar = sorted((x.params["bytes"], x.metrics["gbytes_per_s"], x.metrics["time_s_median"], x.params["devices"])
+                    for x in recs if x.params["collective"] == "all_reduce")
+        if ar:
+            best = max(ar, key=lambda p: p[1])
+            notes.append(f"On {label} ({ar[0][3]} devices) all-reduce took {ar[0][2] * 1e6:.0f} us at "
+                         f"{ar[0][0] // 1024} KiB (latency-bound) and peaked at {best[1]:.3g} GB/s bus bandwidth at "
+                         f"{best[0] / 2**20:.3g} MiB.")
+    if series:
+        fig = rp.line_plot(series, xlabel="message size (KiB, NCCL-tests size)", ylabel="bus bandwidth (GB/s)",
+                           title="Collectives over the run's devices")
+        sec.plots.append(rp.Plot("collectives", fig, " ".join(notes)))
+    sec.paragraphs += rp.not_ok(pairs, lambda x: x.params["collective"])
+    return sec
+
+
+VIEW = View(section, None)

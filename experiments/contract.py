@@ -1,0 +1,211 @@
+"""The experiment contract: what an experiment hands the rest of the study, typed.
+
+An experiment is one folder, ``experiments/<name>/``:
+
+- ``__init__.py``, its *spec*: ``EXPERIMENT = Experiment(...)`` with its config, profiles, the
+  cases it measures and what each costs. It imports no JAX (``--list`` and ``--dry-run`` read it
+  on machines without JAX), and names its measuring code only through ``Deferred``.
+- ``measure.py``: the functions a case runs (JAX, Flax, Optax live here). It never imports a
+  view, the analysis or the report.
+- ``view.py``: ``VIEW = View(section, compiled)``, the experiment's report section drawn from
+  records alone. It imports no JAX.
+
+This module sits below every layer (the harness that plans and runs cases, the analysis,
+the report) and imports nothing of the study's, so each of them can name these types.
+docs/adding-an-experiment.md walks through a new one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from jaxgpu import hardware
+
+
+@dataclasses.dataclass(frozen=True)
+class Cost:
+    """What one case does, in the terms ``experiments.plan`` turns into seconds on a machine.
+
+    A timed case runs ``warmup`` calls, then repeats until ``target_s`` of samples and at
+    least ``min_iters`` calls are in (``jaxgpu.timing.repeat``); ``calls`` counts the other
+    calls it makes (a reference check, a fixed number of training steps).
+
+    One call moves ``bytes`` through device memory and does ``flops`` in ``dtype`` (a
+    ``Hardware.tflops`` key, or "elementwise" for fused non-matmul arithmetic), plus
+    ``loop_steps`` iterations of a compiled loop (which XLA:GPU drives from the host) and
+    ``dispatches`` separate program calls (op by op: one per op). ``on_host``: the timed call
+    is numpy or Python on the host (a peer), at the host's rates; ``per_call_s`` is host time
+    per call that no rate covers (a Python loop's interpreter).
+
+    ``compiles`` counts small programs XLA compiles (an op, a fused elementwise loop),
+    ``gemm_compiles`` programs built around matrix products (whose GEMMs XLA:GPU autotunes),
+    ``step_compiles`` whole train steps. Host work outside the device: ``host_flops`` of
+    numpy float64 reference products, ``host_bytes`` copied (transfers, ``np.asarray`` of
+    results), ``rng_bytes`` of random numbers numpy draws, ``device_rng_bytes`` that
+    ``jax.random`` draws; ``fixed_s`` is anything else measured beforehand (a subprocess start).
+    """
+
+    compiles: int = 1
+    gemm_compiles: int = 0
+    step_compiles: int = 0
+    flops: float = 0.0
+    dtype: str = "fp32"
+    bytes: float = 0.0
+    loop_steps: float = 0.0
+    dispatches: int = 1
+    per_call_s: float = 0.0
+    on_host: bool = False
+    target_s: float = 0.0
+    min_iters: int = 5
+    max_iters: int = 10_000
+    warmup: int = 2
+    calls: int = 1
+    host_flops: float = 0.0
+    host_bytes: float = 0.0
+    rng_bytes: float = 0.0
+    device_rng_bytes: float = 0.0
+    fixed_s: float = 0.0
+
+    @classmethod
+    def none(cls) -> Cost:
+        """A case that only computes on the host a handful of numbers (a table row, a format)."""
+        return cls(compiles=0, min_iters=0, warmup=0, calls=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One measurement: its params (the axes compared) and a function returning its metrics.
+
+    ``key`` marks the cases a claim's verdict rests on: a run with a time budget measures
+    every experiment's key cases before the rest.
+    """
+
+    params: dict[str, Any]
+    run: Callable[[], dict[str, float]]
+    cost: Cost = Cost()
+    key: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    """What an experiment needs to know about the run it is part of."""
+
+    platform: str  # "cpu" or "gpu"
+    profile: str
+    device_kind: str
+    n_devices: int
+    hardware: hardware.Hardware | None
+    seed: int = 0
+    processes: int | None = None  # --processes, for the distributed experiment
+    mode: str = "measured"  # or "compiled": for ``target``, which this machine only compiles for
+    target: Any = None  # a jaxgpu.targets.GpuTarget in compiled mode
+
+    @property
+    def device(self):
+        from jaxgpu import devices  # starts JAX: only a case's run() asks for the device
+
+        return devices.devices_of(self.platform)[0]
+
+    def target_devices(self, n: int = 1) -> tuple:
+        """``n`` compile-only devices of the target (compiled mode): programs are placed on them, never run."""
+        from jaxgpu import targets
+
+        return targets.devices(self.target.name, n)
+
+
+class Deferred:
+    """An experiment's measuring module, imported when one of its functions is first called.
+
+    ``_measure = Deferred("experiments.matmul.measure")``; ``_measure.run_one`` is then a callable
+    that imports the module and calls its ``run_one``: a spec builds its cases from it without
+    importing JAX, and the import happens when a case runs.
+    """
+
+    def __init__(self, module: str):
+        self.module = module
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return functools.partial(_call, self.module, name)
+
+    def __repr__(self) -> str:
+        return f"Deferred({self.module!r})"
+
+
+def _call(module: str, name: str, *args: Any, **kwargs: Any) -> Any:
+    return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+
+CaseBuilder = Callable[[Any, RunContext], list[Case]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """One experiment, as the harness, the analysis and the report see it.
+
+    Attributes:
+      name: the ``--only`` name, a record's ``experiment`` and the folder's name.
+      description: one line for ``--list``.
+      benchmark_version: bumped when the method changes (a merged report warns when runs differ).
+      config: the frozen dataclass of what one run measures (``--set`` checks fields against it).
+      profiles: ``{(profile, platform): config}``; platform "any" where it does not matter.
+      cases: ``cases(cfg, ctx)``, the cases to measure with their costs; building them starts no
+        JAX backend.
+      compiled_cases: ``--compile-for``: the cases that compile this experiment's programs for a
+        GPU on this CPU (``RunContext.mode == "compiled"``); None where only timing can answer.
+      run_first: measured before every other experiment of a run (a device's memory high-water
+        mark can only be read while it is still low).
+      multi_device: compares device counts; on a CPU a run selecting it gets host devices.
+      host_only: values of the ``variant`` param whose programs only mean something on a host
+        (split over host devices sharing the cores; a fresh process per host allocator): a GPU
+        prediction gives them no twin.
+      in_host_check: the GPU check (scripts/gpu_check.sh) also runs it on the lent machine's CPU.
+      info: ``info(ctx) -> dict``: facts about the machine worth keeping in run.json (measured runs).
+      attachments: ``attachments(ctx, out_dir) -> [paths]``: files a reader can open (measured runs).
+    """
+
+    name: str
+    description: str
+    benchmark_version: int
+    config: type
+    profiles: Mapping[tuple[str, str], Any]
+    cases: CaseBuilder
+    compiled_cases: CaseBuilder | None = None
+    run_first: bool = False
+    multi_device: bool = False
+    host_only: frozenset[str] = frozenset()
+    in_host_check: bool = True
+    info: Callable[[RunContext], dict[str, Any]] | None = None
+    attachments: Callable[[RunContext, Path], list[str]] | None = None
+
+    def config_for(self, profile: str, platform: str) -> Any:
+        """The profile's config on a platform ("any" where the platform does not matter).
+
+        Raises:
+          KeyError: the experiment has no such profile.
+        """
+        cfg = self.profiles.get((profile, platform), self.profiles.get((profile, "any")))
+        if cfg is None:
+            raise KeyError(f"{self.name} has no {profile!r} profile for {platform}")
+        return cfg
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """An experiment's report section, drawn from ``(Run, Record)`` pairs only.
+
+    Attributes:
+      section: ``section(pairs) -> jaxgpu.report.Section`` from the measured records (and the
+        report's predicted twins, whose runs say so: ``Run.predicted``).
+      compiled: ``compiled(section, pairs)`` adds what runs compiled for a GPU planned
+        (``mode: compiled``); None: the report lists them in a plain table.
+    """
+
+    section: Callable[[list], Any]
+    compiled: Callable[[Any, list], None] | None = None

@@ -1,0 +1,75 @@
+"""The data_parallel section of the report: figures, tables and takeaways from its records alone.
+
+data_parallel: one MLP train step run three ways over N devices: pmap, jit + sharding, shard_map (C17).
+Imports no JAX: a report is made from result folders wherever they are read.
+"""
+
+from __future__ import annotations
+
+from jaxgpu import report as rp
+
+from experiments.analysis.claims import for_experiment
+from experiments.contract import View
+from experiments.data_parallel import TOLERANCE
+
+CLAIMS = for_experiment("data_parallel")
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+
+    sec = rp.Section("Data parallel: three implementations, scaling with devices", "data_parallel", CLAIMS)
+    good = rp.ok(pairs)
+    rows = []
+    for run, x in good:
+        if x.params["case"] == "agreement":
+            speed = next((y.metrics["time_s_median"] for r2, y in good if r2 is run and y.params["case"] == "strong"
+                          and y.params["variant"] == x.params["variant"] and y.params["devices"] == x.params["devices"]),
+                         None)
+            rows.append([run.label, x.params["variant"], x.params["devices"], f"{x.metrics['rel_error']:.1e}",
+                         f"{'yes' if x.metrics['rel_error'] <= TOLERANCE else 'no'}",
+                         rp.fmt(speed * 1e3 if speed else None), int(x.metrics["lines_of_code"])])
+    if rows:
+        sec.tables.append(rp.Table(["run", "variant", "devices", "loss rel. error", f"within {TOLERANCE:g}",
+                                    "ms per step", "lines of code"], rows,
+                                   "The three implementations: loss trajectory vs the single-device step on the same "
+                                   "global batches, step time (strong scaling) and the lines it takes to write"))
+    for label, (run, recs) in rp.by_run(good).items():
+        fig = rp.Figure(figsize=(9.0, 3.8), dpi=100)
+        notes = []
+        for i, mode in enumerate(("strong", "weak")):
+            ax = fig.add_subplot(1, 2, i + 1)
+            for v in rp.first_seen(x.params["variant"] for x in recs if x.params["case"] in ("strong", "weak")):
+                pts = sorted((x.params["devices"], x.metrics["time_s_median"], x.metrics["predicted_time_s"],
+                              x.metrics["speedup"]) for x in recs if x.params["case"] == mode and x.params["variant"] == v)
+                if not pts:
+                    continue
+                (line,) = ax.plot([p[0] for p in pts], [p[1] * 1e3 for p in pts], "-o", markersize=4, label=v)
+                if v == "jit_sharding":
+                    ax.plot([p[0] for p in pts], [p[2] * 1e3 for p in pts], "k--", linewidth=1, label="prediction")
+                if v == "jit_sharding" and len(pts) > 1:
+                    notes.append(f"{mode} scaling, jit + sharding: {pts[-1][3]:.2f}x the single-device throughput on "
+                                 f"{pts[-1][0]} devices ({pts[-1][3] / pts[-1][0]:.0%} efficiency), "
+                                 f"{pts[-1][1] / pts[-1][2]:.2f}x the predicted step time.")
+            rp.finish(fig, ax, xlabel="devices", ylabel="ms per step", logx=True,
+                      title=f"{mode} scaling ({'global batch fixed' if mode == 'strong' else 'batch per device fixed'})")
+        if notes:
+            host = run.env.get("backend") == "cpu"
+            caveat = (" These are CPU host devices sharing the same cores: the figure shows correctness and the "
+                      "cost of splitting one machine's work, not a speed-up." if host else "")
+            sec.plots.append(rp.Plot(f"data_parallel_{len(sec.plots)}", fig, f"On {label}: " + " ".join(notes) + caveat))
+    sec.paragraphs += rp.not_ok(pairs)
+    return sec
+
+
+def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+    """The collectives XLA:GPU inserts into the data-parallel step (compiled, not run)."""
+    rows = [[run.label, x.params["variant"], x.params["devices"], int(x.metrics.get("all_reduce_count", 0)),
+             rp.fmt(x.metrics.get("all_reduce_bytes", 0) / 2**20), rp.fmt(x.metrics["gradient_bytes"] / 2**20),
+             rp.fmt(x.metrics["bytes_compiled"] / 2**20)] for run, x in rp.ok(pairs)]
+    if rows:
+        sec.tables.append(rp.Table(["run", "variant", "GPUs", "all-reduces", "all-reduce MiB", "gradients MiB",
+                                    "MiB per GPU"], rows, "Compiled, not run: the all-reduce each step needs, "
+                                                          "against the gradients' bytes"))
+
+
+VIEW = View(section, compiled)

@@ -1,0 +1,355 @@
+"""Runs experiments case by case, writing each record the moment it is measured.
+
+``run_study`` is what ``python -m experiments.run`` calls once the backend is set up;
+tests call it directly. A case that raises is recorded (``failed``, ``unsupported`` or
+``does_not_fit`` with its one-line reason) and the run goes on.
+
+With a time budget (``budget_s``) the run measures every experiment's key cases first
+(the ones a claim's verdict rests on), then shares what is left among the experiments in
+proportion to their estimated time (``experiments.harness.plan``), skipping what would not
+fit; run.json then says the run was cut and by how much, and ``--resume`` continues it.
+
+The runner writes records and run.json only: the report and the analysis are the command
+line's to call (``experiments.run``), and nothing here imports JAX of its own (the library's
+``devices.fingerprint`` and a case's ``run`` start it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import resource
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from jaxgpu import devices, hardware, results
+
+import experiments
+from experiments.contract import Case, Experiment, RunContext
+from experiments.harness import plan as plan_mod
+
+__all__ = ["Case", "RunContext", "default_out_dir", "run_study", "dry_run"]
+
+
+# Compile-only devices of a target: one host of 8 GPUs, the most a sharded program here splits over.
+COMPILE_DEVICES = 8
+
+
+def default_out_dir(platform: str, root: str | Path = "reports/runs") -> Path:
+    return Path(root) / f"{platform}-{results.new_run_id()}"
+
+
+def _progress(total: int, enabled: bool):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm is a dependency, but a missing bar must not stop a run
+        return None
+    # A bar on a terminal; in a log (CI, nohup) one line per experiment instead.
+    return tqdm(total=total, unit="case", file=sys.stderr, disable=not (enabled and sys.stderr.isatty()),
+                dynamic_ncols=True, mininterval=0.5)
+
+
+@dataclasses.dataclass
+class _Plan:
+    name: str
+    exp: Experiment
+    cases: list[Case]
+    estimate_s: float
+
+
+def _build(names: Sequence[str], ctx: RunContext, profile: str, settings: dict | None,
+           done: set[str] = frozenset()) -> tuple[dict[str, Any], list[_Plan]]:
+    """The configs and, per experiment, the cases still to measure with their estimated seconds.
+
+    In compiled mode the cases are each experiment's ``compiled_cases`` (none where only timing
+    can answer), built from its GPU config."""
+    compiled = ctx.mode == "compiled"
+    m = plan_mod.machine("compile") if compiled else _machine(ctx.platform, ctx.device_kind)
+    configs, plans = {}, []
+    for name in names:
+        exp = experiments.load(name)
+        configs[name] = experiments.config(name, profile, ctx.platform, (settings or {}).get(name))
+        make = (exp.compiled_cases or (lambda cfg, ctx: [])) if compiled else exp.cases
+        cases = [c for c in make(configs[name], ctx) if results.case_key(name, c.params) not in done]
+        plans.append(_Plan(name, exp, cases, plan_mod.experiment_seconds(cases, m)))
+    plans.sort(key=lambda p: not p.exp.run_first)
+    return configs, plans
+
+
+def _machine(platform: str, device_kind: str | None) -> plan_mod.Machine:
+    try:
+        return plan_mod.machine(platform, device_kind)
+    except KeyError:  # a GPU the hardware table does not have: planned as the default GPU
+        return plan_mod.machine(platform)
+
+
+def _dry_context(platform: str, target: str | None, host_devices: int | None, processes: int | None,
+                 seed: int) -> RunContext:
+    m = plan_mod.machine(platform, target)
+    kind = "cpu" if platform == "cpu" else f"NVIDIA {m.hardware.name}"
+    n = (host_devices or 1) if platform == "cpu" else 1
+    return RunContext(platform=platform, profile="", device_kind=kind, n_devices=n, hardware=m.hardware, seed=seed,
+                      processes=processes)
+
+
+def dry_run(names: Sequence[str], *, platform: str, profile: str = "quick", target: str | None = None,
+            host_devices: int | None = None, processes: int | None = None, seed: int = 0,
+            settings: dict | None = None) -> list[str]:
+    """The plan of a run without running it (and without importing JAX): one line per experiment
+    with its cases, compiles and estimated seconds, and a last ``total: N cases, estimated S s``."""
+    ctx = dataclasses.replace(_dry_context(platform, target, host_devices, processes, seed), profile=profile)
+    _, plans = _build(names, ctx, profile, settings)
+    m = _machine(platform, ctx.device_kind)
+    return plan_mod.lines([plan_mod.plan([(p.name, p.cases)], m)[0] for p in plans], m)
+
+
+def _order(plans: list[_Plan], budget_s: float | None) -> list[tuple[_Plan, Case]]:
+    """Key cases of every experiment first when the time is budgeted; else experiment by experiment."""
+    if budget_s is None:
+        return [(p, c) for p in plans for c in p.cases]
+    return [(p, c) for key in (True, False) for p in plans for c in p.cases if c.key == key]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Setting:
+    """What a run measures on: its context, the environment it records, the machine it plans with."""
+
+    ctx: RunContext
+    env: dict[str, Any]
+    machine: plan_mod.Machine
+
+
+def _setting(platform: str, profile: str, seed: int, processes: int | None, compile_for: str | None) -> _Setting:
+    if compile_for:
+        from jaxgpu import targets
+
+        target = targets.target(compile_for)
+        env = {**devices.fingerprint("cpu"), "backend": "gpu", "device_kind": target.device_kind,
+               "n_devices": COMPILE_DEVICES, "device_memory_bytes": target.memory_bytes, "target": target.name}
+        ctx = RunContext(platform="gpu", profile=profile, device_kind=target.device_kind, n_devices=COMPILE_DEVICES,
+                         hardware=hardware.GPUS[target.hardware], seed=seed, processes=processes, mode="compiled",
+                         target=target)
+        return _Setting(ctx, env, plan_mod.machine("compile"))
+    env = devices.fingerprint(platform)
+    ctx = RunContext(platform=platform, profile=profile, device_kind=env["device_kind"], n_devices=env["n_devices"],
+                     hardware=hardware.for_device(platform, env["device_kind"]), seed=seed, processes=processes)
+    return _Setting(ctx, env, _machine(platform, env["device_kind"]))
+
+
+def _timing(plans: list[_Plan], spent: dict[str, float]) -> dict[str, dict[str, float]]:
+    return {p.name: {"planned_s": round(p.estimate_s, 2), "measured_s": round(spent.get(p.name, 0.0), 2),
+                     "cases": len(p.cases)} for p in plans}
+
+
+def _meta(run_id: str, names: Sequence[str], setting: _Setting, configs: dict[str, Any], plans: list[_Plan], *,
+          profile: str, seed: int, host_devices: int | None, processes: int | None, budget_s: float | None,
+          settings: dict | None, compile_for: str | None, argv: Sequence[str] | None) -> dict[str, Any]:
+    """run.json as the run starts: what was asked, on what, and the plan."""
+    ctx = setting.ctx
+    meta = {
+        "run_id": run_id,
+        "argv": list(argv) if argv is not None else None,
+        "config": {"profile": profile, "backend": "cpu" if compile_for else ctx.platform, "compile_for": compile_for,
+                   "allocator": setting.env.get("allocator"), "experiments": list(names), "seed": seed,
+                   "devices": host_devices, "processes": processes, "budget_s": budget_s, "settings": settings or {},
+                   "per_experiment": {n: dataclasses.asdict(c) for n, c in configs.items()}},
+        "env": setting.env,
+        "hardware": dataclasses.asdict(ctx.hardware) if ctx.hardware else None,
+        "info": {},
+        "completion": {"state": "running", "cases_planned": sum(len(p.cases) for p in plans), "cases_done": 0,
+                       "budget_s": budget_s},
+        "mode": ctx.mode,
+        "timing": _timing(plans, {}),
+    }
+    if compile_for:
+        from jaxgpu import targets
+
+        meta.update(target=ctx.target.name, compile_options=targets.COMPILE_OPTIONS,
+                    target_config=targets.config_text(ctx.target))
+    return meta
+
+
+def _describe_machine(plans: list[_Plan], ctx: RunContext, out_dir: Path) -> tuple[dict, dict]:
+    """Each experiment's ``info`` and ``attachments`` hooks: facts about the machine that measures."""
+    info, attached = {}, {}
+    for p in plans if ctx.mode == "measured" else ():
+        try:
+            if p.exp.info is not None:
+                info[p.name] = p.exp.info(ctx)
+            if p.exp.attachments is not None:
+                attached[p.name] = p.exp.attachments(ctx, out_dir)
+        except Exception as err:  # noqa: BLE001 - facts about a run must not stop it
+            info[p.name] = {"error": results.status_of(err)[1]}
+    return info, attached
+
+
+def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", out_dir: str | Path,
+              resume: bool = False, seed: int = 0, host_devices: int | None = None, processes: int | None = None,
+              trace_dir: str | Path | None = None, progress: bool = True, argv: Sequence[str] | None = None,
+              log: Callable[[str], None] | None = None, budget_s: float | None = None, settings: dict | None = None,
+              compile_for: str | None = None) -> Path:
+    """Runs the named experiments on ``platform`` and writes the result folder ``out_dir``.
+
+    Args:
+      names: registered experiment names, in order.
+      platform: "cpu" or "gpu" (see ``jaxgpu.devices.resolve``).
+      profile: "tiny" (tests), "quick" (the default study) or "full" (reference runs).
+      out_dir: the result folder; with ``resume``, cases already recorded there are skipped.
+      budget_s: measure key cases first and stop cleanly before this many seconds.
+      settings: ``{experiment: {field: value}}`` applied to the profile's configs.
+      compile_for: a ``jaxgpu.targets`` name ("h200"): compile each experiment's programs for that
+        GPU on this machine's CPU and record what XLA:GPU plans (``mode: compiled``), running nothing.
+
+    Returns:
+      ``out_dir``, holding run.json and results.jsonl (the report is ``experiments.report``'s).
+    """
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    out_dir = Path(out_dir)
+    done = _done(out_dir, resume, log)
+    setting = _setting(platform, profile, seed, processes, compile_for)
+    ctx = setting.ctx
+    configs, plans = _build(names, ctx, profile, settings, done)
+    run_id = results.new_run_id()
+    meta = _meta(run_id, names, setting, configs, plans, profile=profile, seed=seed, host_devices=host_devices,
+                 processes=processes, budget_s=budget_s, settings=settings, compile_for=compile_for, argv=argv)
+    total = meta["completion"]["cases_planned"]
+    if compile_for:
+        log(f"jaxgpu: compiling for {ctx.target.device_kind} on this CPU; nothing runs. Without compiled cases: "
+            + (", ".join(p.name for p in plans if not p.cases) or "none"))
+    log(f"jaxgpu: {total} cases on {ctx.platform} ({setting.env['device_kind']}, {setting.env['n_devices']} "
+        f"device(s)), profile {profile}, estimated {sum(p.estimate_s for p in plans):.0f} s"
+        + (f", budget {budget_s:.0f} s" if budget_s else "") + (f", {len(done)} already done" if done else "")
+        + f" -> {out_dir}")
+    # The folder and run.json exist before anything else can fail (an info() hook importing a
+    # broken peer, say): whatever happens next, the run leaves a result folder behind.
+    writer = results.RunWriter(out_dir, meta)
+    info, attached = _describe_machine(plans, ctx, out_dir)
+    writer.update(info={**writer.meta.get("info", {}), **info},
+                  attachments={**writer.meta.get("attachments", {}), **attached})
+    from jaxgpu import timing  # imports JAX: the run is about to start it anyway
+
+    counts = {s: 0 for s in results.STATUSES}
+    spent = {p.name: 0.0 for p in plans}
+    state, skipped, t_start = "interrupted", 0, time.perf_counter()
+    bar = _progress(total, progress)
+    try:
+        with writer, timing.profiler_trace(str(trace_dir) if trace_dir else None):
+            skipped = _measure_all(plans, ctx, run_id, budget_s, setting.machine, writer, counts, spent, bar, log,
+                                   t_start)
+            state = "cut_by_budget" if skipped else "complete"
+    finally:
+        if bar is not None:
+            bar.close()
+        elapsed = time.perf_counter() - t_start
+        # freed host memory now stays with the process (the tuned allocator): the peak is worth knowing
+        max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+        writer.update(completion={"state": state, "cases_planned": total, "cases_done": sum(counts.values()),
+                                  "cases_skipped": skipped, "budget_s": budget_s, "elapsed_s": round(elapsed, 1),
+                                  "max_rss_bytes": max_rss},
+                      timing=_timing(plans, spent))
+    for p in plans:
+        if p.cases and (bar is None or bar.disable):
+            log(f"jaxgpu: {p.name}: {spent[p.name]:.0f} s (estimated {p.estimate_s:.0f} s)")
+    log(f"jaxgpu: measured {sum(counts.values())} cases in {elapsed:.0f} s: "
+        + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        + (f"; {skipped} cases left for the budget of {budget_s:.0f} s: continue with --resume {out_dir}"
+           if skipped else ""))
+    return out_dir
+
+
+def _done(out_dir: Path, resume: bool, log: Callable[[str], None]) -> set[str]:
+    """The case keys a resumed run already holds (none for a new run, whose folder must not hold one)."""
+    path = out_dir / results.RESULTS_FILE
+    if not resume and path.exists():
+        # appending a new run to an old one would mix two machines' or two days' records under one run.json
+        raise FileExistsError(f"{out_dir} already holds a run; choose another folder, or resume it")
+    if not (resume and path.exists()):
+        return set()
+    if results.set_aside_cut_line(path) is not None:
+        log(f"jaxgpu: the last line of {path} was cut by a kill; set aside in {results.CUT_FILE}, and its case "
+            "is measured again")
+    return results.completed_keys(results.read_run(out_dir).records)
+
+
+def _measure_all(plans: list[_Plan], ctx: RunContext, run_id: str, budget_s: float | None,
+                 machine: plan_mod.Machine, writer: results.RunWriter, counts: dict[str, int],
+                 spent: dict[str, float], bar, log: Callable[[str], None], t_start: float) -> int:
+    """Measures the plans' cases in order, writing each record as it comes; returns how many the budget skipped."""
+    allow = _allowances(plans, budget_s, machine)
+    current, started, skipped = None, set(), 0
+    for p, case in _order(plans, budget_s):
+        est = machine.case_seconds(case.cost)
+        est += machine.experiment_setup_s if est and p.name not in started else 0.0
+        if budget_s is not None and not allow.take(p.name, case.key, est, time.perf_counter() - t_start):
+            skipped += 1
+            continue
+        if p.name != current and (bar is None or bar.disable):
+            log(f"jaxgpu: {p.name}: {len(p.cases)} cases")
+        current = p.name
+        started.add(p.name)
+        if bar is not None:
+            bar.set_description(p.name)
+        t0 = time.perf_counter()
+        record = _measure(p.exp, case, ctx, run_id)
+        spent[p.name] += time.perf_counter() - t0
+        writer.write(record)
+        counts[record.status] += 1
+        if record.status == "failed":
+            log(f"jaxgpu: {p.name} {_short(case.params)} failed: {record.reason}")
+        if bar is not None:
+            bar.update(1)
+    return skipped
+
+
+class _Allowance:
+    """The budget, shared out: key cases while any time is left, then per-experiment shares."""
+
+    def __init__(self, shares: dict[str, float], budget_s: float):
+        self.shares, self.budget_s = shares, budget_s
+        self.used = {name: 0.0 for name in shares}
+        self.carry = 0.0
+        self.last = None
+
+    def take(self, name: str, key: bool, estimate_s: float, elapsed_s: float) -> bool:
+        if elapsed_s + estimate_s > self.budget_s:
+            return False
+        if key:
+            return True
+        if name != self.last:  # what an earlier experiment left unused passes on
+            if self.last is not None:
+                self.carry = max(0.0, self.shares[self.last] + self.carry - self.used[self.last])
+            self.last = name
+        if self.used[name] + estimate_s > self.shares[name] + self.carry:
+            return False
+        self.used[name] += estimate_s
+        return True
+
+
+def _allowances(plans: list[_Plan], budget_s: float | None, machine: plan_mod.Machine) -> _Allowance | None:
+    if budget_s is None:
+        return None
+    key_s = sum(plan_mod.experiment_seconds([c for c in p.cases if c.key], machine) for p in plans)
+    rest = {p.name: sum(machine.case_seconds(c.cost) for c in p.cases if not c.key) for p in plans}
+    left = max(0.0, budget_s - key_s)
+    total = sum(rest.values()) or 1.0
+    return _Allowance({n: left * s / total if total > left else s for n, s in rest.items()}, budget_s)
+
+
+def _short(params: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())[:60]
+
+
+def _measure(exp: Experiment, case: Case, ctx: RunContext, run_id: str) -> results.Record:
+    common = dict(experiment=exp.name, params=case.params, run_id=run_id, backend=ctx.platform,
+                  device_kind=ctx.device_kind, n_devices=ctx.n_devices, benchmark_version=exp.benchmark_version,
+                  mode=ctx.mode)
+    try:
+        metrics = case.run()
+    except KeyboardInterrupt:
+        raise
+    except Exception as err:  # noqa: BLE001 - every failure becomes a record; the run goes on
+        status, reason = results.status_of(err)
+        return results.Record(metrics={}, status=status, reason=reason, **common)
+    return results.Record(metrics=metrics, **common)

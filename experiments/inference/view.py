@@ -1,0 +1,49 @@
+"""The inference section of the report: figures, tables and takeaways from its records alone.
+
+inference: latency and throughput vs batch size; the train step against the inference step (C16).
+Imports no JAX: a report is made from result folders wherever they are read.
+"""
+
+from __future__ import annotations
+
+from jaxgpu import report as rp
+
+from experiments.analysis.claims import for_experiment
+from experiments.contract import View
+
+CLAIMS = for_experiment("inference")
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("Training vs inference", "inference", CLAIMS)
+    good = rp.ok(pairs)
+    series, notes = [], []
+    for label, (run, recs) in rp.by_run(good).items():
+        pts = sorted((x.params["batch"], x.metrics["samples_per_s"], x.metrics["time_s_median"]) for x in recs
+                     if x.params["case"] == "batch")
+        if pts:
+            series.append(rp.Series.of(f"{label} throughput (samples/s)", pts, style=rp.style(run)))
+            series.append(rp.Series(f"{label} latency (us per batch)", [p[0] for p in pts], [p[2] * 1e6 for p in pts],
+                                    style=":x" if run.predicted else "--s"))
+            best = max(p[1] for p in pts)
+            knee = next(p for p in pts if p[1] >= 0.9 * best)
+            notes.append(f"On {label}, batch 1 took {pts[0][2] * 1e6:.0f} us; throughput reached 90% of its best "
+                         f"({best:.3g} samples/s) at batch {knee[0]}, where a batch took {knee[2] * 1e3:.2f} ms.")
+        cmp_ = next((x for x in recs if x.params["case"] == "train_vs_infer" and not run.predicted), None)
+        if cmp_:
+            m = cmp_.metrics
+            notes.append(f"At batch {cmp_.params['batch']} a train step cost {m['time_ratio']:.1f}x the time of an "
+                         f"inference step, {m.get('flops_ratio', float('nan')):.1f}x its FLOPs (XLA cost analysis) "
+                         f"and {m['memory_ratio']:.1f}x its memory (XLA memory analysis).")
+    if series:
+        fig = rp.line_plot(series, xlabel="batch size", ylabel="samples/s  |  us per batch",
+                           title="MLP inference: throughput and latency vs batch")
+        sec.plots.append(rp.Plot("inference", fig, " ".join(notes)))
+    rows = [[run.label, x.params["batch"], rp.fmt(x.metrics["time_ratio"]), rp.fmt(x.metrics.get("flops_ratio")),
+             rp.fmt(x.metrics["memory_ratio"])] for run, x in rp.measured(good) if x.params["case"] == "train_vs_infer"]
+    sec.tables.append(rp.Table(["run", "batch", "time ratio", "FLOP ratio", "memory ratio"], rows,
+                               "Train step / inference step"))
+    return sec
+
+
+VIEW = View(section, None)

@@ -1,0 +1,119 @@
+"""The memory_fit section of the report: figures, tables and takeaways from its records alone.
+
+memory_fit: what a model needs in memory, predicted and checked against XLA; what fits on 24-141 GB (C10).
+Imports no JAX: a report is made from result folders wherever they are read.
+"""
+
+from __future__ import annotations
+
+from jaxgpu import fit
+from jaxgpu import report as rp
+
+from experiments.analysis.claims import for_experiment
+from experiments.contract import View
+
+CLAIMS = for_experiment("memory_fit")
+TOLERANCE = 0.15  # an estimate within this share of XLA's own count holds
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+
+    sec = rp.Section("What fits in memory: predicted and checked against XLA", "memory_fit", CLAIMS)
+    val = [(r, x) for r, x in rp.ok(pairs) if x.params.get("case") == "mlp_train"]
+    if val:
+        fig = rp.Figure(figsize=(6.0, 4.4), dpi=100)
+        ax = fig.add_subplot()
+        notes = []
+        for label, (run, recs) in rp.by_run(val).items():
+            ax.plot([x.metrics["bytes_measured"] / 2**20 for x in recs], [x.metrics["bytes_predicted"] / 2**20 for x in recs],
+                    "o", label=label, markersize=4)
+            errs = [abs(x.metrics["prediction_error"]) for x in recs]
+            worst = max(recs, key=lambda x: abs(x.metrics["prediction_error"]))
+            within = sum(e <= TOLERANCE for e in errs)
+            notes.append(f"On {label} the estimate was within {TOLERANCE:.0%} of XLA's memory analysis on {within} of "
+                         f"{len(errs)} MLP train steps (median error {rp.median(errs):.1%}; worst "
+                         f"{worst.metrics['prediction_error']:+.1%} at widths {worst.params['widths']}, batch "
+                         f"{worst.params['batch']}, {worst.params['preset']})." + _held_out(recs))
+        lim = max(x.metrics["bytes_measured"] for _, x in val) / 2**20 * 1.2
+        ax.plot([0.1, lim], [0.1, lim], "k--", linewidth=1, label="prediction = XLA")
+        rp.finish(fig, ax, xlabel="XLA memory analysis (MiB)", ylabel="estimate (MiB)", logx=10, logy=True,
+                  title="MLP train step (AdamW): estimate vs XLA")
+        sec.plots.append(rp.Plot("memory_fit", fig, " ".join(notes)))
+        kept = {}
+        for _, x in val:
+            if "lowering_keep" in x.metrics:
+                kept.setdefault(x.params["preset"], x.metrics)
+        if kept:
+            sec.paragraphs.append(
+                "The estimate walks the backward pass from the top layer down and takes the largest live set: what "
+                "the forward pass kept of the layers below, the current layer's gradients, the compute copies of the "
+                "inputs and weights; or, if larger, the largest weight's gradient with one temporary of its size. "
+                "Bytes kept per element, by preset: " + "; ".join(
+                    f"{preset}: {m['lowering_keep']:g} per hidden activation ({m['lowering_keep_last']:g} for the top "
+                    f"layer), {m['lowering_input_copy']:g} per input, {m['lowering_weight_copy']:g} per weight"
+                    for preset, m in kept.items()) + ".")
+        rows = [[run.label, "x".join(map(str, x.params["widths"])), x.params["batch"], x.params["preset"],
+                 rp.fmt(x.metrics["bytes_predicted"] / 2**20), rp.fmt(x.metrics["bytes_measured"] / 2**20),
+                 f"{x.metrics['prediction_error']:+.1%}", rp.fmt(x.metrics.get("peak_bytes", float("nan")) / 2**20)]
+                for run, x in val]
+        sec.tables.append(rp.Table(["run", "widths", "batch", "preset", "estimate MiB", "XLA MiB", "error",
+                                    "device peak MiB"], rows, "Estimate vs compiled.memory_analysis()"))
+    tab = [x for _, x in rp.ok(pairs) if x.params.get("case") == "transformer"]
+    if tab:
+        seen, rows = set(), []
+        for x in tab:
+            key = (x.params["model"], x.params["mode"], x.params["preset"])
+            if key in seen:
+                continue
+            seen.add(key)
+            m = x.metrics
+            rows.append([x.params["model"], x.params["mode"], x.params["preset"], rp.fmt(m["bytes_predicted"] / 1e9),
+                         *["yes" if m[f"fits_{gb}gb"] else "no" for gb in fit.GPU_MEMORY_GB]])
+        sec.tables.append(rp.Table(["model", "mode", "preset", "GB", *[f"fits {gb} GB" for gb in fit.GPU_MEMORY_GB]],
+                                   rows, "Decoder-only transformers, sequence 2048, batch 1: training with Adam "
+                                         "(state + activations) and inference (weights + KV cache)"))
+        t7 = next((x for x in tab if x.params == {"case": "transformer", "model": "7B", "preset": "bf16",
+                                                   "mode": "train"}), None)
+        i7 = next((x for x in tab if x.params == {"case": "transformer", "model": "7B", "preset": "bf16",
+                                                   "mode": "inference"}), None)
+        if t7 and i7:
+            sec.paragraphs.append(
+                f"By the estimate (a formula, not a measurement), a 7B model needs "
+                f"{i7.metrics['bytes_predicted'] / 1e9:.0f} GB to serve in bf16 and "
+                f"{t7.metrics['bytes_predicted'] / 1e9:.0f} GB to train with Adam "
+                f"({t7.metrics['bytes_predicted'] / i7.metrics['bytes_predicted']:.1f}x).")
+    sec.paragraphs += rp.not_ok(pairs)
+    return sec
+
+
+def _held_out(recs) -> str:
+    """The estimate on shapes its byte counts were not read from (``params.held_out``)."""
+    out = [abs(x.metrics["prediction_error"]) for x in recs if x.params.get("held_out")]
+    if not out:
+        return ""
+    return (f" On shapes none of its byte counts were read from it held within {TOLERANCE:.0%} on "
+            f"{sum(e <= TOLERANCE for e in out)} of {len(out)} (worst {max(out):.1%}).")
+
+
+def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+    """The estimate against XLA:GPU's own memory plan, and where each plan fits (compiled, not run)."""
+    good = rp.ok(pairs)
+    if not good:
+        return
+    rows = [[run.label, "x".join(map(str, x.params["widths"])), x.params["batch"], x.params["preset"],
+             rp.fmt(x.metrics["bytes_predicted"] / 2**20), rp.fmt(x.metrics["bytes_compiled"] / 2**20),
+             f"{x.metrics['prediction_error']:+.1%}",
+             ", ".join(f"{gb} GB" for gb in fit.GPU_MEMORY_GB if x.metrics.get(f"fits_{gb}gb")) or "none"]
+            for run, x in good]
+    errs = [abs(x.metrics["prediction_error"]) for _, x in good]
+    within = sum(e <= TOLERANCE for e in errs)
+    sec.paragraphs.append(
+        f"Compiled for {good[0][0].label}: the estimate, whose byte counts were read off XLA:CPU, was within "
+        f"{TOLERANCE:.0%} of XLA:GPU's own plan on {within} of {len(errs)} train steps (median error "
+        f"{rp.median(errs):.1%}): out of sample, the CPU's lowering does not carry over to the GPU's. What fits "
+        "where is decided by XLA:GPU's count (arguments + outputs + temporaries - aliased), not by the estimate.")
+    sec.tables.append(rp.Table(["run", "widths", "batch", "preset", "estimate MiB", "XLA:GPU MiB", "error",
+                                "fits on"], rows, "Compiled, not run: the train step's memory as XLA:GPU plans it"))
+
+
+VIEW = View(section, compiled)

@@ -1,0 +1,77 @@
+"""The op_mix section of the report: figures, tables and takeaways from its records alone.
+
+op_mix: is deep learning mostly matrix multiplication? FLOP and time shares of dot vs the rest (C02).
+Imports no JAX: a report is made from result folders wherever they are read.
+"""
+
+from __future__ import annotations
+
+from jaxgpu import report as rp
+
+from experiments.analysis.claims import for_experiment
+from experiments.contract import View
+
+CLAIMS = for_experiment("op_mix")
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+
+    sec = rp.Section("Is deep learning mostly matrix multiplication?", "op_mix", CLAIMS)
+    # shares of time need the dots timed apart: a prediction of the whole step has none to draw
+    good = rp.ok(rp.measured(pairs))
+    if not good:
+        return sec
+    fig = rp.Figure(figsize=(7.5, 3.8), dpi=100)
+    ax = fig.add_subplot()
+    labels, flop, tshare = [], [], []
+    for run, x in good:
+        labels.append(f"{run.label}\n{x.params['model'].replace('transformer_block', 'block')} w={x.params['width']}")
+        flop.append(x.metrics["dot_flop_share"])
+        tshare.append(x.metrics["dot_time_share"])
+    xs = range(len(labels))
+    ax.bar([i - 0.2 for i in xs], flop, width=0.4, label="share of FLOPs in dot")
+    ax.bar([i + 0.2 for i in xs], tshare, width=0.4, label="share of time in dot")
+    ax.set_xticks(list(xs), labels, fontsize=7)
+    ax.set_ylim(0, 1.05)
+    ax.set_title("train step: matmul share of FLOPs and of time", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    notes = []
+    for label, (run, recs) in rp.by_run(good).items():
+        m = sorted((x for x in recs if x.params["model"] == "mlp"), key=lambda x: x.params["width"])
+        if m:
+            notes.append(f"On {label} the MLP train step spent {m[0].metrics['dot_flop_share']:.0%} of its FLOPs and "
+                         f"{m[0].metrics['dot_time_share']:.0%} of its time in matmul at width {m[0].params['width']}, "
+                         f"{m[-1].metrics['dot_flop_share']:.0%} and {m[-1].metrics['dot_time_share']:.0%} at width "
+                         f"{m[-1].params['width']}.")
+        t = next((x for x in recs if x.params["model"] == "transformer_block"), None)
+        if t:
+            notes.append(f"A transformer block (d={t.params['width']}, seq {t.params['seq']}): "
+                         f"{t.metrics['dot_flop_share']:.0%} of FLOPs, {t.metrics['dot_time_share']:.0%} of time in matmul.")
+    sec.plots.append(rp.Plot("op_mix", fig, " ".join(notes)))
+    rows = [[run.label, x.params["model"], x.params["width"], rp.fmt(x.metrics["dot_flop_share"]),
+             rp.fmt(x.metrics["elementwise_flop_share"]), rp.fmt(x.metrics["reduce_flop_share"]),
+             rp.fmt(x.metrics["dot_time_share"]), rp.fmt(x.metrics["flops_parsed"]), rp.fmt(x.metrics.get("flops_xla"))]
+            for run, x in good]
+    sec.paragraphs.append("Time share = time of a program doing only the step's dots, each at the precision it has "
+                          "in the step, over the whole step; above 1 means the dots alone, unfused, ran slower than "
+                          "inside the step.")
+    sec.tables.append(rp.Table(["run", "model", "width", "dot FLOPs", "elementwise", "reduce", "dot time",
+                                "FLOPs (parsed)", "FLOPs (XLA)"], rows,
+                               "FLOP shares from the HLO; time share = a program of only the step's dots / the whole step"))
+    return sec
+
+
+def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+    """FLOP shares of the train steps compiled for a GPU (compiled, not run: no time shares)."""
+    rows = [[run.label, x.params["model"], x.params["width"], rp.fmt(x.metrics["dot_flop_share"]),
+             rp.fmt(x.metrics["elementwise_flop_share"]), rp.fmt(x.metrics["reduce_flop_share"]),
+             rp.libraries(x.metrics)] for run, x in rp.ok(pairs)]
+    if rows:
+        sec.tables.append(rp.Table(["run", "model", "width", "dot FLOPs", "elementwise", "reduce", "library calls"],
+                                   rows, "Compiled, not run: FLOP shares of the GPU program and the libraries its "
+                                         "dots become"))
+
+
+VIEW = View(section, compiled)

@@ -1,0 +1,236 @@
+"""The precision section of the report: figures, tables and takeaways from its records alone.
+
+precision: one matmul in every number format, speed and accuracy side by side; the formats themselves.
+Imports no JAX: a report is made from result folders wherever they are read.
+"""
+
+from __future__ import annotations
+
+from jaxgpu import presets
+from jaxgpu import report as rp
+
+from experiments.analysis import derive
+from experiments.analysis.claims import for_experiment
+from experiments.contract import View
+from experiments.precision import ACC_COUNT, ACC_VALUE
+
+CLAIMS = for_experiment("precision")
+
+
+def _sel(pairs, case):
+    return [(r, x) for r, x in pairs if x.params.get("case") == case]
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("Precision and Tensor Cores: one matmul in every format", "precision", CLAIMS)
+    sweep = rp.ok(_sel(pairs, "sweep"))
+    groups = rp.by_run(sweep)
+    series, takeaways, limits = [], [], []
+    for label, (run, recs) in groups.items():
+        for impl in ("jax", "torch"):
+            for preset in [p for p in presets.PRESETS if any(x.params["preset"] == p and x.params["impl"] == impl
+                                                              for x in recs)]:
+                pts = sorted((x.params["n"], x.metrics["gflops"]) for x in recs
+                             if x.params["preset"] == preset and x.params["impl"] == impl)
+                style = rp.style(run, "-o" if impl == "jax" else ":s")
+                series.append(rp.Series(f"{label} {preset}" + (" (torch)" if impl == "torch" else ""),
+                                        [p[0] for p in pts], [p[1] for p in pts], style=style))
+        takeaways.append(_sweep_takeaway(label, recs))
+        hw = run.hardware
+        for dt in ("fp32", "bf16"):
+            if hw and hw.peak_gflops(dt):
+                limits.append(rp.Limit(f"{label} {dt} peak ({hw.kind})", hw.peak_gflops(dt)))
+    if series:
+        fig = rp.line_plot(series, xlabel="n (square n x n x n)", ylabel="GFLOP/s (int8: GOP/s)", limits=limits,
+                           title="matmul throughput per precision preset, with peaks from the hardware table")
+        sec.plots.append(rp.Plot("precision_gflops", fig, " ".join(t for t in takeaways if t)))
+        sec.plots.append(_error_plot(rp.by_run(rp.measured(sweep))))
+    pairs = rp.measured(pairs)  # below: what ran
+    sec.tables.append(_sweep_table(rp.measured(sweep)))
+    sec.tables.append(_mamf_table(_sel(pairs, "mamf")))
+    sec.tables.append(_format_table(rp.ok(_sel(pairs, "format"))))
+    acc_text, acc_table = _accumulate_view(rp.ok(_sel(pairs, "accumulate")))
+    sec.tables.append(acc_table)
+    rng_text, rng_table = _range_view(rp.ok(_sel(pairs, "range")))
+    sec.tables.append(rng_table)
+    sec.paragraphs += [t for t in (acc_text, rng_text) if t]
+    sec.paragraphs += rp.not_ok(pairs, lambda x: f"{x.params.get('preset', x.params)} n={x.params.get('n', '-')}")
+    return sec
+
+
+def _sweep_takeaway(label: str, recs) -> str:
+    jax_recs = [x for x in recs if x.params["impl"] == "jax"]
+    if not jax_recs:
+        return ""
+    n = max(x.params["n"] for x in jax_recs)
+    at_n = {x.params["preset"]: x for x in jax_recs if x.params["n"] == n}
+    parts = []
+    fastest = max(at_n.values(), key=lambda x: x.metrics["gflops"])
+    if "fp32" in at_n:
+        base = at_n["fp32"].metrics["time_s_median"]
+        for name in ("tf32", "bf16", "fp16", "fp8_e4m3", "int8"):
+            if name in at_n:
+                x = at_n[name]
+                err = x.metrics.get("rel_error")  # a predicted record has no error: only a run has one
+                parts.append(f"{name} {base / x.metrics['time_s_median']:.1f}x"
+                             + (f" (rel. error {err:.0e}" + _upcast_note(x.metrics) + ")" if err is not None else ""))
+    text = (f"On {label} at n={n}, against fp32 (HIGHEST): " + ", ".join(parts) + "."
+            f" Fastest: {fastest.params['preset']} at {fastest.metrics['gflops']:.0f} GFLOP/s.")
+    torch_bf16 = [x for x in recs if x.params["impl"] == "torch" and x.params["n"] == n]
+    if torch_bf16 and "bf16" in at_n:
+        ratio = at_n["bf16"].metrics["gflops"] / torch_bf16[0].metrics["gflops"]
+        text += (f" JAX's bf16 ran at {ratio:.0%} of torch's bf16 "
+                 f"({torch_bf16[0].metrics['gflops']:.0f} GFLOP/s).")
+    return text
+
+
+def _upcast_cell(m: dict) -> str:
+    if m.get("upcast_to_fp32"):
+        return "yes"
+    return f"to {int(m['upcast_bits'])}-bit" if m.get("upcast_bits") else ""
+
+
+def _upcast_note(m: dict) -> str:
+    if m.get("upcast_to_fp32"):
+        return ", upcast to fp32"
+    return f", upcast to {int(m['upcast_bits'])}-bit" if m.get("upcast_bits") else ""
+
+
+def _error_plot(groups) -> rp.Plot:
+
+    fig = rp.Figure(figsize=(7.0, 3.8), dpi=100)
+    ax = fig.add_subplot()
+    names = list(presets.PRESETS)
+    width = 0.8 / max(len(groups), 1)
+    worst = {}
+    for i, (label, (run, recs)) in enumerate(groups.items()):
+        jax_recs = [x for x in recs if x.params["impl"] == "jax"]
+        if not jax_recs:
+            continue
+        n = max(x.params["n"] for x in jax_recs)
+        errs = {x.params["preset"]: x.metrics["rel_error"] for x in jax_recs if x.params["n"] == n}
+        xs = [j + i * width for j, name in enumerate(names) if name in errs]
+        ys = [max(errs[name], 1e-17) for name in names if name in errs]
+        ax.bar(xs, ys, width=width, label=f"{label} n={n}")
+        worst[label] = errs
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, fontsize=8)
+    rp.finish(fig, ax, ylabel="rel. error vs float64", logy=True, grid="y",
+              title="accuracy per preset (whole quantise-multiply-dequantise path)")
+    parts = []
+    for label, errs in worst.items():
+        ordered = sorted(errs, key=errs.get)
+        parts.append(f"On {label} the error grows from {ordered[0]} ({errs[ordered[0]]:.0e}) to "
+                     f"{ordered[-1]} ({errs[ordered[-1]]:.0e})"
+                     + (f"; bf16 {errs['bf16']:.0e} vs fp16 {errs['fp16']:.0e}" if {"bf16", "fp16"} <= set(errs) else ""))
+    return rp.Plot("precision_error", fig, ". ".join(parts) + ".")
+
+
+def _sweep_table(sweep) -> rp.Table:
+    rows = []
+    speedups = {label: derive.precision_speedups(recs) for label, (run, recs) in rp.by_run(sweep).items()}
+    order = {name: i for i, name in enumerate(presets.PRESETS)}
+    for run, x in sorted(sweep, key=lambda p: (p[0].label, p[1].params["n"], p[1].params["impl"],
+                                                order.get(p[1].params["preset"], 99))):
+        m = x.metrics
+        rows.append([run.label, x.params["impl"], x.params["preset"], x.params["n"], rp.fmt(m["time_s_median"] * 1e3),
+                     rp.fmt(m["gflops"]), rp.fmt(_speedup(speedups, run.label, x)), rp.fmt(m.get("peak_fraction")),
+                     int(m.get("bytes_per_element", 0)), rp.fmt(m["rel_error"]),
+                     _upcast_cell(m)])
+    return rp.Table(["run", "impl", "preset", "n", "median ms", "GFLOP/s", "x fp32", "of peak", "bytes/elem",
+                     "rel. error", "upcast"], rows,
+                    "Every timed preset; x fp32 = speed-up over fp32 (HIGHEST) at the same n; of peak = the "
+                    "hardware table's figure for that dtype (CPU: estimate)")
+
+
+def _speedup(speedups, label, x):
+    if x.params["impl"] != "jax":
+        return None
+    got = speedups.get(label, {}).get((x.params["preset"], x.params["n"]))
+    return got[1] if got else None
+
+
+def _mamf_table(pairs) -> rp.Table:
+    rows = []
+    for run, x in pairs:
+        if x.status != "ok":
+            rows.append([run.label, x.params["preset"], "-", "-", "-", "-", f"{x.status}: {x.reason}"])
+            continue
+        m = x.metrics
+        rows.append([run.label, x.params["preset"], f"{int(m['m'])}x{int(m['k'])}x{int(m['n'])}", rp.fmt(m["gflops"]),
+                     rp.fmt(m.get("peak_fraction")), rp.fmt(m.get("torch_gflops")),
+                     f"{int(m['shapes_tried'])} shapes in {m['search_s']:.0f} s"])
+    return rp.Table(["run", "preset", "best m x k x n", "GFLOP/s", "of peak", "torch same shape", "search"], rows,
+                    "Maximum achievable matmul FLOP/s (MAMF): the practical peak, searched around the large sizes")
+
+
+def _format_table(pairs) -> rp.Table:
+    seen, rows = set(), []
+    for _, x in pairs:
+        f = x.params["format"]
+        if f in seen:
+            continue
+        seen.add(f)
+        m = x.metrics
+        rows.append([f, int(m["bits"]), int(m["exponent_bits"]), int(m["mantissa_bits"]), rp.fmt(m["eps"]),
+                     rp.fmt(m["max"]), rp.fmt(m["min_normal"]), rp.fmt(m["decimal_digits"])])
+    return rp.Table(["format", "bits", "exponent", "mantissa", "epsilon", "largest", "smallest normal",
+                     "decimal digits"], rows, "Claim C14: number formats, from jnp.finfo / iinfo")
+
+
+def _accumulate_view(pairs) -> tuple[str, rp.Table]:
+    rows, worst = [], None
+    for run, x in pairs:
+        m = x.metrics
+        rows.append([run.label, x.params["dtype"], x.params["accumulator"], rp.fmt(m["result"], 5), rp.fmt(m["exact"], 5),
+                     rp.fmt(m["rel_error"])])
+        if x.params["accumulator"] == x.params["dtype"] and (worst is None or m["rel_error"] > worst[1].metrics["rel_error"]):
+            worst = (run, x)
+    text = ""
+    if worst:
+        run, x = worst
+        text = (f"Adding {ACC_VALUE} to itself {ACC_COUNT} times (exactly {ACC_VALUE * ACC_COUNT:g}) in a "
+                f"{x.params['dtype']} accumulator gave {x.metrics['result']:g} on {run.label}: once the sum's spacing "
+                "exceeds twice the addend, additions round away. This is why low-precision matmuls accumulate in fp32.")
+    return text, rp.Table(["run", "values", "accumulator", "sum", "exact", "rel. error"], rows,
+                          f"Sequential sum of {ACC_COUNT} x {ACC_VALUE}")
+
+
+def _range_view(pairs) -> tuple[str, rp.Table]:
+    rows, lost = [], []
+    for run, x in pairs:
+        m = x.metrics
+        what = "overflow (inf)" if m["overflow"] else "underflow (0)" if m["underflow"] else rp.fmt(m["stored"])
+        rows.append([run.label, x.params["dtype"], rp.fmt(x.params["value"]), what, rp.fmt(m.get("rel_error"))])
+        if m["overflow"] or m["underflow"]:
+            lost.append(f"{x.params['value']:g} in {x.params['dtype']} -> {'inf' if m['overflow'] else '0'}")
+    held = sorted({x.params["dtype"] for _, x in pairs if not (x.metrics["overflow"] or x.metrics["underflow"])})
+    text = ("Range, measured: " + "; ".join(lost) + (f"; held by {', '.join(held)}" if held else "") + ".") if lost else ""
+    return text, rp.Table(["run", "dtype", "value", "stored", "rel. error"], rows,
+                          "Values outside fp16's range that bf16's 8-bit exponent holds")
+
+
+def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+    """What each preset's matmul becomes on a GPU this machine compiled for (compiled, not run)."""
+    rows, kept, widened = [], [], []
+    order = {name: i for i, name in enumerate(presets.PRESETS)}
+    for run, x in sorted(rp.ok(pairs), key=lambda p: (p[0].label, p[1].params["n"],
+                                                        order.get(p[1].params["preset"], 99))):
+        m, preset = x.metrics, x.params["preset"]
+        hw = run.hardware
+        peak = hw.peak_gflops(presets.PRESETS[preset].hardware_dtype) if hw and preset in presets.PRESETS else None
+        up = int(m.get("upcast_bits", 0))
+        rows.append([run.label, preset, x.params["n"], rp.libraries(m), f"to {up}-bit" if up else "kept",
+                     rp.fmt(peak / 1e3 if peak else None), rp.fmt(m.get("bytes_compiled", 0) / 2**20)])
+        if x.params["n"] == max(y.params["n"] for _, y in pairs):
+            (widened if up else kept).append(f"{preset} ({rp.libraries(m)})" if not up else f"{preset} to {up}-bit")
+    if rows:
+        label = pairs[0][0].label
+        sec.paragraphs.append(f"Compiled for {label}: the GEMM of each preset as XLA:GPU plans it (cuBLAS(Lt) asked "
+                              "for, since without a device XLA cannot autotune between libraries and Triton). Kept "
+                              f"in their own format: {', '.join(kept) or 'none'}; widened before the product: "
+                              f"{', '.join(widened) or 'none'}. A plan, not a speed: the peaks are the datasheet's.")
+        sec.tables.append(rp.Table(["run", "preset", "n", "library calls", "operands", "datasheet TFLOP/s",
+                                    "MiB"], rows, "Compiled, not run: each preset's matmul on the target GPU"))
+
+
+VIEW = View(section, compiled)

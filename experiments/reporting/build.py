@@ -1,0 +1,261 @@
+"""The report as data: runs in, sections out (each experiment's view, the claims ledger, the predictions).
+
+``build_sections(runs)`` merges the runs once, makes the predicted twins once, and hands each view its
+experiment's records; ``experiments.reporting.render`` writes the result. Imports no JAX.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jaxgpu import report as rp
+from jaxgpu import results
+
+import experiments
+from experiments.analysis import claims
+from experiments.analysis import prediction
+from experiments.reporting import prediction as prediction_section
+
+TITLE = "jaxgpu: what does a GPU really buy deep learning?"
+INTRO = ("Each section below measures one thing the popular explanation of GPUs claims, on every backend "
+         "that was run, next to its limit (a datasheet peak, a CPU estimate or the best peer measured in the "
+         "same run). Figures and takeaways are computed from the records in results.jsonl; nothing is typed in.")
+# Metrics for which a larger value is better, in the order a speed-up is taken from.
+_RATE_METRICS = ("gflops", "gbytes_per_s", "samples_per_s")
+
+
+def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
+    runs = list(runs)
+    pairs = results.merge(runs)
+    present = {rec.experiment for _, rec in pairs}
+    gpu, guessed = predictions(runs)  # the CPU runs' timed cases as predicted on that GPU
+    sections = [ledger_section(pairs, present, guessed, gpu)]
+    forecasts = predicted_tables(runs, pairs, guessed, gpu)
+    for name in experiments.names():
+        if name in present:
+            sec = experiment_section(name, pairs, [p for p in guessed if p[1].experiment == name])
+            if name in forecasts:
+                sec.tables.append(forecasts[name])
+            sections.append(sec)
+    speed = speedup_table(pairs)
+    if speed.rows:
+        sections.append(rp.Section("GPU / CPU speed-up per case", "speedup", paragraphs=[
+            "For every case measured on both a GPU and a CPU run: the GPU's rate over the CPU's "
+            "(or the CPU's time over the GPU's), against the CPU of the GPU's own machine where that run is "
+            "here."], tables=[speed]))
+    predicted = prediction_section.section(runs)
+    if predicted:
+        sections.append(predicted)
+    sections[0].paragraphs[:0] = completion_notes(runs)
+    tables = [rp.env_table(list(runs))]
+    plan = plan_table(runs)
+    if plan.rows:
+        tables.append(plan)
+    sections.append(rp.Section("Runs", "runs", tables=tables, paragraphs=[_status_summary(runs)]))
+    return sections
+
+
+# How the HTML ledger colours each verdict (the words stay: the Markdown shows only them).
+VERDICT_MARKS = {"supported": "yes", "supported with caveats": "caveat", "contradicted": "no",
+                 "inconclusive": "unsure", "not run": "none"}
+
+
+def experiment_section(name: str, pairs, predicted=()) -> rp.Section:
+    """An experiment's section: its view of the measured records, then what compiled runs planned.
+
+    A compiled record (a program compiled for a GPU this machine does not have) never enters
+    the measured figures: the view's ``compiled`` part shows it, labelled, or a plain table.
+    ``predicted``: the CPU cases as predicted on a GPU (``prediction.predicted_pairs``), which the view
+    draws as one more run, its label saying "predicted, not run"."""
+    view = experiments.view(name)
+    mine = [p for p in pairs if p[1].experiment == name]
+    measured = [p for p in mine if not p[1].compiled]
+    compiled = [p for p in mine if p[1].compiled]
+    sec = view.section(measured + list(predicted))
+    if not measured:  # only compiled records: the measured figures would be empty frames
+        sec.plots, sec.tables = [], []
+    if compiled:
+        if view.compiled is not None:
+            view.compiled(sec, compiled)
+        else:
+            sec.tables.append(_compiled_table(compiled))
+    _version_warning(sec, name, pairs)
+    return sec
+
+
+def predictions(runs: Sequence[results.Run]) -> tuple[str, list[tuple[results.Run, results.Record]]]:
+    """The GPU the CPU runs' programs are predicted on (a merged GPU run's own, else an H200) and their timed
+    cases as predicted there: the report's predicted twins, made once per report."""
+    gpu = prediction.gpu_of(list(runs))
+    return gpu, prediction.predicted_pairs(list(runs), gpu)
+
+
+def predicted_tables(runs: Sequence[results.Run], pairs=None, guessed=None, gpu: str | None = None
+                     ) -> dict[str, rp.Table]:
+    """Per experiment: its timed CPU cases predicted on ``gpu`` (``guessed``, as ``predictions`` makes them),
+    with that GPU's measured time and the prediction's error where it was merged."""
+    pairs = results.merge(runs) if pairs is None else pairs
+    if guessed is None:
+        gpu, guessed = predictions(runs)
+    on_gpu = prediction.measured_on(list(runs), gpu)
+    tables = {name: _predicted_table(name, pairs, guessed, gpu, on_gpu) for name in {r.experiment for _, r in guessed}}
+    return {name: t for name, t in tables.items() if t.rows}
+
+
+def _predicted_table(name: str, pairs, guessed, gpu: str, on_gpu: dict[str, float]) -> rp.Table:
+    """The experiment's timed CPU cases beside what they should take on ``gpu`` (predicted); where a merged
+    run of that GPU measured the same case, its time and the prediction's error beside them."""
+    measured = {x.key: (run, x) for run, x in pairs if x.experiment == name and not x.compiled
+                and x.backend == "cpu" and x.status == "ok"}
+    short = gpu.split()[0]
+    rows = []
+    for _, g in guessed:
+        if g.experiment == name and g.key in measured:
+            run, x = measured[g.key]
+            params = ", ".join(f"{k}={v}" for k, v in x.params.items() if k != "impl")
+            t, p = prediction.measured_s(x), prediction.measured_s(g)
+            row = [run.path.name, params, rp.fmt(t * 1e3), rp.fmt(p * 1e3), f"{t / p:.3g}x"]
+            if on_gpu:
+                m = on_gpu.get(g.key)
+                row += [rp.fmt(m * 1e3), f"{p / m - 1:+.0%}"] if m else ["-", "-"]
+            rows.append(row)
+    head = ["CPU run", "case", "measured here (ms)", f"{short} predicted (ms)", "predicted speed-up"]
+    if on_gpu:
+        return rp.Table(head + [f"{short} measured (ms)", "prediction error"], rows,
+                        f"Predicted on the {gpu} from XLA's count of each CPU program and the GPU's datasheet roofs "
+                        "x achieved shares, then measured on it in the merged GPU run: the error is "
+                        "predicted / measured - 1")
+    return rp.Table(head, rows,
+                    f"Predicted, not run: each timed case on an {gpu}, from XLA's count of its program and the "
+                    "GPU's datasheet roofs x achieved shares (see How well does the roofline predict?)")
+
+
+def _compiled_table(pairs) -> rp.Table:
+    rows = [[run.label, ", ".join(f"{k}={v}" for k, v in x.params.items() if k != "case"),
+             rp.fmt(x.metrics.get("bytes_compiled", float("nan")) / 2**20), rp.libraries(x.metrics),
+             x.status if x.status != "ok" else ""] for run, x in pairs]
+    return rp.Table(["run", "case", "MiB (XLA memory analysis)", "library calls", "status"], rows,
+                    "Compiled for the GPU, not run: what XLA:GPU planned")
+
+
+def ledger_section(pairs, present: set[str] | None = None, guessed_pairs=None, gpu: str | None = None
+                   ) -> rp.Section:
+    """One row per claim: the rule, the deciding figure and the verdict the rule computed.
+
+    Each experiment named links to its section (and so to its figure) where it ran. The forecast column
+    applies the same rules to the CPU runs' programs as predicted on ``gpu`` (``guessed_pairs``; times
+    only): where a GPU was not run.
+    """
+    rows, verdicts = [], []
+    runs = list({id(r): r for r, _ in pairs}.values())
+    present = {rec.experiment for _, rec in pairs} if present is None else present
+    if guessed_pairs is None:
+        gpu, guessed_pairs = predictions(runs)
+    cpu_pairs = [(r, x) for r, x in pairs if r.env.get("backend") == "cpu"]
+    guessed = {c.id: v for c, v in claims.ledger(cpu_pairs + list(guessed_pairs))}
+    gpu_ran = any(r.env.get("backend") == "gpu" and not r.compiled for r in runs)
+    for c, v in claims.ledger(pairs):
+        links = ", ".join(f"[{e}](#{e})" if e in present else f"{e} (not run)" for e in c.experiments)
+        g = guessed[c.id]
+        forecast = "-"
+        if g.verdict != "not run" and v.verdict == "not run":
+            forecast = f"{g.verdict}: {g.evidence}"
+        elif g.verdict != "not run" and gpu_ran:
+            # a GPU run is merged: the forecast is now checked, not shown as if it were still open
+            forecast = f"predicted {g.verdict}, measured {v.verdict}" + (
+                "" if g.verdict == v.verdict else f" (the prediction said: {g.evidence})")
+        rows.append([c.id, c.text, links, v.evidence, v.shown, forecast, c.rule_text])
+        verdicts.append(v)
+    counts = {k: sum(v.verdict == k for v in verdicts) for k in claims.VERDICTS}
+    compiled = sum(v.basis == "compiled" for v in verdicts)
+    return rp.Section("Claims ledger", "ledger", paragraphs=[
+        "Each verdict is computed by the rule beside it from the records of the runs below; "
+        + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + "."
+        + (f" {compiled} of them rest in part on programs compiled for a GPU that did not run them; their "
+           "verdict says so." if compiled else "")],
+        tables=[rp.Table(["claim", "the explainer says", "experiments", "deciding figure", "verdict",
+                          f"predicted on {gpu}" + ("" if gpu_ran else " (not run)"), "rule"], rows,
+                         marks={4: VERDICT_MARKS})])
+
+
+def _version_warning(sec: rp.Section, name: str, pairs) -> None:
+    versions = {rec.benchmark_version for _, rec in pairs if rec.experiment == name}
+    if len(versions) > 1:
+        sec.paragraphs.insert(0, f"Warning: these runs measured {name} with different methods "
+                                 f"(benchmark_version {sorted(versions)}); compare their figures with care.")
+
+
+def _status_summary(runs) -> str:
+    parts = []
+    for run in runs:
+        recs = results.latest(run.records)
+        counts = {s: sum(r.status == s for r in recs) for s in results.STATUSES}
+        parts.append(f"{run.label} ({run.path.name}): " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    return "Records per run: " + "; ".join(parts) + ". Raw records: results.jsonl in each run folder."
+
+
+def speedup_table(pairs) -> rp.Table:
+    """GPU/CPU ratio for each case (same experiment and params) measured on both backends.
+
+    Each GPU run is set beside the CPU run of its own host where the merged runs have one
+    (``results.cpu_partner``); the last column says which CPU run it was.
+    """
+    runs = list({id(run): run for run, _ in pairs}.values())
+    rows = []
+    for grun in [r for r in runs if r.env.get("backend") == "gpu" and not r.compiled]:  # compiled: no times
+        crun = results.cpu_partner(grun, runs)
+        if crun is None:
+            continue
+        where = f"{crun.path.name}, " + ("same host" if crun.host == grun.host else "another machine")
+        cpu = {rec.key: rec for run, rec in pairs if run is crun and rec.status == "ok"}
+        gpu = {rec.key: rec for run, rec in pairs if run is grun and rec.status == "ok"}
+        for key in sorted(set(cpu) & set(gpu)):
+            c, g = cpu[key], gpu[key]
+            metric = next((m for m in _RATE_METRICS if m in c.metrics and m in g.metrics), None)
+            if metric:
+                ratio = g.metrics[metric] / c.metrics[metric] if c.metrics[metric] else None
+            elif "time_s_median" in c.metrics and "time_s_median" in g.metrics:
+                metric, ratio = "time_s_median", c.metrics["time_s_median"] / g.metrics["time_s_median"]
+            else:
+                continue
+            params = ", ".join(f"{k}={v}" for k, v in c.params.items())
+            rows.append([c.experiment, params, metric, rp.fmt(c.metrics[metric]), rp.fmt(g.metrics[metric]),
+                         rp.fmt(ratio) + "x" if ratio else "-", where])
+    return rp.Table(["experiment", "case", "metric", "CPU", "GPU", "GPU/CPU", "CPU run"], rows)
+
+
+def plan_table(runs) -> rp.Table:
+    """Each run's planned seconds per experiment (experiments.plan, before it ran) beside the measured ones."""
+    rows = []
+    for run in runs:
+        timing = run.meta.get("timing") or {}
+        for name, t in timing.items():
+            if t.get("cases"):
+                ratio = t["measured_s"] / t["planned_s"] if t.get("planned_s") else None
+                rows.append([run.path.name, name, t["cases"], rp.fmt(t["planned_s"]), rp.fmt(t["measured_s"]),
+                             rp.fmt(ratio) + "x" if ratio else "-"])
+        if timing:
+            planned = sum(t.get("planned_s", 0) for t in timing.values())
+            measured = sum(t.get("measured_s", 0) for t in timing.values())
+            rows.append([run.path.name, "all", sum(t.get("cases", 0) for t in timing.values()), rp.fmt(planned),
+                         rp.fmt(measured), rp.fmt(measured / planned) + "x" if planned else "-"])
+    return rp.Table(["run", "experiment", "cases", "planned s", "measured s", "measured / planned"], rows,
+                    "The plan (python -m experiments.run --dry-run) against the time each experiment took")
+
+
+def completion_notes(runs) -> list[str]:
+    """A sentence for each run that did not finish: cut by its budget, interrupted, or killed."""
+    notes = []
+    for run in runs:
+        c = run.completion
+        state = c.get("state", "complete")
+        if state == "complete":
+            continue
+        done = f"{c.get('cases_done', '?')} of {c.get('cases_planned', '?')} cases measured"
+        why = {"cut_by_budget": f"cut by its time budget of {c.get('budget_s', 0):.0f} s",
+               "interrupted": "interrupted", "running": "stopped without finishing (killed)"}.get(state, state)
+        notes.append(f"Run {run.path.name} ({run.label}) was {why}: {done}; the figures below use what it "
+                     f"measured, and python -m experiments.run --resume {run.path.name} continues it.")
+    return notes
+
+

@@ -1,0 +1,113 @@
+"""The report's section "How well does the roofline predict?": each run's timed records against the model's
+bound on its own roofs, the outliers' causes, and the same programs predicted on GPUs that were not run
+(a merged GPU run's measurements beside its prediction). Imports no JAX."""
+
+from __future__ import annotations
+
+import statistics
+
+from jaxgpu import hardware, results
+from jaxgpu import prediction as predict
+from jaxgpu import report as rp
+
+from experiments.analysis.prediction import (GPUS, compiled_plan, errors, gpu_runs, measured_on, measured_roofs,
+                                             measured_s, on_a_gpu, predicted_s)
+
+
+def section(runs: list[results.Run]) -> rp.Section | None:
+    sec = rp.Section("How well does the roofline predict?", "prediction")
+    rows, notes, gpu_rows = [], [], []
+    for run in runs:
+        errs = errors(run, list(run.records))
+        if not errs:
+            continue
+        roofs = measured_roofs(run, list(run.records))
+        by_exp: dict[str, list] = {}
+        for r, pred, ratio in errs:
+            by_exp.setdefault(r.experiment, []).append((r, pred, ratio))
+        for exp, items in sorted(by_exp.items()):
+            dev = [abs(ratio - 1) for _, _, ratio in items]
+            worst = max(items, key=lambda i: abs(i[2] - 1))
+            rows.append([run.label, exp, len(items), f"{statistics.median(dev):.0%}",
+                         f"{sum(0.5 <= i[2] <= 2 for i in items) / len(items):.0%}",
+                         f"{_case(worst[0])}: {worst[2]:.2g}x ({_why(worst[0], worst[1], roofs)})"])
+        dev = [abs(ratio - 1) for _, _, ratio in errs]
+        notes.append(f"On {run.label}, over {len(errs)} timed cases of {len(by_exp)} experiments, the roofline bound "
+                     f"from XLA's own counts and the run's measured roofs ({roofs.flops['fp32'] / 1e9:.0f} GFLOP/s "
+                     f"matmul, {roofs.flops['elementwise'] / 1e9:.0f} elementwise, {roofs.bandwidth / 1e9:.1f} GB/s, "
+                     f"{roofs.overhead_s * 1e6:.0f} us a call) missed the median time by {statistics.median(dev):.0%} "
+                     f"(median |measured / predicted - 1|); {sum(0.5 <= e[2] <= 2 for e in errs) / len(errs):.0%} "
+                     "of cases lie within 2x.")
+        one = [e for e in errs if e[0].experiment in KERNEL_LEVEL]
+        if one:
+            notes.append(f"Where a program is one kernel ({', '.join(sorted({e[0].experiment for e in one}))}): "
+                         f"{len(one)} cases, median error {statistics.median(abs(e[2] - 1) for e in one):.0%}, "
+                         f"{sum(0.5 <= e[2] <= 2 for e in one) / len(one):.0%} within 2x.")
+        gpu_rows += _on_gpus(run, errs, runs)
+    if not rows:
+        return None
+    sec.paragraphs += notes
+    sec.tables.append(rp.Table(["run", "experiment", "cases", "median error", "within 2x", "worst case"], rows,
+                               "Measured against predicted on the run's own roofs (predicted = max(FLOPs / roof, "
+                               "bytes / bandwidth) + one call's overhead)"))
+    if gpu_rows:
+        sec.tables.append(rp.Table(["from run", "experiment", "cases", *[f"{g} (predicted)" for g in GPUS]], gpu_rows,
+                                   "Predicted, not run: the same programs' total seconds on each GPU, from the CPU "
+                                   "program's counts and datasheet roofs x achievable shares (jaxgpu.predict); a "
+                                   "merged GPU run's measured total follows its prediction"))
+    return sec
+
+
+def _case(r: results.Record) -> str:
+    return r.experiment + " " + " ".join(f"{k}={v}" for k, v in r.params.items() if k not in ("impl", "dtype"))[:48]
+
+
+# What the roofline leaves out, by the kind of program a record timed.
+_CAUSES = {("serial_parallel", "fori_loop"): "a serial loop, priced at the run's fastest step",
+           ("serial_parallel", "scan"): "a serial loop, priced at the run's fastest step",
+           ("serial_parallel", "closed_form"): "pow, a transcendental that XLA counts as one FLOP",
+           ("bandwidth", "sharded"): "split over host devices that share the same cores",
+           ("bandwidth", "loop"): "a compiled loop of kernels",
+           ("inference", None): "several kernels per call, each with its own overhead",
+           ("op_mix", None): "a train step of many kernels, each with its own overhead"}
+# Where a program is one kernel, the bound has least to leave out: the experiments it is judged on.
+KERNEL_LEVEL = ("matmul", "precision", "bandwidth", "roofline")
+
+
+def _why(r: results.Record, pred: float, roofs: predict.Roofs) -> str:
+    measured = measured_s(r)
+    cause = _CAUSES.get((r.experiment, r.params.get("variant"))) or _CAUSES.get((r.experiment, None))
+    if cause:
+        return cause
+    if measured < 20 * roofs.overhead_s:
+        return "dispatch-bound: a few calls' overhead"
+    return "slower than the best of its kind" if measured > pred else "faster than the roof predicts"
+
+
+def _on_gpus(run: results.Run, errs, runs) -> list[list]:
+    """Per experiment: the seconds its timed cases should take on each GPU (sum over cases), and where a
+    merged GPU run measured the same cases, the measured sum beside the prediction for that GPU."""
+    if run.env.get("backend") != "cpu":
+        return []
+    gpu_kind = {name for _, name in gpu_runs(runs)}
+    plans = {name: compiled_plan(runs, name) for name in GPUS}
+    rows, by_exp = [], {}
+    for r, _, _ in errs:
+        if on_a_gpu(r):
+            by_exp.setdefault(r.experiment, []).append(r)
+    for exp, recs in sorted(by_exp.items()):
+        cells = []
+        for name in GPUS:
+            roofs = predict.roofs_for(hardware.GPUS[name])
+            preds = {r.key: predicted_s(r, roofs, own=False, plan=plans.get(name)) for r in recs}
+            cell = rp.fmt(sum(preds.values()))
+            measured = measured_on(runs, name) if name in gpu_kind else {}
+            both = [k for k in preds if k in measured]
+            if both:
+                cell += (f" (measured {rp.fmt(sum(measured[k] for k in both))} over {len(both)} cases: "
+                         f"{sum(measured[k] for k in both) / sum(preds[k] for k in both):.2g}x)")
+            cells.append(cell)
+        rows.append([run.path.name, exp, len(recs), *cells])
+    return rows
+
+

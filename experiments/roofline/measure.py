@@ -1,0 +1,20 @@
+"""roofline, measured: an FMA chain per intensity, a matvec and a matmul, each through jaxgpu.memory."""
+
+from __future__ import annotations
+
+from jaxgpu import memory
+
+from experiments.contract import RunContext
+from experiments.roofline import Config
+
+
+def fma(k: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
+    return memory.bench_fma(k, cfg.n, ctx.device, cfg.target_s).metrics()
+
+
+def matvec(cfg: Config, ctx: RunContext) -> dict[str, float]:
+    return memory.bench_matvec(cfg.matvec_n, ctx.device, cfg.target_s).metrics()
+
+
+def matmul(cfg: Config, ctx: RunContext) -> dict[str, float]:
+    return memory.matmul_point(cfg.matmul_n, ctx.device, cfg.target_s).metrics()

@@ -1,0 +1,90 @@
+"""The roofline section of the report: figures, tables and takeaways from its records alone.
+
+roofline: GFLOP/s vs arithmetic intensity against the roof drawn from this run's own measurements (C09).
+Imports no JAX: a report is made from result folders wherever they are read.
+"""
+
+from __future__ import annotations
+
+from jaxgpu import report as rp
+from jaxgpu import results
+
+from experiments.analysis.claims import for_experiment
+from experiments.contract import View
+
+CLAIMS = for_experiment("roofline")
+
+
+def roof(pairs_of_run) -> tuple[float | None, float | None]:
+    """(bandwidth GB/s, peak GFLOP/s) measured in one run: best point under 1 FLOP/byte, and the matmul."""
+    low = [x.metrics["gbytes_per_s"] for x in pairs_of_run if x.metrics["intensity_flop_per_byte"] <= 1.0]
+    mm = [x.metrics["gflops"] for x in pairs_of_run if x.params["kind"] == "matmul"]
+    return (max(low) if low else None), (max(mm) if mm else None)
+
+
+def figure(groups: dict[str, tuple[list[results.Record], object]],
+           allocator: dict[str, str] | None = None, predicted: frozenset[str] = frozenset()) -> tuple[rp.Figure, list[str]]:
+    """The roofline of each group, ``{label: (roofline records, Hardware or None)}``: the measured
+    points, the roof measured from them (``roof``) and, where the hardware has both figures, the
+    datasheet roof; returns the figure and one takeaway per group. The report and the notebook
+    both draw with it. The groups named in ``predicted`` are drawn dashed and their roof called predicted."""
+    allocator = allocator or {}
+    fig = rp.Figure(figsize=(7.0, 4.4), dpi=100)
+    ax = fig.add_subplot()
+    notes = []
+    xs = [2.0**e for e in range(-4, 13)]
+    for label, (recs, hw) in groups.items():
+        bw, peak = roof(recs)
+        pts = sorted((x.metrics["intensity_flop_per_byte"], x.metrics["gflops"], x.params["kind"]) for x in recs)
+        how = "predicted" if label in predicted else "measured"
+        (line,) = ax.plot([p[0] for p in pts if p[2] == "fma"], [p[1] for p in pts if p[2] == "fma"],
+                          rp.PREDICTED_STYLE if label in predicted else "-o", markersize=4, label=f"{label} FMA chain")
+        for xi, yi, kind in pts:
+            if kind != "fma":
+                ax.plot([xi], [yi], "s", color=line.get_color(), markersize=6)
+                ax.annotate(kind, (xi, yi), fontsize=7, xytext=(4, -8), textcoords="offset points")
+        if bw and peak:
+            ax.plot(xs, [min(peak, bw * x) for x in xs], "--", color=line.get_color(), linewidth=1,
+                    label=f"{label} {how} roof ({bw:.0f} GB/s, {peak:.0f} GFLOP/s)")
+        if hw and hw.peak_gflops("fp32") and hw.memory_bw_gbps:
+            ax.plot(xs, [min(hw.peak_gflops("fp32"), hw.memory_bw_gbps * x) for x in xs], ":", color="0.4",
+                    linewidth=1, label=f"{label} datasheet roof (fp32)")
+        notes.append(_takeaway(label, recs, bw, peak, hw, allocator.get(label), how))
+    rp.finish(fig, ax, xlabel="arithmetic intensity (FLOP per byte of memory traffic)", ylabel="GFLOP/s",
+              title="roofline: measured points against the roof", logx=True, logy=True)
+    return fig, notes
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("The roofline: when do the cores wait?", "roofline", CLAIMS)
+    groups = rp.by_run(rp.ok(pairs))
+    fig, notes = figure({label: (recs, run.hardware) for label, (run, recs) in groups.items()},
+                        {label: run.env.get("allocator") for label, (run, _) in groups.items()},
+                        frozenset(label for label, (run, _) in groups.items() if run.predicted))
+    sec.plots.append(rp.Plot("roofline", fig, " ".join(n for n in notes if n)))
+    rows = [[run.label, x.params["kind"], x.params.get("k", "-"), rp.fmt(x.metrics["intensity_flop_per_byte"]),
+             rp.fmt(x.metrics["gflops"]), rp.fmt(x.metrics["gbytes_per_s"]), rp.fmt(x.metrics["time_s_median"] * 1e3)]
+            for run, x in rp.ok(rp.measured(pairs))]
+    sec.tables.append(rp.Table(["run", "kind", "k", "FLOP/byte", "GFLOP/s", "GB/s", "median ms"], rows,
+                               "Roofline points"))
+    return sec
+
+
+def _takeaway(label, recs, bw, peak, hw, allocator=None, how="measured") -> str:
+    if not (bw and peak):
+        return ""
+    ridge = peak / bw
+    low = [x for x in recs if x.metrics["intensity_flop_per_byte"] <= 1.0]
+    worst = min(low, key=lambda x: x.metrics["gflops"] / peak)
+    text = (f"On {label} the {how} ridge point is {ridge:.1f} FLOP/byte ({peak:.0f} GFLOP/s over {bw:.0f} GB/s"
+            + (f", host allocator {allocator}" if allocator else "") + "). "
+            f"A memory-bound op ({worst.params['kind']}, {worst.metrics['intensity_flop_per_byte']:.2g} FLOP/byte) "
+            f"{'ran' if how == 'measured' else 'would run'} at {worst.metrics['gflops'] / peak:.1%} of peak compute: "
+            "there the cores wait on memory")
+    if hw and hw.ridge_point("fp32"):
+        text += (f"; datasheet ridge {hw.ridge_point('fp32'):.1f} FLOP/byte (fp32), "
+                 f"{hw.ridge_point('bf16') or 0:.0f} (bf16)")
+    return text + "."
+
+
+VIEW = View(section, None)

@@ -1,0 +1,71 @@
+"""The serial_parallel section of the report: figures, tables and takeaways from its records alone.
+
+serial_parallel: the professor and the students measured (C05, C06).
+Imports no JAX: a report is made from result folders wherever they are read.
+"""
+
+from __future__ import annotations
+
+from jaxgpu import report as rp
+
+from experiments.analysis.claims import for_experiment
+from experiments.contract import View
+
+CLAIMS = for_experiment("serial_parallel")
+
+
+def _times(recs, kind, variant):
+    return {x.params["n"]: x.metrics["time_s_median"] for x in recs
+            if x.params["kind"] == kind and x.params["variant"] == variant}
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("Serial vs parallel: the professor and the students", "serial_parallel", CLAIMS)
+    good = rp.ok(pairs)
+    series, notes = [], []
+    groups = rp.by_run(good)
+    for label, (run, recs) in groups.items():
+        for v in rp.first_seen(x.params["variant"] for x in recs if x.params["kind"] == "independent"):
+            pts = sorted(_times(recs, "independent", v).items())
+            if pts:
+                series.append(rp.Series.of(f"{label} {v}", pts, style=rp.style(run)))
+        py, vec = _times(recs, "independent", "python_loop"), _times(recs, "independent", "vectorized")
+        common = sorted(set(py) & set(vec))
+        hit = next((n for n in common if py[n] / vec[n] >= 100), None)
+        if common:
+            n = common[-1]
+            best = max(common, key=lambda k: py[k] / vec[k])
+            notes.append(f"On {label} the vectorised op beat the Python loop by {py[n] / vec[n]:.0f}x at N={n} "
+                         f"(most: {py[best] / vec[best]:.0f}x at N={best})"
+                         + (f"; it first reached 100x at N={hit}." if hit else "; it never reached 100x here."))
+        scan, assoc = _times(recs, "recurrence", "scan"), _times(recs, "recurrence", "associative_scan")
+        if scan and assoc:
+            n = max(set(scan) & set(assoc))
+            notes.append(f"Recurrence at N={n}: serial scan {scan[n] * 1e3:.2f} ms, associative scan "
+                         f"{assoc[n] * 1e3:.2f} ms.")
+    ran = {label: g for label, g in groups.items() if not g[0].predicted}
+    cpu = next((recs for label, (run, recs) in ran.items() if run.env.get("backend") == "cpu"), None)
+    gpu = next((recs for label, (run, recs) in ran.items() if run.env.get("backend") == "gpu"), None)
+    if cpu and gpu:
+        c, g = _times(cpu, "independent", "vectorized"), _times(gpu, "independent", "vectorized")
+        both = sorted(set(c) & set(g))
+        cross = next((n for n in both if g[n] < c[n]), None)
+        notes.append(f"GPU vs CPU, vectorised: the GPU is faster from N={cross} on." if cross else
+                     "GPU vs CPU, vectorised: the CPU was faster at every N measured.")
+        cs, gs = _times(cpu, "recurrence", "scan"), _times(gpu, "recurrence", "scan")
+        for n in sorted(set(cs) & set(gs))[-1:]:
+            winner = "CPU" if cs[n] < gs[n] else "GPU"
+            notes.append(f"Serial recurrence at N={n}: CPU {cs[n] * 1e3:.2f} ms, GPU {gs[n] * 1e3:.2f} ms: "
+                         f"the {winner} wins the one hard problem.")
+    if series:
+        fig = rp.line_plot(series, xlabel="N (independent multiply-adds)", ylabel="seconds (median)",
+                           title="N multiply-adds: serial vs parallel", logx=True)
+        fig.axes[0].set_xscale("log", base=10)
+        sec.plots.append(rp.Plot("serial_parallel", fig, " ".join(notes)))
+    rows = [[run.label, x.params["kind"], x.params["variant"], x.params["n"], rp.fmt(x.metrics["time_s_median"] * 1e6),
+             rp.fmt(x.metrics["ns_per_element"])] for run, x in rp.measured(good)]
+    sec.tables.append(rp.Table(["run", "kind", "variant", "N", "median us", "ns per element"], rows, "Every case"))
+    return sec
+
+
+VIEW = View(section, None)

@@ -1,0 +1,183 @@
+"""The training section of the report: figures, tables and takeaways from its records alone.
+
+training: a Flax + Optax MLP on the digits set per precision preset; throughput and MFU vs width (C07, C13, C16).
+Imports no JAX: a report is made from result folders wherever they are read.
+"""
+
+from __future__ import annotations
+
+from jaxgpu import report as rp
+from jaxgpu import results
+
+from experiments.analysis.claims import for_experiment
+from experiments.contract import View
+
+CLAIMS = for_experiment("training")
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+
+    sec = rp.Section("Training an MLP: precision, throughput, time to accuracy", "training", CLAIMS)
+    good = rp.ok(pairs)
+    curves = [(r, x) for r, x in good if x.params.get("case") == "curve"]
+    runs_ = [(r, x) for r, x in good if x.params.get("case") == "run"]
+    if curves:
+        fig = rp.Figure(figsize=(8.5, 3.6), dpi=100)
+        ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+        for label, (run, recs) in rp.by_run(curves).items():
+            for v in rp.first_seen(x.params["variant"] for x in recs):
+                pts = sorted((x.params["epoch"], x.metrics["loss"], x.metrics["accuracy"]) for x in recs
+                             if x.params["variant"] == v)
+                if pts:
+                    ax1.plot([p[0] for p in pts], [p[1] for p in pts], label=f"{label} {v}")
+                    ax2.plot([p[0] for p in pts], [p[2] for p in pts], label=f"{label} {v}")
+        ax1.set_yscale("log")
+        ax1.set_xlabel("epoch")
+        ax1.set_ylabel("train loss")
+        ax2.set_xlabel("epoch")
+        ax2.set_ylabel("test accuracy")
+        ax2.set_ylim(0.8, 1.0)
+        for ax in (ax1, ax2):
+            ax.grid(True, alpha=0.3)
+        ax2.legend(fontsize=6)
+        fig.suptitle("digits MLP per precision", fontsize=10)
+        fig.tight_layout()
+        sec.plots.append(rp.Plot("training_curves", fig, _curve_takeaway(runs_)))
+    rows = []
+    for run, x in runs_:
+        m = x.metrics
+        rows.append([run.label, x.params["variant"], rp.fmt(m["accuracy"]), rp.fmt(m.get("time_s_to_target")),
+                     rp.fmt(m.get("time_s_to_target_with_compile")), rp.fmt(m["samples_per_s"]), rp.fmt(m.get("mfu")),
+                     rp.fmt(m["grad_zero_fraction"]), int(m["nonfinite_steps"]), int(m["skipped_steps"])])
+    sec.tables.append(rp.Table(["run", "variant", "test acc.", "s to target", "s to target + compile", "samples/s",
+                                "MFU", "zero grads", "non-finite steps", "skipped (scaler)"], rows,
+                               "Per run (seconds exclude compilation unless named)"))
+    for label, (run, recs) in rp.by_run(runs_).items():
+        by = {x.params["variant"]: x.metrics for x in recs}
+        m = by.get("fp32", {})
+        if "fp16_to_zero_fraction" not in m:
+            continue
+        text = (f"{label}: of the non-zero fp32 gradients at initialisation, {m['fp16_to_zero_fraction']:.2%} "
+                f"would round to zero in fp16 and {m['fp16_subnormal_fraction']:.2%} would be subnormal (median "
+                f"|g| {m['fp16_grad_abs_median']:.1e}).")
+        raw = by.get("fp16")
+        if raw:
+            text += (f" fp16 without loss scaling reached {raw['accuracy']:.1%} test accuracy (fp32: "
+                     f"{m['accuracy']:.1%}) with {int(raw['nonfinite_steps'])} "
+                     f"non-finite steps and {raw['grad_zero_fraction']:.1%} zero gradient entries "
+                     f"(with scaling: {by.get('fp16_scaled', {}).get('grad_zero_fraction', float('nan')):.1%}).")
+        sec.paragraphs.append(text)
+    thr = [(r, x) for r, x in good if x.params.get("case") == "throughput"]
+    if thr:
+        series = []
+        notes = []
+        for label, (run, recs) in rp.by_run(thr).items():
+            for impl in ("jax", "torch"):
+                pts = sorted((x.params["width"], x.metrics["samples_per_s"]) for x in recs if x.params["impl"] == impl)
+                if pts:
+                    series.append(rp.Series.of(f"{label} {impl}", pts, style=rp.style(run)))
+            by = {(x.params["width"], x.params["impl"]): x for x in recs}
+            w = max(x.params["width"] for x in recs)
+            j = by.get((w, "jax"))
+            if j:
+                note = (f"On {label} at width {w} (batch {j.params['batch']}, {j.params['depth']} hidden layers) a JAX "
+                        f"train step took {j.metrics['time_s_median'] * 1e3:.1f} ms")
+                if "mfu" in j.metrics:
+                    note += f", {j.metrics['gflops']:.0f} GFLOP/s, MFU {j.metrics['mfu']:.0%}"
+                t = by.get((w, "torch"))
+                if t:
+                    note += (f"; the same MLP in PyTorch took {t.metrics['time_s_median'] * 1e3:.1f} ms "
+                             f"(JAX {t.metrics['time_s_median'] / j.metrics['time_s_median']:.2f}x as fast)")
+                notes.append(note + "." + _behind(by, run.meta.get("info", {}).get("matmul", {})))
+        fig = rp.line_plot(series, xlabel="hidden width", ylabel="samples/s (train step)",
+                           title="train-step throughput vs width, synthetic data")
+        sec.plots.append(rp.Plot("training_throughput", fig, " ".join(notes)))
+    _ratio(sec, runs_)
+    _to_target(sec, [(r, x) for r, x in good if x.params.get("case") == "to_target"])
+    sec.paragraphs += rp.not_ok(rp.measured(pairs))
+    return sec
+
+
+def _to_target(sec: rp.Section, pairs) -> None:
+    """C07: the time a student of each width takes to the target accuracy on the teacher task, per run,
+    and per width the speed-up of each GPU run over the CPU run of its machine (``results.cpu_partner``)."""
+    if not pairs:
+        return
+    rows = [[run.label, x.params["width"], f"{x.params['target']:.0%}", rp.fmt(x.metrics["time_s_to_target"]),
+             rp.fmt(x.metrics["time_s_to_target_with_compile"]), int(x.metrics["epochs"]), rp.fmt(x.metrics["accuracy"])]
+            for run, x in sorted(rp.measured(pairs), key=lambda p: (p[0].label, p[1].params["width"]))]
+    sec.tables.append(rp.Table(["run", "width", "target", "s to target", "s with compile", "epochs", "accuracy"], rows,
+                               "Claim C07: a two-layer MLP learning a teacher network's labels to the target test "
+                               "accuracy (compilation apart, then included)"))
+    runs = list({id(r): r for r, _ in pairs}.values())
+    for label, (run, recs) in rp.by_run(pairs).items():
+        times = ", ".join(f"width {x.params['width']}: {x.metrics['time_s_to_target']:.3g} s"
+                          for x in sorted(recs, key=lambda x: x.params["width"]))
+        text = f"On {label} the time to {recs[0].params['target']:.0%} on the teacher task was {times}"
+        partner = results.cpu_partner(run, runs) if run.env.get("backend") == "gpu" else None
+        if partner is not None:
+            cpu = {x.params["width"]: x.metrics["time_s_to_target"] for r, x in pairs if r is partner}
+            both = [x for x in recs if x.params["width"] in cpu]
+            if both:
+                text += "; against the CPU (" + partner.path.name + "): " + ", ".join(
+                    f"{cpu[x.params['width']] / x.metrics['time_s_to_target']:.1f}x at width {x.params['width']}"
+                    for x in sorted(both, key=lambda x: x.params["width"]))
+        sec.paragraphs.append(text + ".")
+
+
+def _behind(by: dict, libs: dict) -> str:
+    """Where JAX's step trails torch's, whether the matrix products or the rest of the step lose the time:
+    each step's dots are timed alone on the same products (``dot_time_s``)."""
+    parts = []
+    for w in sorted({w for w, _ in by}):
+        j, t = by.get((w, "jax")), by.get((w, "torch"))
+        if not (j and t) or j.metrics["time_s_median"] <= t.metrics["time_s_median"]:
+            continue
+        if "dot_time_s" not in j.metrics or "dot_time_s" not in t.metrics:
+            parts.append(f"at width {w} JAX trails ({t.metrics['time_s_median'] / j.metrics['time_s_median']:.2f}x); "
+                         "its dots were not timed apart in this run")
+            continue
+        jd, td = j.metrics["dot_time_s"], t.metrics["dot_time_s"]
+        jr, tr = j.metrics["time_s_median"] - jd, t.metrics["time_s_median"] - td
+        if jr < 0 or tr < 0:  # products timed alone ran longer than a whole step: no split to read
+            parts.append(f"at width {w} JAX trails ({t.metrics['time_s_median'] / j.metrics['time_s_median']:.2f}x); "
+                         f"its dots alone took {jd * 1e3:.1f} ms against torch's {td * 1e3:.1f} ms, but one of them "
+                         "took longer alone than its whole step, so the time does not split this way here")
+            continue
+        where = "the matrix products" if jd - td >= jr - tr else "the rest of the step (updates, activations)"
+        parts.append(f"at width {w} JAX trails ({t.metrics['time_s_median'] / j.metrics['time_s_median']:.2f}x): its "
+                     f"dots alone took {jd * 1e3:.1f} ms against torch's {td * 1e3:.1f} ms for the same products, the "
+                     f"rest of the step {jr * 1e3:.1f} against {tr * 1e3:.1f} ms, so {where} lose the time")
+    kernels = (f" (the same run's matmul: XLA's dot as {libs['jax_dot']}, torch through {libs['torch_blas']})"
+               if {"jax_dot", "torch_blas"} <= set(libs) else "")
+    return (" Where JAX is behind, measured: " + "; ".join(parts) + kernels + ".") if parts else ""
+
+
+def _curve_takeaway(runs_) -> str:
+    parts = []
+    for label, (run, recs) in rp.by_run(runs_).items():
+        acc = {x.params["variant"]: x.metrics["accuracy"] for x in recs}
+        tt = {x.params["variant"]: x.metrics.get("time_s_to_target") for x in recs}
+        if "fp32" in acc:
+            text = f"On {label} fp32 reached {acc['fp32']:.1%} test accuracy"
+            if tt.get("fp32"):
+                text += f" (95% after {tt['fp32']:.2f} s of training)"
+            others = [f"{v} {a - acc['fp32']:+.1%}" for v, a in acc.items() if v != "fp32"]
+            parts.append(text + "; against it: " + ", ".join(others) + ".")
+    return " ".join(parts)
+
+
+def _ratio(sec: rp.Section, runs_) -> None:
+    cpu = {x.params["variant"]: x for r, x in runs_ if x.backend == "cpu"}
+    gpu = {x.params["variant"]: x for r, x in runs_ if x.backend == "gpu"}
+    for v in ("fp32", "bf16"):
+        if v in cpu and v in gpu and "time_s_to_target" in cpu[v].metrics and "time_s_to_target" in gpu[v].metrics:
+            c, g = cpu[v].metrics, gpu[v].metrics
+            sec.paragraphs.append(
+                f"Time to {cpu[v].params['widths']}-MLP 95% accuracy ({v}): CPU {c['time_s_to_target']:.2f} s, GPU "
+                f"{g['time_s_to_target']:.2f} s: {c['time_s_to_target'] / g['time_s_to_target']:.1f}x "
+                f"(with compilation: {c['time_s_to_target_with_compile'] / g['time_s_to_target_with_compile']:.1f}x). "
+                "This tiny model cannot fill a GPU; the throughput sweep shows how the ratio grows with width.")
+
+
+VIEW = View(section, None)

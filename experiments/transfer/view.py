@@ -1,0 +1,58 @@
+"""The transfer section of the report: figures, tables and takeaways from its records alone.
+
+transfer: host<->device copy bandwidth vs size against on-device copy, and the cost of non-resident data (C08).
+Imports no JAX: a report is made from result folders wherever they are read.
+"""
+
+from __future__ import annotations
+
+from jaxgpu import report as rp
+
+from experiments.analysis.claims import for_experiment
+from experiments.contract import View
+
+CLAIMS = for_experiment("transfer")
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("Host-device transfer: the desk and the door", "transfer", CLAIMS)
+    good = rp.ok(pairs)
+    series, notes = [], []
+    for label, (run, recs) in rp.by_run(good).items():
+        for d in ("host_to_device", "device_to_host", "on_device_copy"):
+            pts = sorted((x.params["bytes"], x.metrics["gbytes_per_s"]) for x in recs if x.params.get("direction") == d)
+            if pts:
+                series.append(rp.Series(f"{label} {d}", [p[0] / 2**20 for p in pts], [p[1] for p in pts],
+                                        style=rp.style(run)))
+        if not run.predicted:  # a prediction has only the on-device copy: no door to compare the desk with
+            notes.append(_takeaway(label, run, recs))
+    if series:
+        fig = rp.line_plot(series, xlabel="MiB moved", ylabel="GB/s", title="copy bandwidth: across vs within device memory")
+        sec.plots.append(rp.Plot("transfer", fig, " ".join(n for n in notes if n)))
+    rows = [[run.label, x.params.get("direction", x.params.get("feed")), rp.fmt(x.params.get("bytes", x.metrics.get("batch_bytes", 0)) / 2**20),
+             rp.fmt(x.metrics["time_s_median"] * 1e3), rp.fmt(x.metrics.get("gbytes_per_s"))] for run, x in rp.measured(good)]
+    sec.tables.append(rp.Table(["run", "what", "MiB", "median ms", "GB/s"], rows, "Transfers and MLP steps"))
+    sec.paragraphs += rp.not_ok(rp.measured(pairs))
+    return sec
+
+
+def _takeaway(label, run, recs) -> str:
+    big = max((x.params["bytes"] for x in recs if "bytes" in x.params), default=None)
+    if big is None:
+        return ""
+    at = {x.params["direction"]: x.metrics["gbytes_per_s"] for x in recs if x.params.get("bytes") == big}
+    text = f"On {label} at {big / 2**20:.0f} MiB"
+    if "host_to_device" in at and "on_device_copy" in at:
+        text += (f", host->device ran {at['host_to_device']:.1f} GB/s and device->host "
+                 f"{at.get('device_to_host', float('nan')):.1f} GB/s against {at['on_device_copy']:.1f} GB/s for a copy "
+                 f"within device memory ({at['on_device_copy'] / at['host_to_device']:.1f}x)")
+    steps = {x.params["feed"]: x.metrics["time_s_median"] for x in recs if x.params.get("case") == "mlp_step"}
+    if {"resident", "host_fed"} <= set(steps):
+        text += (f"; an MLP train step took {steps['resident'] * 1e3:.2f} ms with its batch resident and "
+                 f"{steps['host_fed'] * 1e3:.2f} ms fed from the host ({steps['host_fed'] / steps['resident']:.2f}x)")
+    if run.env.get("backend") == "cpu":
+        text += ". On CPU host and device share one RAM, so these are copies within it, not a bus"
+    return text + "."
+
+
+VIEW = View(section, None)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxgpu import hardware
+from jaxgpu.results import Unsupported
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,8 +82,9 @@ class Cost:
 class Case:
     """One measurement: its params (the axes compared) and a function returning its metrics.
 
-    ``key`` marks the cases a claim's verdict rests on: a run with a time budget measures
-    every experiment's key cases before the rest.
+    ``key`` marks the cases a claim's verdict rests on: a run with a time budget measures them
+    before the rest. The run sets it from the claims' declared reads (``experiments.analysis.claims
+    .rests_on``, which ``python -m experiments.run`` hands the harness), so an experiment does not.
     """
 
     params: dict[str, Any]
@@ -140,6 +142,17 @@ class Deferred:
 
 def _call(module: str, name: str, *args: Any, **kwargs: Any) -> Any:
     return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+
+def one_device_case(params: dict[str, Any], what: str, ctx: RunContext) -> Case:
+    """A case of work split over devices in a run that has one: recorded ``unsupported`` with ``what`` it
+    would have shown and how to give it more devices, at no cost."""
+    return Case(params, functools.partial(_one_device, what, ctx.device_kind), Cost.none())
+
+
+def _one_device(what: str, device_kind: str):
+    raise Unsupported(f"{what} (this run has one {device_kind}); run with --devices N on CPU, or on a machine "
+                      "with several GPUs")
 
 
 CaseBuilder = Callable[[Any, RunContext], list[Case]]

@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from jaxgpu import results
 
+    from experiments.analysis import claims
     from experiments.harness import runner
 
     label = f"compiled-{args.compile_for.lower()}" if args.compile_for else platform
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                          seed=args.seed, host_devices=args.devices, processes=args.processes,
                          trace_dir=args.profile_trace, progress=not args.no_progress,
                          argv=sys.argv[1:] if argv is None else argv, budget_s=args.budget_s, settings=settings,
-                         compile_for=args.compile_for)
+                         compile_for=args.compile_for, rests_on=claims.rests_on)
     except results.ResultsError as err:
         return _fail(str(err))
     except KeyboardInterrupt:

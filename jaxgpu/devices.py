@@ -279,9 +279,8 @@ def fingerprint(platform_name: str) -> dict[str, Any]:
     return env
 
 
-def last_level_cache_bytes() -> int | None:
-    """The largest CPU cache the OS reports (/sys/devices/system/cpu/cpu0/cache), or None."""
-    base = "/sys/devices/system/cpu/cpu0/cache"
+def last_level_cache_bytes(base: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
+    """The largest CPU cache the OS reports (``base``: Linux's sysfs for cpu0), in bytes, or None."""
     sizes = []
     try:
         entries = [e for e in os.listdir(base) if e.startswith("index")]

@@ -120,7 +120,8 @@ def launch(processes: int, spec: Spec = Spec(), *, platform: str = "cpu", timeou
         t0 = time.perf_counter()
         for pid in range(processes):
             cmd = [sys.executable, "-m", "jaxgpu.distributed", "--coordinator", f"127.0.0.1:{port}",
-                   "--processes", str(processes), "--process-id", str(pid), "--spec", json.dumps(dataclasses.asdict(spec)),
+                   "--processes", str(processes), "--process-id", str(pid), "--spec",
+                   json.dumps(dataclasses.asdict(spec)),
                    "--out", str(Path(tmp) / f"{pid}.json"), "--platform", platform,
                    "--init-timeout", str(max(int(timeout_s * 0.5), 5))]
             if die_after and die_after[0] == pid:
@@ -222,7 +223,8 @@ def _worker(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m jaxgpu.distributed", description="one worker of jaxgpu.distributed.launch")
+    p = argparse.ArgumentParser(prog="python -m jaxgpu.distributed",
+                                description="one worker of jaxgpu.distributed.launch")
     p.add_argument("--coordinator", required=True)
     p.add_argument("--processes", type=int, required=True)
     p.add_argument("--process-id", type=int, required=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import random
 import time
 
@@ -23,9 +22,8 @@ import numpy as np
 
 from jaxgpu import devices, precision, timing
 from jaxgpu.devices import torch_available  # noqa: F401 - part of this module's API
-from jaxgpu.workload import default_sets, reference_rows  # noqa: F401 - part of this module's API
 from jaxgpu.results import DoesNotFit, Unsupported
-
+from jaxgpu.workload import default_sets, reference_rows  # noqa: F401 - part of this module's API
 
 WORKED_A = ((1, 2), (3, 4))
 WORKED_B = ((5, 6), (7, 8))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import os
 import resource
 from collections.abc import Callable
 
@@ -293,8 +292,12 @@ class TransferResult:
         return self.timing.metrics(gbytes_per_s=self.gbytes_per_s)
 
 
-def bench_transfer(nbytes: int, direction: str, device=None, target_s: float = 0.3) -> TransferResult:
+def bench_transfer(nbytes: int, direction: str, device=None, target_s: float = 0.3,
+                   host: np.ndarray | None = None) -> TransferResult:
     """Copies ``nbytes`` of fp32 between host (numpy) and device, checking every byte arrived.
+
+    ``host``: the fp32 host array to copy (default: ``nbytes`` of random normals), for a caller who
+    needs to say where it lies (an unaligned array is never taken as it is by XLA:CPU).
 
     host_to_device: ``jax.device_put`` of a numpy array (blocked until ready).
     device_to_host: ``np.array(x)``, a real copy (``np.asarray`` may alias CPU device memory),
@@ -302,7 +305,8 @@ def bench_transfer(nbytes: int, direction: str, device=None, target_s: float = 0
     copy of an array once made, so copying the same array again would time a host memcpy.
     """
     device = device or jax.devices()[0]
-    host = np.random.default_rng(3).standard_normal(nbytes // 4, dtype=np.float32)
+    if host is None:
+        host = np.random.default_rng(3).standard_normal(nbytes // 4, dtype=np.float32)
     if direction == "host_to_device":
         put = lambda: jax.device_put(host, device, **_NO_ALIAS)
         if not np.array_equal(np.asarray(put()), host):

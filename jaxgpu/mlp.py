@@ -236,7 +236,7 @@ def train(model: MLP, optimizer: optax.GradientTransformation, data, *, preset: 
         batches = [take(xtr, ytr, perm[i]) for i in range(steps_per_epoch)]
         jax.block_until_ready(batches)
 
-        def epoch(state):
+        def epoch(state, batches=batches):  # this epoch's batches, bound now
             metrics = []
             for xb, yb in batches:
                 state, m = compiled(state, xb, yb)

@@ -128,7 +128,7 @@ def case_key(experiment: str, params: dict[str, Any]) -> str:
 
 
 def new_run_id() -> str:
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{uuid.uuid4().hex[:6]}"
 
 
@@ -181,7 +181,8 @@ class RunWriter:
 
     def write(self, record: Record) -> None:
         if record.mode == "predicted":  # results.jsonl holds what was measured or compiled, never a model's output
-            raise ValueError(f"a predicted record is not written to {RESULTS_FILE}: {record.experiment} {record.params}")
+            raise ValueError(f"a predicted record is not written to {RESULTS_FILE}: {record.experiment} "
+                             f"{record.params}")
         self._f.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
         self._f.flush()
         os.fsync(self._f.fileno())

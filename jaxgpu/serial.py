@@ -72,8 +72,8 @@ def recurrence(variant: str, n: int):
             ma = jnp.broadcast_to(a, (n,))
             mb = jnp.broadcast_to(b, (n,))
 
-            def compose(l, r):
-                return l[0] * r[0], r[0] * l[1] + r[1]
+            def compose(left, right):
+                return left[0] * right[0], right[0] * left[1] + right[1]
 
             pa, pb = jax.lax.associative_scan(compose, (ma, mb))
             return pa * x[0] + pb

@@ -16,7 +16,8 @@ _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+) = (\w+)\[([\d,]*)\]\S*\s+([\w
 _MOVEMENT = {"parameter", "constant", "reshape", "broadcast", "transpose", "slice", "concatenate", "copy", "convert",
              "bitcast", "bitcast-convert", "get-tuple-element", "tuple", "iota", "dynamic-slice",
              "dynamic-update-slice", "pad", "reverse", "gather", "scatter", "custom-call", "call", "while",
-             "conditional", "rng-bit-generator", "rng", "after-all", "partition-id", "replica-id", "optimization-barrier"}
+             "conditional", "rng-bit-generator", "rng", "after-all", "partition-id", "replica-id",
+             "optimization-barrier"}
 CLASSES = ("dot", "elementwise", "reduce")
 
 
@@ -190,7 +191,8 @@ def collectives(optimized_hlo: str) -> dict[str, tuple[int, int]]:
         if not m:
             continue
         types, op, start = m.groups()
-        sizes = [ELEMENT_BYTES.get(t, 4) * math.prod(_dims(d) or [1]) for t, d in re.findall(r"(\w+)\[([\d,]*)\]", types)]
+        sizes = [ELEMENT_BYTES.get(t, 4) * math.prod(_dims(d) or [1]) for t, d in re.findall(r"(\w+)\[([\d,]*)\]",
+                                                                                             types)]
         nbytes = max(sizes) if start and op in ("all-gather", "collective-permute") else sum(sizes)
         key = op.replace("-", "_")
         count, total = out.get(key, (0, 0))

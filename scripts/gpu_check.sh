@@ -35,7 +35,10 @@ case $total_s in '' | *[!0-9]*) echo "GPU_CHECK_S must be a whole number of seco
 share_preflight=5 share_gpu=58 share_tests=10 share_cpu=15 share_report=6
 reserve=$(( total_s * 3 / 100 > 5 ? total_s * 3 / 100 : 5 ))
 startup_margin=25  # a study's start-up (Python, JAX, CUDA) inside its limit, outside its budget
-cpu_only=devices,matmul,precision,bandwidth,roofline,transfer,training,inference,op_mix,serial_parallel,compiler,collectives,data_parallel,tensor_parallel
+# the experiments the host's CPU study runs: the registry says (Experiment.in_host_check), importing no JAX
+host_experiments() {  # host_experiments SECONDS
+    timeout -k 2 "$1" "$py" -c 'import experiments; print(",".join(experiments.host_check()))'
+}
 gpu_tests="tests/test_gpu.py tests/test_precision.py tests/test_matmul.py"
 
 start=$(date +%s)
@@ -60,6 +63,7 @@ if [ $dry = 1 ]; then
     echo "$gpu_plan" | sed 's/^/    /'
     echo "3 GPU tests ($(cat $gpu_tests | grep -c '^def test_') tests in $gpu_tests): limit $(( total_s * share_tests / 100 )) s, estimated 30 s"
     echo "4 CPU study on the same host (--devices 8, --budget-s $(budget_for $cl), limit $cl s):"
+    cpu_only=$(host_experiments 60) || { echo "cannot read the experiment registry with $py" >&2; exit 1; }
     cpu_plan=$("$py" -m experiments.run --backend cpu --profile "$profile" --devices 8 --only "$cpu_only" --dry-run) || exit 1
     echo "$cpu_plan" | sed 's/^/    /'
     echo "5 merged report: limit $(( total_s * share_report / 100 )) s, estimated 10 s"
@@ -122,6 +126,7 @@ gpu_rc=$?
 if [ -d "$root/$gpu" ]; then
     step gpu-tests $share_tests "$py" -m pytest -q --backend gpu -p no:cacheprovider $gpu_tests
 fi
+cpu_only=$(host_experiments "$(limit_for 3)") || cpu_only=devices  # a registry that cannot be read: the host's figures
 cl=$(limit_for $share_cpu)
 # With one GPU, splitting over several devices (C11, C17) is shown on 8 CPU host devices.
 step cpu-study $share_cpu "$py" -m experiments.run --backend cpu --profile "$profile" --devices 8 \

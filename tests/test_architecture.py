@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import experiments
 from jaxgpu import hardware
+
+import experiments
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("jaxgpu", "experiments")
@@ -52,7 +53,8 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                keep = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(keep + ([base] if base else []))
             for a in node.names:
                 if f"{base}.{a.name}" in modules:
                     out.add(f"{base}.{a.name}")
@@ -167,9 +169,9 @@ def test_layers_import_only_downstream_of_the_data_flow():
 
 def test_every_jax_free_layer_imports_where_jax_cannot_be(tmp_path):
     # transitively: a spec importing a library module that imports JAX would fail here, not only in a review
-    (tmp_path / "sitecustomize.py").write_text("import sys\nfor m in %r:\n    sys.modules[m] = None\n" % (HEAVY,))
+    (tmp_path / "sitecustomize.py").write_text(f"import sys\nfor m in {HEAVY!r}:\n    sys.modules[m] = None\n")
     names = [m for m in _modules() if m.startswith("experiments") and _layer(m) in JAX_FREE]
-    code = "import importlib\nfor m in %r:\n    importlib.import_module(m)\nprint('ok')\n" % (names,)
+    code = f"import importlib\nfor m in {names!r}:\n    importlib.import_module(m)\nprint('ok')\n"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
@@ -178,7 +180,7 @@ def test_every_jax_free_layer_imports_where_jax_cannot_be(tmp_path):
 @pytest.mark.parametrize("argv", [["--list"], ["--dry-run", "--backend", "gpu"], ["--dry-run", "--backend", "cpu"],
                                   ["--only", "matmull"], ["--set", "matmul.sizez=1", "--only", "matmul"]])
 def test_the_command_line_plans_and_refuses_without_jax(argv, tmp_path):
-    (tmp_path / "sitecustomize.py").write_text("import sys\nfor m in %r:\n    sys.modules[m] = None\n" % (HEAVY,))
+    (tmp_path / "sitecustomize.py").write_text(f"import sys\nfor m in {HEAVY!r}:\n    sys.modules[m] = None\n")
     proc = subprocess.run([sys.executable, "-m", "experiments.run", *argv], cwd=ROOT, capture_output=True, text=True,
                           timeout=120, env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"})
     bad_input = argv[0] in ("--only", "--set")

@@ -3,10 +3,9 @@ from pathlib import Path
 
 from jaxgpu import results
 
+import experiments
 from experiments.analysis import claims
 from experiments.analysis.evidence import Evidence
-
-import experiments
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,3 +73,124 @@ def test_verdicts_on_the_reference_run_are_computed():
     assert verdicts["C03"].verdict == "supported"
     assert verdicts["C09"].verdict == "contradicted"  # a memory-bound op far below peak: the cores wait
     assert verdicts["C12"].verdict == "not run" and "--backend gpu" in verdicts["C12"].evidence
+
+
+COMMITTED = ("cpu-reference", "cpu-multidevice", "compiled-h200")
+
+
+def _committed_pairs():
+    return results.merge([results.read_run(ROOT / "reports" / r) for r in COMMITTED])
+
+
+def _ledgers():
+    """The evidence every rule is decided on in the committed report: the runs as measured, and the CPU runs'
+    programs as predicted on a GPU (the ledger's forecast column)."""
+    from experiments.analysis import prediction
+
+    pairs = _committed_pairs()
+    runs = list({id(r): r for r, _ in pairs}.values())
+    cpu = [(r, x) for r, x in pairs if r.env.get("backend") == "cpu"]
+    return {"measured": pairs, "predicted on a GPU": cpu + prediction.predicted_pairs(runs)}
+
+
+def _split(pairs):
+    return Evidence([p for p in pairs if not p[1].compiled]), Evidence([p for p in pairs if p[1].compiled])
+
+
+def _decisions():
+    """(claim, its verdict, what its rule asked the door for) over the committed ledger and every scenario."""
+    from tests.test_verdicts import SCENARIOS
+
+    out = []
+    for pairs in _ledgers().values():
+        for c in claims.CLAIMS:
+            measured, compiled = _split(pairs)
+            e = measured.fresh()
+            out.append((c, *_asked(c, e, compiled)))
+    for cid, cases in SCENARIOS.items():
+        for pairs in cases.values():
+            c = claims.by_id(cid)
+            measured, compiled = _split(pairs)
+            out.append((c, *_asked(c, measured.fresh(), compiled)))
+    return out
+
+
+def _asked(claim, e, compiled):
+    from experiments.analysis.evidence import MissingField
+
+    try:
+        v = claim.rule(e, claim.thresholds)
+        if compiled.runs and claim.compiled:
+            shared = compiled.fresh()
+            shared.log = e.log
+            v = claim.compiled(shared, v, claim.thresholds)
+    except MissingField:  # a predicted twin carries times only: what was asked is still logged
+        v = None
+    return v, list(e.log.reads)
+
+
+def test_each_rule_asks_only_for_what_its_claim_declares_and_for_all_of_it():
+    from experiments.analysis.evidence import covers
+
+    used = {c.id: set() for c in claims.CLAIMS}
+    for c, _, asked in _decisions():
+        for experiment, params in asked:
+            match = [i for i, (e, want) in enumerate(c.reads) if e == experiment and covers(want, params)]
+            assert match, (c.id, experiment, params, c.reads)  # a request wider than any the claim declares
+            used[c.id] |= {i for i in match if c.reads[i][1] == params}
+    for c in claims.CLAIMS:  # every declared read is asked for as it stands somewhere: none is wider than the rule
+        unused = [c.reads[i] for i in sorted(set(range(len(c.reads))) - used[c.id])]
+        assert not unused, (c.id, unused)
+
+
+def test_each_rule_reads_exactly_the_experiments_its_claim_declares():
+    read = {c.id: set() for c in claims.CLAIMS}
+    for c, _, asked in _decisions():
+        read[c.id] |= {e for e, _ in asked}
+    for c in claims.CLAIMS:
+        assert read[c.id] == set(c.experiments), (c.id, sorted(read[c.id]), c.experiments)
+        assert claims.decide(c, Evidence([]))[1] <= set(c.experiments)
+
+
+def test_a_run_cut_to_the_cases_verdicts_rest_on_keeps_every_verdict():
+    # what a budget-cut run measures first (its key cases, claims.rests_on) must carry the whole ledger
+    for which, pairs in _ledgers().items():
+        cut = [p for p in pairs if claims.rests_on(p[1].experiment, p[1].params)]
+        assert len(cut) < len(pairs)
+        full, kept = claims.ledger(pairs), claims.ledger(cut)
+        for (c, a), (_, b) in zip(full, kept):
+            assert a == b, (which, c.id, a, b)
+
+
+def test_the_committed_ledger_is_decided_by_the_declared_experiments_alone():
+    # what a budgeted run measures first is chosen by the declarations: they must carry every verdict
+    for which, pairs in _ledgers().items():
+        for c in claims.CLAIMS:
+            full = claims.decide(c, *_split(pairs))[0]
+            mine = claims.decide(c, *_split([p for p in pairs if p[1].experiment in c.experiments]))[0]
+            assert mine == full, (which, c.id, full, mine)
+
+
+def test_the_committed_ledger_reaches_verdicts_not_only_not_run():
+    graded = [v for pairs in _ledgers().values() for c in claims.CLAIMS
+              for v in [claims.decide(c, *_split(pairs))[0]] if v.verdict != "not run"]
+    assert len(graded) >= 18  # the test above would pass on nothing; it is run on real verdicts
+
+
+def test_a_rule_that_raises_is_a_bug_not_missing_data():
+    def broken(e, th):
+        e.ok("matmul")
+        return 1 / 0
+
+    claim = claims.Claim("C99", "a claim", ("matmul",), "never", broken)
+    try:
+        claims.decide(claim, Evidence(_committed_pairs()))
+    except ZeroDivisionError:
+        pass
+    else:
+        raise AssertionError("a rule's ZeroDivisionError was turned into a verdict")
+    # a record without the field a rule reads is damaged data: not run, and says which field
+    damaged = [(None, _rec("tensor_parallel", {"data": 1, "model": 1}, {"rel_error": 0.0})),
+               (None, _rec("tensor_parallel", {"data": 1, "model": 4}, {"rel_error": 0.0}))]
+    v = _decide("C11", damaged)
+    assert v.verdict == "not run" and "bytes_measured" in v.evidence, v

@@ -2,6 +2,7 @@ import jax
 import pytest
 
 from jaxgpu import devices
+
 from tests.conftest import HOST_DEVICES
 
 

@@ -118,7 +118,8 @@ def test_megatron_split_alternates_and_replicates_what_does_not_divide():
 @pytest.mark.parametrize("name", parallel.COLLECTIVES)
 def test_collectives_compute_the_right_values(name, devs):
     x = np.arange(N * 8, dtype=np.float32) + 1
-    sharded = jax.device_put(x, jax.sharding.NamedSharding(parallel.make_mesh(devs), jax.sharding.PartitionSpec("data")))
+    sharded = jax.device_put(x, jax.sharding.NamedSharding(parallel.make_mesh(devs),
+                                                           jax.sharding.PartitionSpec("data")))
     out = np.asarray(parallel.collective(name, devs)(sharded))
     np.testing.assert_allclose(out, parallel.collective_reference(name, x, N))
     # the reference itself, by hand on 4 shards of 8

@@ -14,8 +14,8 @@ from jaxgpu import results
 
 import experiments
 from experiments import report
-from experiments.harness import plan, runner
 from experiments.contract import Case, Cost
+from experiments.harness import plan, runner
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_STUDY_S = 240  # the GPU study's share of a lent machine's window
@@ -51,7 +51,7 @@ def test_every_experiment_a_claim_reads_has_key_cases_in_the_plan(platform):
     from experiments.analysis import claims
 
     ctx = runner._dry_context(platform, None, 4 if platform == "cpu" else None, None, 0)
-    _, plans = runner._build(experiments.names(), ctx, "quick", None)
+    _, plans = runner._build(experiments.names(), ctx, "quick", None, rests_on=claims.rests_on)
     by_name = {p.name: p.cases for p in plans}
     for c in claims.CLAIMS:
         for name in c.experiments:
@@ -110,7 +110,8 @@ def test_the_gpu_check_packs_its_archive_when_every_step_hangs(tmp_path):
 
 def _cases(n, seconds=1.0, key_every=0):
     return [Case({"i": i}, lambda i=i: {"i": float(i)}, Cost(compiles=0, min_iters=0, warmup=0, calls=0,
-                                                            fixed_s=seconds), key=bool(key_every and i % key_every == 0))
+                                                            fixed_s=seconds),
+                 key=bool(key_every and i % key_every == 0))
             for i in range(n)]
 
 
@@ -137,8 +138,10 @@ def test_the_cpu_plan_of_the_quick_study_is_minutes():
 @pytest.mark.slow
 def test_a_budgeted_run_is_cut_cleanly_and_resume_finishes_it(tmp_path):
     out = tmp_path / "run"
+    from experiments.analysis import claims
+
     runner.run_study(["matmul", "precision"], platform="cpu", profile="tiny", out_dir=out, progress=False,
-                     log=lambda m: None, budget_s=4.0)
+                     log=lambda m: None, budget_s=4.0, rests_on=claims.rests_on)
     report.write_report([out], out)
     run = results.read_run(out)
     assert run.completion["state"] == "cut_by_budget" and run.completion["cases_skipped"] > 0

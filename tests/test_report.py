@@ -9,9 +9,9 @@ from jaxgpu import results
 
 import experiments
 from experiments import report
-from experiments.reporting import build
 from experiments.analysis import prediction
 from experiments.harness import runner
+from experiments.reporting import build
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,8 @@ def test_every_experiments_gpu_programs_compile_for_the_h200(compiled_run):
 
 
 def _plans(run, experiment, **params):
-    return [r for r in run.records if r.experiment == experiment and all(r.params.get(k) == v for k, v in params.items())]
+    return [r for r in run.records if r.experiment == experiment and all(r.params.get(k) == v for k,
+                                                                         v in params.items())]
 
 
 def test_fp8_e4m3_stays_fp8_on_hopper_and_e5m2_is_widened(compiled_run):

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from jaxgpu.results import Record, Run
 
 from experiments.analysis import derive
-from experiments.analysis.evidence import Evidence, MissingField
+from experiments.analysis.evidence import Evidence, MissingField, covers
 
 # "inconclusive": the figure's spread (its quartiles) straddles a threshold, so the grade would be a coin toss.
 VERDICTS = ("supported", "supported with caveats", "contradicted", "inconclusive", "not run")
@@ -49,22 +50,42 @@ class Verdict:
 Thresholds = dict[str, float]
 
 
+Read = tuple[str, dict[str, Any] | None]
+
+
+def _r(experiment: str, **params: Any) -> Read:
+    """A read: the records of ``experiment`` whose params include ``params``."""
+    return (experiment, params)
+
+
+def _info(experiment: str) -> Read:
+    """A read of what ``experiment`` recorded about the machine (run.json ``info``), not of its cases."""
+    return (experiment, None)
+
+
 @dataclasses.dataclass(frozen=True)
 class Claim:
-    """A claim of the explainer, the experiments its rule reads, and the rule.
+    """A claim of the explainer, the records its rule reads, and the rule.
 
-    ``rule(evidence, thresholds)`` decides from measured records; ``compiled(evidence, verdict,
-    thresholds)`` adds what programs compiled for a GPU (not run) show. ``template`` is the rule in
-    words, with a ``{name}`` for each threshold it applies.
+    ``reads``: every request the rule may make of its evidence (an experiment and the params its records
+    must include); the rule may ask for narrower ones, never wider (tests/test_claims.py). They decide the
+    ledger's links and which cases a budgeted run measures first. ``rule(evidence, thresholds)`` decides
+    from measured records; ``compiled(evidence, verdict, thresholds)`` adds what programs compiled for a
+    GPU (not run) show. ``template`` is the rule in words, with a ``{name}`` for each threshold it applies.
     """
 
     id: str
     text: str
-    experiments: tuple[str, ...]
+    reads: tuple[Read, ...]
     template: str
     rule: Callable[[Evidence, Thresholds], Verdict]
     compiled: Callable[[Evidence, Verdict, Thresholds], Verdict] | None = None
     thresholds: Thresholds = dataclasses.field(default_factory=dict)
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        """The experiments the rule reads, in the order its reads name them."""
+        return tuple(dict.fromkeys(e for e, _ in self.reads))
 
     @property
     def rule_text(self) -> str:
@@ -100,7 +121,8 @@ def _c01(e, th):
     if not (cpu and gpu):
         return _not_run("GPU devices")
     ratio = gpu[0].metrics["parallel_lanes"] / cpu[0].metrics["parallel_lanes"]
-    return _grade(ratio, th["good"], th["caveat"], f"GPU {gpu[0].metrics['parallel_lanes']:.0f} vs CPU {cpu[0].metrics['parallel_lanes']:.0f} "
+    return _grade(ratio, th["good"], th["caveat"],
+                  f"GPU {gpu[0].metrics['parallel_lanes']:.0f} vs CPU {cpu[0].metrics['parallel_lanes']:.0f} "
                                   f"parallel fp32 lanes ({ratio:.0f}x); CPU cores {cpu[0].metrics['cores']:.0f}")
 
 
@@ -202,21 +224,24 @@ def _c07(e, th):
         return Verdict("not run", f"no GPU time-to-target records; {GPU_HINT}{extra}")
     w = both[-1]
     grow = ", ".join(f"width {x}: {cpu[x] / gpu[x]:.1f}x" for x in both)
-    return _grade(cpu[w] / gpu[w], th["good"], th["caveat"], f"time to the target accuracy at width {w}: CPU {cpu[w]:.3g} s, GPU "
+    return _grade(cpu[w] / gpu[w], th["good"], th["caveat"],
+                  f"time to the target accuracy at width {w}: CPU {cpu[w]:.3g} s, GPU "
                                           f"{gpu[w]:.3g} s ({cpu[w] / gpu[w]:.1f}x; by width: {grow})")
 
 
 def _c08(e, th):
-    recs = {r.params["direction"]: r for r in e.ok("transfer", "gpu") if "direction" in r.params}
+    compared = ("on_device_copy", "host_to_device")
+    recs = [r for d in compared for r in e.ok("transfer", "gpu", direction=d)]
     if not recs:
         return _not_run("GPU transfer")
-    big = max(r.params["bytes"] for r in recs.values())
-    at = {r.params["direction"]: r.metrics["gbytes_per_s"] for r in e.ok("transfer", "gpu", bytes=big)}
+    big = max(r.params["bytes"] for r in recs)
+    at = {r.params["direction"]: r.metrics["gbytes_per_s"] for r in recs if r.params["bytes"] == big}
     if not {"on_device_copy", "host_to_device"} <= set(at):
         return Verdict("not run", f"the GPU transfer records at {big} bytes lack "
                                   f"{', '.join(sorted({'on_device_copy', 'host_to_device'} - set(at)))}")
     ratio = at["on_device_copy"] / at["host_to_device"]
-    return _grade(ratio, th["good"], th["caveat"], f"on-device copy {at.get('on_device_copy', 0):.0f} GB/s vs host->device "
+    return _grade(ratio, th["good"], th["caveat"],
+                  f"on-device copy {at.get('on_device_copy', 0):.0f} GB/s vs host->device "
                                  f"{at.get('host_to_device', 0):.1f} GB/s ({ratio:.0f}x)")
 
 
@@ -285,7 +310,7 @@ def _c10(e, th):
 
 
 def _c11(e, th):
-    recs = [r for r in e.ok("tensor_parallel") if r.params["data"] == 1]
+    recs = e.ok("tensor_parallel", data=1)
     if not recs:
         return _not_run("tensor_parallel")
     backend = max(recs, key=lambda r: r.params["model"]).backend
@@ -307,7 +332,8 @@ def _c11(e, th):
 
 def _c12(e, th):
     recs = {r.params["preset"]: r for r in e.ok("precision", "gpu", case="sweep", impl="jax")
-            if r.params["n"] == max((x.params["n"] for x in e.ok("precision", "gpu", case="sweep")), default=0)}
+            if r.params["n"] == max((x.params["n"] for x in e.ok("precision", "gpu", case="sweep", impl="jax")),
+                                    default=0)}
     if "bf16" not in recs or "fp32" not in recs:
         return _not_run("GPU precision")
     ratio = derive.time_ratio(recs["fp32"].metrics, recs["bf16"].metrics)
@@ -316,7 +342,7 @@ def _c12(e, th):
 
 
 def _c13(e, th):
-    backends = sorted({r.backend for r in e.records("precision")}, key=lambda b: b != "gpu")
+    backends = sorted({r.backend for r in e.ok("precision", case="sweep", impl="jax")}, key=lambda b: b != "gpu")
     if not backends:
         return _not_run("precision")
     b = backends[0]
@@ -409,7 +435,7 @@ def _c16(e, th):
 
 def _c17(e, th):
     # an "unsupported" agreement case (one device: nothing to split) is no evidence either way
-    agree = [r for r in e.records("data_parallel", "ok", "failed") if r.params.get("case") == "agreement"]
+    agree = e.records("data_parallel", "ok", "failed", case="agreement")
     if not agree:
         return _not_run("data_parallel")
     bad = [r for r in agree if r.status != "ok"]
@@ -544,69 +570,96 @@ def _c17_compiled(e: Evidence, v: Verdict, th: Thresholds) -> Verdict:
                     f"{r.metrics['gradient_bytes'] / 1e6:.1f} MB of gradients ({_target(e)})")
 
 
-# Each claim: its id, the explainer's words, the experiments its rule reads (exactly those: the door logs
-# them and tests/test_claims.py holds each rule to its list), the rule in words with its thresholds as
-# fields, the rule, its compile-time hook, and the thresholds.
+# Each claim: its id, the explainer's words, the records its rule reads (no wider: the door logs every request
+# and tests/test_claims.py holds each rule to its reads), the rule in words with its thresholds as fields, the
+# rule, its compile-time hook, and the thresholds.
 CLAIMS: tuple[Claim, ...] = (
-    Claim("C01", "A CPU has a few powerful cores; a GPU thousands of simple ones.", ("devices",),
+    Claim("C01", "A CPU has a few powerful cores; a GPU thousands of simple ones.",
+          (_r("devices", role="accelerator"), _r("devices", role="cpu")),
           "supported if the GPU has >= {good:g}x the CPU's parallel fp32 lanes (caveats >= {caveat:g}x)", _c01,
           thresholds={"good": 100, "caveat": 10}),
-    Claim("C02", "Deep learning is mostly multiply-adds, mostly matrix multiplication.", ("op_mix",),
+    Claim("C02", "Deep learning is mostly multiply-adds, mostly matrix multiplication.",
+          (_r("op_mix", model="mlp"),),
           "supported if matmul is >= {flops:.0%} of FLOPs and >= {time:.0%} of time of the widest MLP step whose "
           "time splits (caveats: FLOPs only; contradicted: < {flops:.0%} of FLOPs)", _c02,
           thresholds={"flops": 0.9, "time": 0.5}),
-    Claim("C03", "[[1,2],[3,4]] x [[5,6],[7,8]]: the top-left entry is 1*5 + 2*7 = 19.", ("matmul",),
+    Claim("C03", "[[1,2],[3,4]] x [[5,6],[7,8]]: the top-left entry is 1*5 + 2*7 = 19.",
+          (_r("matmul", case="worked_example"),),
           "supported if the product is exact on every backend and dtype tried", _c03),
-    Claim("C04", "Every output entry is independent, so the work parallelises.", ("threads",),
+    Claim("C04", "Every output entry is independent, so the work parallelises.",
+          (_r("threads"),),
           "supported if matmul speed-up on N cores >= {good:g} N (caveats >= {caveat:g} N)", _c04,
           thresholds={"good": 0.7, "caveat": 0.3}),
-    Claim("C05", "One hard problem: the fast single worker wins; a million easy ones: the crowd.", ("serial_parallel",),
+    Claim("C05", "One hard problem: the fast single worker wins; a million easy ones: the crowd.",
+          (_r("serial_parallel", kind="independent", variant="vectorized"),
+           _r("serial_parallel", kind="recurrence", variant="scan")),
           "supported if the CPU wins the smallest N and the serial recurrence and the GPU the largest N (caveats: 2 "
           "of the 3; contradicted: fewer)", _c05),
-    Claim("C06", "A CPU computes mostly serially, a GPU in parallel, so far faster.", ("serial_parallel",),
+    Claim("C06", "A CPU computes mostly serially, a GPU in parallel, so far faster.",
+          (_r("serial_parallel", kind="independent", variant="vectorized"),
+           _r("serial_parallel", kind="independent", variant="python_loop")),
           "supported if the GPU is >= {good:g}x the CPU at the largest vectorised N (caveats >= {caveat:g}x)", _c06,
           thresholds={"good": 10, "caveat": 2}),
-    Claim("C07", "GPUs turn days of training into hours.", ("training",),
+    Claim("C07", "GPUs turn days of training into hours.",
+          (_r("training", case="to_target"),),
           "supported if the GPU reaches the teacher task's target accuracy >= {good:g}x sooner at the widest model "
           "(caveats >= {caveat:g}x)", _c07, thresholds={"good": 10, "caveat": 2}),
-    Claim("C08", "VRAM is the GPU's desk: data being worked on must sit there.", ("transfer",),
+    Claim("C08", "VRAM is the GPU's desk: data being worked on must sit there.",
+          (_r("transfer", direction="on_device_copy"), _r("transfer", direction="host_to_device")),
           "supported if an on-device copy is >= {good:g}x faster than host->device (caveats >= {caveat:g}x)", _c08,
           thresholds={"good": 5, "caveat": 1.5}),
-    Claim("C09", "Bandwidth keeps the cores fed, so cores never wait.", ("op_mix", "roofline"),
+    Claim("C09", "Bandwidth keeps the cores fed, so cores never wait.",
+          (_r("op_mix"), _r("roofline")),
           "contradicted if in any measured train step the ops outside matmul take >= {wait_time:.0%} of the time and "
           ">= {wait_factor:g}x their FLOP share (cores wait on memory); supported if in every step their time share "
           "<= {slack_factor:g}x their FLOP share + {slack:.0%}; caveats between", _c09,
           thresholds={"wait_time": 0.1, "wait_factor": 10, "slack_factor": 2, "slack": 0.05}),
-    Claim("C10", "A model must fit in VRAM; training needs much more than the weights.", ("inference", "memory_fit"),
+    Claim("C10", "A model must fit in VRAM; training needs much more than the weights.",
+          (_r("inference", case="train_vs_infer"), _r("memory_fit", case="mlp_train"),
+           _r("memory_fit", case="transformer", model="7B", preset="bf16", mode="train"),
+           _r("memory_fit", case="transformer", model="7B", preset="bf16", mode="inference"),
+           _r("memory_fit", case="plan")),
           "supported if a train step needs >= {ratio:g}x the memory of an inference step (XLA's count) and the "
           "estimator holds within {tolerance:.0%} of XLA on fitted and held-out configs (caveats: it misses some; "
           "contradicted below {ratio:g}x)", _c10, _c10_compiled, thresholds={"ratio": 2, "tolerance": 0.15}),
-    Claim("C11", "Models too large for one GPU are split across several.", ("tensor_parallel",),
+    Claim("C11", "Models too large for one GPU are split across several.",
+          (_r("tensor_parallel", data=1),),
           "supported if outputs are unchanged (rel. error < {rel_error:g}) and each of m devices holds <= {share:g}/m "
           "of the one-device step's memory (caveats: < {caveat:.0%}; contradicted: more, or outputs differ)", _c11,
           _c11_compiled, thresholds={"rel_error": 1e-5, "share": 1.4, "caveat": 0.75}),
-    Claim("C12", "Tensor Cores do whole tiles at once, much faster than ordinary cores.", ("precision",),
+    Claim("C12", "Tensor Cores do whole tiles at once, much faster than ordinary cores.",
+          (_r("precision", case="sweep", impl="jax"), _r("precision", case="plan")),
           "supported if GPU bf16 matmul is >= {good:g}x fp32 (HIGHEST) (caveats >= {caveat:g}x)", _c12, _c12_compiled,
           thresholds={"good": 5, "caveat": 2}),
-    Claim("C13", "Lower precision is faster and smaller at a small cost in accuracy.", ("precision",),
+    Claim("C13", "Lower precision is faster and smaller at a small cost in accuracy.",
+          (_r("precision", case="sweep", impl="jax"),),
           "supported if bf16, fp16 and int8 are each > {speedup:g}x fp32 (at the slow end of the quartile spread) "
           "with error < {error:g} (caveats: some are; inconclusive: a spread straddles {speedup:g}x)", _c13,
           thresholds={"speedup": 1.1, "error": 2e-2}),
-    Claim("C14", "Numbers can be stored with fewer digits; fewer digits cost less.", ("precision", "bandwidth"),
+    Claim("C14", "Numbers can be stored with fewer digits; fewer digits cost less.",
+          (_r("precision", case="accumulate"), _r("bandwidth", kernel="triad", impl="jax", variant="jit")),
           "supported if a bf16 accumulator loses > {loss:.0%} of a sum fp32 keeps and a memory-bound triad moves "
           ">= {good:g}x the values per second in bf16 (caveats >= {caveat:g}x; contradicted if bf16 is no faster per "
           "value)", _c14, thresholds={"loss": 0.1, "good": 1.5, "caveat": 1.0}),
-    Claim("C15", "CUDA and libraries like cuDNN make the hardware usable.", ("compiler", "op_mix", "precision"),
+    Claim("C15", "CUDA and libraries like cuDNN make the hardware usable.",
+          (_r("compiler"), _r("op_mix", case="plan"), _r("precision", case="plan")),
           "supported if jit is >= {good:g}x op-by-op and the GPU program calls vendor libraries (caveats: CPU only; "
-          "contradicted if jit runs below {floor:g}x op-by-op)", _c15, _c15_compiled, thresholds={"good": 1.5, "floor": 1.0}),
-    Claim("C16", "Training and inference both run on GPUs; training is the heavier job.", ("inference",),
+          "contradicted if jit runs below {floor:g}x op-by-op)", _c15, _c15_compiled,
+          thresholds={"good": 1.5, "floor": 1.0}),
+    Claim("C16", "Training and inference both run on GPUs; training is the heavier job.",
+          (_r("inference", case="train_vs_infer"),),
           "supported if a train step costs >= {good:g}x an inference step in time and FLOPs (caveats >= {caveat:g}x)",
           _c16, thresholds={"good": 2, "caveat": 1.2}),
-    Claim("C17", "Several GPUs work together on one job.", ("data_parallel", "collectives", "distributed"),
+    Claim("C17", "Several GPUs work together on one job.",
+          (_r("data_parallel", case="agreement"), _r("collectives", collective="all_reduce"), _r("distributed"),
+           _r("data_parallel", case="strong", variant="jit_sharding"),
+           _r("data_parallel", case="plan", variant="jit_sharding")),
           "supported if every data-parallel implementation matches one device and GPUs scale at >= {good:.0%} "
           "efficiency (caveats >= {caveat:.0%}, or CPU host devices that cannot show a speed-up; contradicted: a "
           "mismatch or < {caveat:.0%})", _c17, _c17_compiled, thresholds={"good": 0.7, "caveat": 0.3}),
-    Claim("C18", "NVIDIA GPUs power AI through hardware plus software.", ("precision", "training", "matmul"),
+    Claim("C18", "NVIDIA GPUs power AI through hardware plus software.",
+          (_r("precision", case="sweep", impl="jax", preset="bf16"), _r("training", case="throughput", impl="jax"),
+           _info("matmul")),
           "supported if the GPU's bf16 matmul reaches >= {peak:.0%} of its datasheet peak through the libraries XLA "
           "calls and its train step is >= {speedup:g}x the CPU's (caveats: one of the two; contradicted: neither)",
           _c18, thresholds={"peak": 0.5, "speedup": 10}),
@@ -623,6 +676,12 @@ def by_id(cid: str) -> Claim:
         if c.id == cid:
             return c
     raise KeyError(f"no claim {cid!r}; known: {', '.join(c.id for c in CLAIMS)}")
+
+
+def rests_on(experiment: str, params: dict[str, Any]) -> bool:
+    """Whether a verdict rests on this case: some claim reads the records of ``experiment`` with these params.
+    A budgeted run measures these cases first (``experiments.run`` hands this to the harness)."""
+    return any(e == experiment and covers(want, params) for c in CLAIMS for e, want in c.reads if want is not None)
 
 
 def for_experiment(name: str) -> tuple[str, ...]:
@@ -648,7 +707,7 @@ def decide(claim: Claim, measured: Evidence, compiled: Evidence | None = None,
 def _sharing(evidence: Evidence, other: Evidence) -> Evidence:
     """``evidence``'s records, logging what is read into ``other``'s log."""
     out = evidence.fresh()
-    out.read = other.read
+    out.log = other.log
     return out
 
 

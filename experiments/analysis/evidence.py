@@ -1,11 +1,10 @@
 """The one door a claim's rule reads records through, and the log of what it read.
 
-A rule asks ``Evidence`` for records by experiment (``ok``, ``records``), for one run's share of them
-(``of``), for the GPU run and the CPU run beside it (``paired``) and for what an experiment recorded about
-the machine (``info``). Each request names its experiment, and the door keeps the names: the ledger can
-then say which experiments each verdict rests on, and a test holds every rule to its claim's declared
-experiments (``Claim.experiments``), which decide the ledger's links and which cases a budgeted run
-measures first.
+A rule asks ``Evidence`` for records by experiment and params (``ok``, ``records``), for one run's share
+of them (``of``), for the GPU run and the CPU run beside it (``paired``) and for what an experiment recorded
+about the machine (``info``). The door logs every request (``Log``): a test holds every rule to its
+claim's declared reads (``Claim.reads``), which decide the ledger's links and the cases a budgeted run
+measures first (``claims.rests_on``).
 
 Records come back with their metrics and params guarded: a rule that asks for a metric a record lacks
 (an older run, a damaged file) raises ``MissingField``, which the ledger turns into "not run". Any
@@ -45,26 +44,46 @@ def _guard(rec: Record) -> Record:
                                params=_Guarded(rec.params, where + "'s params"))
 
 
+@dataclasses.dataclass
+class Log:
+    """What a rule asked the door for: (experiment, the params its records had to include), or (experiment,
+    None) for what an experiment recorded about the machine rather than a case."""
+
+    reads: list[tuple[str, dict[str, Any] | None]] = dataclasses.field(default_factory=list)
+
+
+def covers(declared: dict[str, Any] | None, asked: dict[str, Any] | None) -> bool:
+    """Whether a declared read covers what was asked: every record the request can return matches it."""
+    if declared is None or asked is None:
+        return declared is None and asked is None
+    return all(k in asked and asked[k] == v for k, v in declared.items())
+
+
 class Evidence:
     """``(Run, Record)`` pairs seen through the door: every experiment read is logged in ``read``."""
 
-    def __init__(self, pairs: Iterable[tuple[Run, Record]], read: set[str] | None = None):
+    def __init__(self, pairs: Iterable[tuple[Run, Record]], log: Log | None = None):
         self._pairs = [(run, rec if isinstance(rec.metrics, _Guarded) else _guard(rec)) for run, rec in pairs]
-        self.read: set[str] = set() if read is None else read
+        self.log = Log() if log is None else log
+
+    @property
+    def read(self) -> set[str]:
+        """The experiments read so far."""
+        return {experiment for experiment, _ in self.log.reads}
 
     def fresh(self) -> Evidence:
         """The same records with an empty log (each rule gets its own)."""
-        return _with(self._pairs, set())
+        return _with(self._pairs, Log())
 
-    def records(self, experiment: str, *statuses: str) -> list[Record]:
-        """Every record of ``experiment`` (with one of ``statuses``, when given), any status."""
-        self.read.add(experiment)
-        return [r for _, r in self._pairs if r.experiment == experiment and (not statuses or r.status in statuses)]
+    def records(self, experiment: str, *statuses: str, **params: Any) -> list[Record]:
+        """The records of ``experiment`` (with one of ``statuses``, when given) whose params include ``params``."""
+        self.log.reads.append((experiment, dict(params)))
+        return [r for _, r in self._pairs if r.experiment == experiment and (not statuses or r.status in statuses)
+                and all(r.params.get(k) == v for k, v in params.items())]
 
     def ok(self, experiment: str, backend: str | None = None, **params: Any) -> list[Record]:
         """The ``ok`` records of ``experiment`` on ``backend`` (any when None) whose params include ``params``."""
-        return [r for r in self.records(experiment, "ok") if (backend is None or r.backend == backend)
-                and all(r.params.get(k) == v for k, v in params.items())]
+        return [r for r in self.records(experiment, "ok", **params) if backend is None or r.backend == backend]
 
     @property
     def runs(self) -> list[Run]:
@@ -78,16 +97,16 @@ class Evidence:
         return (gpu, cpu_partner(gpu, runs)) if gpu is not None else (None, None)
 
     def of(self, run: Run | None) -> Evidence:
-        """The evidence of one run (all of it when ``run`` is None), logging into the same ``read``."""
-        return _with([(r, x) for r, x in self._pairs if run is None or r is run], self.read)
+        """The evidence of one run (all of it when ``run`` is None), logging into the same log."""
+        return _with([(r, x) for r, x in self._pairs if run is None or r is run], self.log)
 
     def info(self, run: Run, experiment: str) -> dict[str, Any]:
-        """What ``experiment`` recorded about the machine of ``run`` (run.json ``info``)."""
-        self.read.add(experiment)
+        """What ``experiment`` recorded about the machine of ``run`` (run.json ``info``; no case's record)."""
+        self.log.reads.append((experiment, None))
         return (run.meta.get("info", {}) or {}).get(experiment) or {}
 
 
-def _with(guarded: Pairs, read: set[str]) -> Evidence:
-    out = Evidence((), read)
+def _with(guarded: Pairs, log: Log) -> Evidence:
+    out = Evidence((), log)
     out._pairs = guarded
     return out

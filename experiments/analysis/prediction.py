@@ -16,7 +16,6 @@ records turn the prediction for its GPU into an error.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 
 from jaxgpu import hardware, presets, results
 from jaxgpu import prediction as predict
@@ -55,7 +54,7 @@ def measured_roofs(run: results.Run, recs: list[results.Record]) -> predict.Roof
     if not (mm and fma and bw and tiny):
         return None
     flops = {"fp32": max(mm) * 1e9, "elementwise": max(fma) * 1e9}
-    for name, p in presets.PRESETS.items():  # the sweep's best rate of each preset, where it has one
+    for name in presets.PRESETS:  # the sweep's best rate of each preset, where it has one
         best = [r.metrics["gflops"] for r in ok if r.experiment == "precision" and r.params.get("preset") == name
                 and r.params.get("impl") == "jax" and "gflops" in r.metrics]
         if best and name != "fp32":

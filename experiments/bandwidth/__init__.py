@@ -70,8 +70,8 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     n = main_elements(cfg)
     out = []
 
-    def add(params, fn, cost, key=False):
-        out.append(Case(params, fn, cost, key))
+    def add(params, fn, cost):
+        out.append(Case(params, fn, cost))
 
     # a new size, dtype or layout draws three new arrays on the device (_arrays keeps one set)
     for s in [s for s in cfg.sweep if s < n]:
@@ -82,8 +82,8 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
         kernels = workload.KERNELS if dtype == "float32" else ("triad",)
         for i, k in enumerate(kernels):
             add({"kernel": k, "impl": "jax", "variant": "jit", "n": n, "dtype": dtype},
-                functools.partial(_measure.stream, k, "jit", n, dtype, cfg, ctx), _cost(k, "jit", n, dtype, cfg, ctx, draws=i == 0),
-                key=k == "triad" and dtype == "float32")
+                functools.partial(_measure.stream, k, "jit", n, dtype, cfg, ctx), _cost(k, "jit", n, dtype, cfg, ctx,
+                                                                                        draws=i == 0))
     add({"kernel": "triad", "impl": "jax", "variant": "loop", "n": n, "dtype": "float32"},
         functools.partial(_measure.stream, "triad", "loop", n, "float32", cfg, ctx),
         _cost("triad", "loop", n, "float32", cfg, ctx, draws=True))
@@ -97,16 +97,15 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
         for allocator in ("system", "tuned"):
             add({"kernel": "triad", "impl": "jax", "variant": "process", "allocator": allocator, "n": n,
                  "dtype": "float32"}, functools.partial(_measure.process, allocator, n, cfg, ctx),
-                dataclasses.replace(_cost("triad", "jit", n, "float32", cfg, ctx, draws=True), fixed_s=PROCESS_START_S),
-                key=True)
+                dataclasses.replace(_cost("triad", "jit", n, "float32", cfg, ctx, draws=True), fixed_s=PROCESS_START_S))
     peers = ["torch"] if devices.torch_available() else []
     if ctx.platform == "cpu":
         peers.insert(0, "numpy")
     for impl in peers:
         for k in ("copy", "triad"):
             add({"kernel": k, "impl": impl, "variant": "peer", "n": n, "dtype": "float32"},
-                functools.partial(_measure.peer, impl, k, n, "float32", cfg, ctx), _cost(k, "peer", n, "float32", cfg, ctx, impl),
-                key=k == "triad")
+                functools.partial(_measure.peer, impl, k, n, "float32", cfg, ctx), _cost(k, "peer", n, "float32", cfg,
+                                                                                         ctx, impl))
     return out
 
 

@@ -6,7 +6,6 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from jaxgpu import report as rp
@@ -23,7 +22,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     series, limits, notes = [], [], []
     for label, (run, recs) in rp.by_run(good).items():
         jit = sorted((x.params["n"] * 4, x.metrics["gbytes_per_s"]) for x in recs
-                     if x.params["kernel"] == "triad" and x.params["variant"] == "jit" and x.params["dtype"] == "float32")
+                     if x.params["kernel"] == "triad" and x.params["variant"] == "jit"
+                     and x.params["dtype"] == "float32")
         if jit:
             series.append(rp.Series(f"{label} JAX triad (jit)", [p[0] / 2**20 for p in jit], [p[1] for p in jit],
                                     style=rp.style(run)))
@@ -43,7 +43,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                            logy=len({run.env.get("backend") for run, _ in good}) > 1)  # a GPU's is 100x a CPU's
         sec.plots.append(rp.Plot("bandwidth_triad", fig, " ".join(n for n in notes if n)))
     rows = []
-    for run, x in sorted(rp.measured(good), key=lambda p: (p[0].label, p[1].params["n"], p[1].params["kernel"], p[1].params["impl"])):
+    for run, x in sorted(rp.measured(good), key=lambda p: (p[0].label, p[1].params["n"], p[1].params["kernel"],
+                                                           p[1].params["impl"])):
         m = x.metrics
         variant = x.params["variant"] + (f" ({x.params['allocator']} malloc)" if "allocator" in x.params else "")
         rows.append([run.label, x.params["impl"], variant, x.params["kernel"], x.params["dtype"],
@@ -83,7 +84,8 @@ def _takeaway(label: str, run, recs) -> str:
     text += _allocators(at, pages)
     hw = run.hardware
     if hw and hw.memory_bw_gbps:
-        text += f"; {best.metrics['gbytes_per_s'] / hw.memory_bw_gbps:.0%} of the {hw.memory_bw_gbps:.0f} GB/s datasheet"
+        text += (f"; {best.metrics['gbytes_per_s'] / hw.memory_bw_gbps:.0%} of the {hw.memory_bw_gbps:.0f} GB/s "
+                 "datasheet")
     info = run.meta.get("info", {}).get("bandwidth", {})
     llc = info.get("llc_bytes")
     if llc and n * 4 < 4 * llc:

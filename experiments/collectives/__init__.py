@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from jaxgpu import results, workload
+from jaxgpu import workload
 
-from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+from experiments.contract import Case, Cost, Deferred, Experiment, RunContext, one_device_case
 
 _measure = Deferred(f"{__name__}.measure")
 
@@ -39,20 +39,15 @@ PROFILES = {
 }
 
 
-def _single_device(name: str, ctx: RunContext):
-    raise results.Unsupported(f"{name} over 1 device moves no data (this run has one {ctx.device_kind}); "
-                              "run with --devices N on CPU, or on a machine with several GPUs")
-
-
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     if ctx.n_devices < 2:
-        return [Case({"collective": c, "devices": 1}, functools.partial(_single_device, c, ctx), Cost.none(),
-                     key=c == "all_reduce") for c in cfg.collectives]
+        return [one_device_case({"collective": c, "devices": 1}, f"{c} over 1 device moves no data", ctx)
+                for c in cfg.collectives]
     k = ctx.n_devices
     # the float64 reference of every device's buffer is host work
     cost = lambda b: Cost(bytes=2.0 * b * k, target_s=cfg.target_s, host_bytes=64.0 * b * k, calls=2)
-    return [Case({"collective": c, "bytes": b, "devices": k}, functools.partial(_measure.collective, c, b, cfg, ctx), cost(b),
-                 key=c == "all_reduce") for c in cfg.collectives for b in cfg.sizes]
+    return [Case({"collective": c, "bytes": b, "devices": k}, functools.partial(_measure.collective, c, b, cfg, ctx),
+                 cost(b)) for c in cfg.collectives for b in cfg.sizes]
 
 
 EXPERIMENT = Experiment(

@@ -22,7 +22,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                           "path, not a link between chips.")
     good = rp.ok(pairs, "collectives")
     series, notes = [], []
-    for label, (run, recs) in rp.by_run(good).items():
+    for label, (_run, recs) in rp.by_run(good).items():
         for name in rp.first_seen(x.params["collective"] for x in recs):
             pts = sorted((x.params["bytes"], x.metrics["gbytes_per_s"]) for x in recs if x.params["collective"] == name)
             if pts:

@@ -27,9 +27,10 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         if x.params["program"] == "gelu_chain" and "runs_to_amortise_compile" in m:
             notes.append(f"On {run.label} the 9-op GELU chain ran {m['speedup']:.1f}x faster jitted than op by op "
                          f"({m.get('dispatch_s_per_op', 0) * 1e6:.1f} us saved per op), fused into "
-                         f"{int(m['fusions_after'])} fusion(s); compiling took {m['compile_s'] * 1e3:.0f} ms, repaid after "
-                         f"{m.get('runs_to_amortise_compile', float('nan')):.0f} runs. Bytes moved: "
-                         f"{m['unfused_bytes'] / 2**20:.0f} MiB unfused vs {m.get('fused_bytes', float('nan')) / 2**20:.0f} "
+                         f"{int(m['fusions_after'])} fusion(s); compiling took {m['compile_s'] * 1e3:.0f} ms, "
+                         f"repaid after {m.get('runs_to_amortise_compile', float('nan')):.0f} runs. Bytes moved: "
+                         f"{m['unfused_bytes'] / 2**20:.0f} MiB unfused vs "
+                         f"{m.get('fused_bytes', float('nan')) / 2**20:.0f} "
                          "MiB fused (XLA cost analysis).")
     sec.tables.append(rp.Table(["run", "program", "op-by-op us", "jit us", "speed-up", "compile ms", "runs to amortise",
                                 "top-level HLO ops", "fusions", "MiB unfused", "MiB fused"], rows,

@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from jaxgpu import fit, results, workload
+from jaxgpu import fit, workload
 
-from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+from experiments.contract import Case, Cost, Deferred, Experiment, RunContext, one_device_case
 
 _measure = Deferred(f"{__name__}.measure")
 
@@ -51,21 +51,16 @@ PROFILES = {
 }
 
 
-def _one_device(ctx: RunContext):
-    raise results.Unsupported(f"data parallel over 1 device splits nothing (this run has one {ctx.device_kind}); "
-                              "run with --devices N on CPU, or on a machine with several GPUs")
-
-
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     counts = [k for k in cfg.device_counts if k <= ctx.n_devices]
     if len(counts) < 2:
-        return [Case({"case": "agreement", "devices": 1}, functools.partial(_one_device, ctx), Cost.none(), key=True)]
+        return [one_device_case({"case": "agreement", "devices": 1}, "data parallel over 1 device splits nothing", ctx)]
     p = fit.mlp_param_count(cfg.input_dim, cfg.widths, 10)
     step = lambda batch: dict(flops=6.0 * batch * p, bytes=16.0 * p, rng_bytes=4.0 * batch * cfg.input_dim)
     agree = Cost(compiles=0, step_compiles=2, min_iters=0, warmup=0, calls=2 * cfg.steps,
                  **step(cfg.global_batch))
     out = [Case({"case": "agreement", "variant": v, "devices": counts[-1]},
-                functools.partial(_measure.agreement, v, counts[-1], cfg, ctx), agree, key=True) for v in workload.DP_VARIANTS]
+                functools.partial(_measure.agreement, v, counts[-1], cfg, ctx), agree) for v in workload.DP_VARIANTS]
     ends = sorted({counts[0], counts[-1]})
     for mode, variants in (("strong", workload.DP_VARIANTS), ("weak", cfg.weak_variants)):
         for v in variants:
@@ -73,16 +68,14 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
                 batch = cfg.global_batch if mode == "strong" else cfg.per_device_batch * k
                 cost = Cost(compiles=1, step_compiles=1, target_s=2 * cfg.target_s, **step(batch))
                 out.append(Case({"case": mode, "variant": v, "devices": k},
-                                functools.partial(_measure.scaling, mode, v, k, cfg, ctx), cost,
-                                key=mode == "strong" and v == "jit_sharding"))
+                                functools.partial(_measure.scaling, mode, v, k, cfg, ctx), cost))
     return out
 
 
 def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
     cost = Cost(compiles=0, step_compiles=1, min_iters=0, warmup=0, calls=0)
-    return [Case({"case": "plan", "variant": v, "devices": k}, functools.partial(_measure.plan, v, k, cfg, ctx), cost,
-                 key=v == "jit_sharding") for v in ("jit_sharding", "shard_map") for k in (1, 2, 4, 8)
-            if k <= ctx.n_devices]
+    return [Case({"case": "plan", "variant": v, "devices": k}, functools.partial(_measure.plan, v, k, cfg, ctx), cost)
+            for v in ("jit_sharding", "shard_map") for k in (1, 2, 4, 8) if k <= ctx.n_devices]
 
 
 EXPERIMENT = Experiment(

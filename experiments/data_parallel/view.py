@@ -22,9 +22,9 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     rows = []
     for run, x in good:
         if x.params["case"] == "agreement":
+            v, k = x.params["variant"], x.params["devices"]
             speed = next((y.metrics["time_s_median"] for r2, y in good if r2 is run and y.params["case"] == "strong"
-                          and y.params["variant"] == x.params["variant"] and y.params["devices"] == x.params["devices"]),
-                         None)
+                          and y.params["variant"] == v and y.params["devices"] == k), None)
             rows.append([run.label, x.params["variant"], x.params["devices"], f"{x.metrics['rel_error']:.1e}",
                          f"{'yes' if x.metrics['rel_error'] <= TOLERANCE else 'no'}",
                          rp.fmt(speed * 1e3 if speed else None), int(x.metrics["lines_of_code"])])
@@ -40,7 +40,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
             ax = fig.add_subplot(1, 2, i + 1)
             for v in rp.first_seen(x.params["variant"] for x in recs if x.params["case"] in ("strong", "weak")):
                 pts = sorted((x.params["devices"], x.metrics["time_s_median"], x.metrics["predicted_time_s"],
-                              x.metrics["speedup"]) for x in recs if x.params["case"] == mode and x.params["variant"] == v)
+                              x.metrics["speedup"])
+                             for x in recs if x.params["case"] == mode and x.params["variant"] == v)
                 if not pts:
                     continue
                 (line,) = ax.plot([p[0] for p in pts], [p[1] * 1e3 for p in pts], "-o", markersize=4, label=v)
@@ -51,12 +52,14 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                                  f"{pts[-1][0]} devices ({pts[-1][3] / pts[-1][0]:.0%} efficiency), "
                                  f"{pts[-1][1] / pts[-1][2]:.2f}x the predicted step time.")
             rp.finish(fig, ax, xlabel="devices", ylabel="ms per step", logx=True,
-                      title=f"{mode} scaling ({'global batch fixed' if mode == 'strong' else 'batch per device fixed'})")
+                      title=f"{mode} scaling "
+                            f"({'global batch fixed' if mode == 'strong' else 'batch per device fixed'})")
         if notes:
             host = run.env.get("backend") == "cpu"
             caveat = (" These are CPU host devices sharing the same cores: the figure shows correctness and the "
                       "cost of splitting one machine's work, not a speed-up." if host else "")
-            sec.plots.append(rp.Plot(f"data_parallel_{len(sec.plots)}", fig, f"On {label}: " + " ".join(notes) + caveat))
+            sec.plots.append(rp.Plot(f"data_parallel_{len(sec.plots)}", fig,
+                                     f"On {label}: " + " ".join(notes) + caveat))
     sec.paragraphs += rp.not_ok(pairs)
     return sec
 

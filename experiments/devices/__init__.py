@@ -20,9 +20,9 @@ PROFILES = {(profile, "any"): Config() for profile in ("tiny", "quick", "full")}
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     out = [Case({"device": ctx.device_kind, "role": "accelerator" if ctx.platform == "gpu" else "cpu"},
-                functools.partial(_measure.device, ctx), Cost.none(), key=True)]
+                functools.partial(_measure.device, ctx), Cost.none())]
     if ctx.platform == "gpu":  # the host CPU of the same machine, for the side-by-side
-        out.append(Case({"device": "host cpu", "role": "cpu"}, _measure.host_cpu, Cost.none(), key=True))
+        out.append(Case({"device": "host cpu", "role": "cpu"}, _measure.host_cpu, Cost.none()))
     return out
 
 

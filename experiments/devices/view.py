@@ -27,7 +27,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         m = x.metrics
         name = x.params["device"] if x.params["device"] != "cpu" and x.params["device"] != "host cpu" else \
             f"{run.env.get('cpu_model', 'CPU')} ({int(m['cores'])} cores)"
-        rows.append([name, int(m["cores"]), rp.fmt(m.get("clock_ghz")), int(m["lanes_per_core"]), int(m["parallel_lanes"]),
+        rows.append([name, int(m["cores"]), rp.fmt(m.get("clock_ghz")), int(m["lanes_per_core"]),
+                     int(m["parallel_lanes"]),
                      rp.fmt(m.get("memory_gb")), rp.fmt(m.get("memory_bw_gbps")), rp.fmt(m["peak_fp32_tflops"]),
                      "estimate" if m["estimate"] else "datasheet"])
         bars.append((name[:28], m["parallel_lanes"]))

@@ -56,10 +56,10 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     n = ctx.processes or 2
     if worker_platform(ctx, n) != ctx.platform:
         return [Case({"processes": n, "worker_platform": ctx.platform}, functools.partial(_too_few_gpus, n, ctx),
-                     Cost.none(), key=True)]
+                     Cost.none())]
     return [Case({"processes": n, "worker_platform": worker_platform(ctx, n)},
                  functools.partial(_measure.job, n, cfg, ctx), Cost(compiles=0, min_iters=0, warmup=0, calls=0,
-                                                            fixed_s=2 * JOB_START_S + 0.05 * cfg.spec.steps), key=True)]
+                                                            fixed_s=2 * JOB_START_S + 0.05 * cfg.spec.steps))]
 
 
 EXPERIMENT = Experiment(

@@ -88,7 +88,8 @@ _GPU = dict(kernel_compile_s=0.1, gemm_compile_s=0.8, step_compile_s=2.0, dispat
 # (imports, data, shared compiles: 1.5 s); XLA:CPU's fresh output buffers are first-touched
 # on every call (page faults), which held the plain-jit triad near 10 GB/s; fused
 # elementwise arithmetic reached a fifth of the estimated fp32 peak (reports/cpu-reference).
-_CPU = dict(kernel_compile_s=0.05, gemm_compile_s=0.05, step_compile_s=0.8, dispatch_s=15e-6, loop_step_s=5e-9, flop_efficiency=0.6,
+_CPU = dict(kernel_compile_s=0.05, gemm_compile_s=0.05, step_compile_s=0.8, dispatch_s=15e-6, loop_step_s=5e-9,
+            flop_efficiency=0.6,
             elementwise_efficiency=0.2, bandwidth_gbps=10.0, host_gflops=20.0, host_gbps=4.0, rng_gbps=0.4,
             device_rng_gbps=0.3, experiment_setup_s=1.5, startup_s=3.0)
 
@@ -133,7 +134,8 @@ def plan(experiments: Sequence[tuple[str, Sequence[Case]]], m: Machine) -> list[
     """Per experiment: cases, compiles and estimated seconds on ``m``."""
     out = []
     for name, cases in experiments:
-        out.append(ExperimentPlan(name, len(cases), sum(c.cost.compiles + c.cost.gemm_compiles + c.cost.step_compiles for c in cases),
+        out.append(ExperimentPlan(name, len(cases),
+                                  sum(c.cost.compiles + c.cost.gemm_compiles + c.cost.step_compiles for c in cases),
                                   experiment_seconds(cases, m)))
     return out
 

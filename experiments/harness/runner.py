@@ -5,7 +5,8 @@ tests call it directly. A case that raises is recorded (``failed``, ``unsupporte
 ``does_not_fit`` with its one-line reason) and the run goes on.
 
 With a time budget (``budget_s``) the run measures every experiment's key cases first
-(the ones a claim's verdict rests on), then shares what is left among the experiments in
+(the ones a claim's verdict rests on, as the caller's ``rests_on`` says: the command line
+hands it ``experiments.analysis.claims.rests_on``), then shares what is left among the experiments in
 proportion to their estimated time (``experiments.harness.plan``), skipping what would not
 fit; run.json then says the run was cut and by how much, and ``--resume`` continues it.
 
@@ -59,9 +60,13 @@ class _Plan:
     estimate_s: float
 
 
+RestsOn = Callable[[str, dict[str, Any]], bool]
+
+
 def _build(names: Sequence[str], ctx: RunContext, profile: str, settings: dict | None,
-           done: set[str] = frozenset()) -> tuple[dict[str, Any], list[_Plan]]:
-    """The configs and, per experiment, the cases still to measure with their estimated seconds.
+           done: set[str] = frozenset(), rests_on: RestsOn | None = None) -> tuple[dict[str, Any], list[_Plan]]:
+    """The configs and, per experiment, the cases still to measure with their estimated seconds, each
+    case's ``key`` set by ``rests_on(experiment, params)`` where one is given.
 
     In compiled mode the cases are each experiment's ``compiled_cases`` (none where only timing
     can answer), built from its GPU config."""
@@ -73,6 +78,8 @@ def _build(names: Sequence[str], ctx: RunContext, profile: str, settings: dict |
         configs[name] = experiments.config(name, profile, ctx.platform, (settings or {}).get(name))
         make = (exp.compiled_cases or (lambda cfg, ctx: [])) if compiled else exp.cases
         cases = [c for c in make(configs[name], ctx) if results.case_key(name, c.params) not in done]
+        if rests_on is not None:
+            cases = [dataclasses.replace(c, key=rests_on(name, c.params)) for c in cases]
         plans.append(_Plan(name, exp, cases, plan_mod.experiment_seconds(cases, m)))
     plans.sort(key=lambda p: not p.exp.run_first)
     return configs, plans
@@ -189,7 +196,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
               resume: bool = False, seed: int = 0, host_devices: int | None = None, processes: int | None = None,
               trace_dir: str | Path | None = None, progress: bool = True, argv: Sequence[str] | None = None,
               log: Callable[[str], None] | None = None, budget_s: float | None = None, settings: dict | None = None,
-              compile_for: str | None = None) -> Path:
+              compile_for: str | None = None, rests_on: RestsOn | None = None) -> Path:
     """Runs the named experiments on ``platform`` and writes the result folder ``out_dir``.
 
     Args:
@@ -198,6 +205,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
       profile: "tiny" (tests), "quick" (the default study) or "full" (reference runs).
       out_dir: the result folder; with ``resume``, cases already recorded there are skipped.
       budget_s: measure key cases first and stop cleanly before this many seconds.
+      rests_on: ``rests_on(experiment, params)``: whether a verdict rests on the case (its key).
       settings: ``{experiment: {field: value}}`` applied to the profile's configs.
       compile_for: a ``jaxgpu.targets`` name ("h200"): compile each experiment's programs for that
         GPU on this machine's CPU and record what XLA:GPU plans (``mode: compiled``), running nothing.
@@ -210,7 +218,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
     done = _done(out_dir, resume, log)
     setting = _setting(platform, profile, seed, processes, compile_for)
     ctx = setting.ctx
-    configs, plans = _build(names, ctx, profile, settings, done)
+    configs, plans = _build(names, ctx, profile, settings, done, rests_on)
     run_id = results.new_run_id()
     meta = _meta(run_id, names, setting, configs, plans, profile=profile, seed=seed, host_devices=host_devices,
                  processes=processes, budget_s=budget_s, settings=settings, compile_for=compile_for, argv=argv)

@@ -32,12 +32,14 @@ PROFILES = {
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     p = fit.mlp_param_count(cfg.input_dim, cfg.widths, 10)
-    infer = lambda b: Cost(compiles=0, gemm_compiles=1, flops=2.0 * b * p, bytes=4.0 * p, target_s=cfg.target_s, rng_bytes=4.0 * b * cfg.input_dim)
-    out = [Case({"case": "batch", "batch": b}, functools.partial(_measure.infer, b, cfg, ctx), infer(b)) for b in cfg.batches]
+    infer = lambda b: Cost(compiles=0, gemm_compiles=1, flops=2.0 * b * p, bytes=4.0 * p, target_s=cfg.target_s,
+                           rng_bytes=4.0 * b * cfg.input_dim)
+    out = [Case({"case": "batch", "batch": b}, functools.partial(_measure.infer, b, cfg, ctx),
+                infer(b)) for b in cfg.batches]
     b = cfg.compare_batch
     # an inference loop and a train-step loop, each timed, and the train step compiled twice
     both = dataclasses.replace(infer(b), step_compiles=2, flops=8.0 * b * p, bytes=20.0 * p, target_s=2 * cfg.target_s)
-    out.append(Case({"case": "train_vs_infer", "batch": b}, functools.partial(_measure.compare, cfg, ctx), both, key=True))
+    out.append(Case({"case": "train_vs_infer", "batch": b}, functools.partial(_measure.compare, cfg, ctx), both))
     return out
 
 

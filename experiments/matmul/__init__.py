@@ -60,9 +60,8 @@ def _cost(impl: str, m: int, k: int, n: int, cfg: Config, ctx: RunContext, draws
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     impls = ["jax", *[p for p in cfg.peers if p != "torch" or devices.torch_available()]]
     shapes = [("square", s, s, s) for s in cfg.sizes] + [("mlp", *s) for s in cfg.shapes]
-    out = [Case({"case": "worked_example", "dtype": d}, functools.partial(_measure.worked, d, ctx), Cost(min_iters=0),
-                key=True) for d in cfg.worked_dtypes]
-    largest = max(cfg.sizes)
+    out = [Case({"case": "worked_example", "dtype": d}, functools.partial(_measure.worked, d, ctx), Cost(min_iters=0))
+           for d in cfg.worked_dtypes]
     for kind, m, k, n in shapes:
         for i, impl in enumerate(impls):
             if impl == "numpy" and ctx.platform == "gpu" and max(m, k, n) > cfg.peer_max_n:
@@ -70,7 +69,7 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
             params = {"shape": kind, "m": m, "k": k, "n": n, "dtype": "float32", "precision": "highest",
                       "impl": impl}
             out.append(Case(params, functools.partial(_measure.run_one, impl, m, k, n, cfg, ctx),
-                            _cost(impl, m, k, n, cfg, ctx, draws=i == 0), key=kind == "square" and n == largest))
+                            _cost(impl, m, k, n, cfg, ctx, draws=i == 0)))
     return out
 
 

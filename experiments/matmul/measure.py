@@ -31,7 +31,8 @@ def run_one(impl: str, m: int, k: int, n: int, cfg: Config, ctx: RunContext) -> 
     else:
         res = matmul.bench_torch(sets, "cuda" if ctx.platform == "gpu" else "cpu", cfg.target_s)
     if not res.rel_error <= FP32_TOLERANCE:
-        raise ArithmeticError(f"{impl} result off: rel_error {res.rel_error:.2e} > {FP32_TOLERANCE:.0e}; timing discarded")
+        raise ArithmeticError(f"{impl} result off: rel_error {res.rel_error:.2e} > {FP32_TOLERANCE:.0e}; "
+                              "timing discarded")
     out = res.metrics()
     peak = _peak(impl, ctx)
     if peak:

@@ -39,7 +39,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     if series:
         fig = rp.line_plot(series, xlabel="n (square n x n x n)", ylabel="GFLOP/s", limits=limits,
                            title="fp32 matmul throughput (precision=highest); band: interquartile range of repeats")
-        sec.plots.append(rp.Plot("matmul_gflops", fig, " ".join(l for l in lines if l)))
+        sec.plots.append(rp.Plot("matmul_gflops", fig, " ".join(line for line in lines if line)))
     sec.tables.append(_sweep_table(rp.ok(rp.measured(pairs), "matmul")))
     sec.tables.append(_worked_table(rp.measured(pairs)))
     for label, (run, _) in rp.by_run(rp.measured(pairs)).items():
@@ -106,7 +106,8 @@ def _worked_table(pairs) -> rp.Table:
         else:
             rows.append([run.label, x.params["dtype"], "-", f"{x.status}: {x.reason}"])
     return rp.Table(["run", "dtype", "top-left (1*5 + 2*7)", "[[19,22],[43,50]]"], rows,
-                    "Claim C03: the explainer's worked example on every dtype (low precision accumulates in fp32/int32)")
+                    "Claim C03: the explainer's worked example on every dtype (low precision accumulates in "
+                    "fp32/int32)")
 
 
 VIEW = View(section, None)

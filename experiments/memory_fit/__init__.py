@@ -48,15 +48,14 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     # the only way its peak can be read (see device_peak_bytes)
     val.sort(key=lambda v: fit.mlp_train(cfg.input_dim, v[0], 10, v[1], "adamw", v[2]).total)
     out, seen = [], set()
-    for i, (widths, batch, preset, held_out) in enumerate(val):
+    for widths, batch, preset, held_out in val:
         params = fit.mlp_param_count(cfg.input_dim, widths, 10)
         # the first config of a set of widths initialises its parameters op by op: a compile per op and shape
         p = {"case": "mlp_train", "widths": list(widths), "batch": batch, "preset": preset, "optimizer": "adamw"}
         out.append(Case({**p, "held_out": True} if held_out else p,
                         functools.partial(_measure.validate, widths, batch, preset, cfg, ctx),
                         Cost(compiles=2 if widths in seen else 25, step_compiles=1, flops=6.0 * batch * params,
-                             min_iters=0, warmup=0, calls=int(ctx.platform == "gpu"), host_bytes=16.0 * params),
-                        key=i == 0))
+                             min_iters=0, warmup=0, calls=int(ctx.platform == "gpu"), host_bytes=16.0 * params)))
         seen.add(widths)
     out.append(Case({"case": "mlp_train", "widths": list(cfg.too_big), "batch": 1024, "preset": "fp32",
                      "optimizer": "adamw"}, functools.partial(_measure.too_big, cfg, ctx), Cost.none()))
@@ -64,10 +63,10 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     for t in fit.TRANSFORMERS:
         for preset in ("fp32", "bf16", "fp16"):
             out.append(Case({"case": "transformer", "model": t.name, "preset": preset, "mode": "train"},
-                            functools.partial(_measure.table, t, preset, "train"), Cost.none(), key=True))
+                            functools.partial(_measure.table, t, preset, "train"), Cost.none()))
         for preset in ("fp32", "bf16", "fp8_e4m3", "int8"):
             out.append(Case({"case": "transformer", "model": t.name, "preset": preset, "mode": "inference"},
-                            functools.partial(_measure.table, t, preset, "inference"), Cost.none(), key=True))
+                            functools.partial(_measure.table, t, preset, "inference"), Cost.none()))
     return out
 
 
@@ -75,8 +74,9 @@ def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
     configs = [(w, b, p) for w in cfg.widths for b in cfg.batches for p in cfg.presets]
     configs.append((cfg.too_big, 1024, "fp32"))  # about 210 GB: XLA:GPU's plan says where it fits, on no device
     return [Case({"case": "plan", "widths": list(w), "batch": b, "preset": p, "optimizer": "adamw"},
-                 functools.partial(_measure.plan, w, b, p, cfg, ctx), Cost(compiles=0, step_compiles=1, min_iters=0, warmup=0,
-                                                                   calls=0), key=i == 0 or w == cfg.too_big)
+                 functools.partial(_measure.plan, w, b, p, cfg, ctx), Cost(compiles=0, step_compiles=1, min_iters=0,
+                                                                           warmup=0,
+                                                                   calls=0))
             for i, (w, b, p) in enumerate(configs)]
 
 

@@ -32,7 +32,8 @@ def validate(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, f
     measured = timing.memory_bytes(compiled)
     out = {"bytes_predicted": float(est.total), "bytes_measured": float(measured),
            "prediction_error": est.total / measured - 1, "params": float(est.params / 4),
-           "temp_bytes_measured": float(compiled.memory_analysis().temp_size_in_bytes), "activation_phase_bytes": float(est.activations),
+           "temp_bytes_measured": float(compiled.memory_analysis().temp_size_in_bytes),
+           "activation_phase_bytes": float(est.activations),
            "gradient_phase_bytes": float(est.gradients),
            **{f"lowering_{k}": float(v) for k, v in dataclasses.asdict(fit.LOWERINGS[preset]).items()}}
     if ctx.platform == "gpu":
@@ -78,7 +79,8 @@ def overallocate(ctx: RunContext) -> dict[str, float]:
     available = devices.device_memory_bytes(ctx.device) or 0
     want = int(available * 1.1)
     if ctx.platform == "cpu":
-        raise DoesNotFit(f"needs {want / 2**30:.1f} GiB, {available / 2**30:.1f} GiB of host memory available: predicted, not "
+        raise DoesNotFit(f"needs {want / 2**30:.1f} GiB, {available / 2**30:.1f} GiB of host memory available: "
+                         "predicted, not "
                          "attempted on CPU (the OS would kill the process rather than refuse the allocation)")
     try:
         x = jax.device_put(jnp.zeros((want // 4,), jnp.float32), ctx.device)
@@ -112,7 +114,8 @@ def plan(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, float
     model, opt = mlp.MLP(widths=widths, n_out=10), optax.adamw(1e-3)
     state = jax.eval_shape(lambda: mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim))
     plan = targets.compile_plan(mlp.make_train_step(model, opt, preset), targets.specs_like(state, dev),
-                                targets.spec((batch, cfg.input_dim), "float32", dev), targets.spec((batch,), "int32", dev))
+                                targets.spec((batch, cfg.input_dim), "float32", dev), targets.spec((batch,), "int32",
+                                                                                                   dev))
     est = fit.mlp_train(cfg.input_dim, widths, 10, batch, "adamw", preset).total
     out = {**plan.metrics(), "bytes_predicted": float(est), "prediction_error": est / plan.total_bytes - 1}
     for gb in fit.GPU_MEMORY_GB:

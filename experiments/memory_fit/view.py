@@ -24,8 +24,9 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         fig = rp.Figure(figsize=(6.0, 4.4), dpi=100)
         ax = fig.add_subplot()
         notes = []
-        for label, (run, recs) in rp.by_run(val).items():
-            ax.plot([x.metrics["bytes_measured"] / 2**20 for x in recs], [x.metrics["bytes_predicted"] / 2**20 for x in recs],
+        for label, (_run, recs) in rp.by_run(val).items():
+            ax.plot([x.metrics["bytes_measured"] / 2**20 for x in recs],
+                    [x.metrics["bytes_predicted"] / 2**20 for x in recs],
                     "o", label=label, markersize=4)
             errs = [abs(x.metrics["prediction_error"]) for x in recs]
             worst = max(recs, key=lambda x: abs(x.metrics["prediction_error"]))

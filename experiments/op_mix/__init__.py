@@ -33,7 +33,8 @@ PROFILES = {
 def _cost(flops: float, params: float, cfg: Config, key_bytes: float = 0.0) -> Cost:
     # the whole step and a program of only its dots: each compiled and timed
     # (parameters initialised op by op: a compile per op and shape)
-    return Cost(compiles=20, gemm_compiles=1, step_compiles=1, flops=2 * flops, bytes=32.0 * params + key_bytes, target_s=2 * cfg.target_s,
+    return Cost(compiles=20, gemm_compiles=1, step_compiles=1, flops=2 * flops, bytes=32.0 * params + key_bytes,
+                target_s=2 * cfg.target_s,
                 rng_bytes=4.0 * params)
 
 
@@ -41,8 +42,9 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     out = []
     for w in cfg.mlp_widths:
         p = fit.mlp_param_count(cfg.input_dim, (w, w, w), 10)
-        out.append(Case({"model": "mlp", "width": w, "batch": cfg.mlp_batch}, functools.partial(_measure.mlp_step, w, cfg, ctx),
-                        _cost(6.0 * cfg.mlp_batch * p, p, cfg), key=w == max(cfg.mlp_widths)))
+        out.append(Case({"model": "mlp", "width": w, "batch": cfg.mlp_batch}, functools.partial(_measure.mlp_step, w,
+                                                                                                cfg, ctx),
+                        _cost(6.0 * cfg.mlp_batch * p, p, cfg)))
     d, h, s, b = cfg.block
     p = 12 * d * d
     out.append(Case({"model": "transformer_block", "width": d, "heads": h, "seq": s, "batch": b},
@@ -54,7 +56,7 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
     cost = Cost(compiles=0, step_compiles=1, min_iters=0, warmup=0, calls=0)
     out = [Case({"case": "plan", "model": "mlp", "width": w, "batch": cfg.mlp_batch},
-                functools.partial(_measure.plan, "mlp", cfg, ctx, w), cost, key=True) for w in cfg.mlp_widths]
+                functools.partial(_measure.plan, "mlp", cfg, ctx, w), cost) for w in cfg.mlp_widths]
     d, h, s, b = cfg.block
     out.append(Case({"case": "plan", "model": "transformer_block", "width": d, "heads": h, "seq": s, "batch": b},
                     functools.partial(_measure.plan, "transformer_block", cfg, ctx), cost))

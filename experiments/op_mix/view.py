@@ -38,7 +38,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     notes = []
-    for label, (run, recs) in rp.by_run(good).items():
+    for label, (_run, recs) in rp.by_run(good).items():
         m = sorted((x for x in recs if x.params["model"] == "mlp"), key=lambda x: x.params["width"])
         if m:
             notes.append(f"On {label} the MLP train step spent {m[0].metrics['dot_flop_share']:.0%} of its FLOPs and "
@@ -48,7 +48,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         t = next((x for x in recs if x.params["model"] == "transformer_block"), None)
         if t:
             notes.append(f"A transformer block (d={t.params['width']}, seq {t.params['seq']}): "
-                         f"{t.metrics['dot_flop_share']:.0%} of FLOPs, {t.metrics['dot_time_share']:.0%} of time in matmul.")
+                         f"{t.metrics['dot_flop_share']:.0%} of FLOPs, {t.metrics['dot_time_share']:.0%} of time in "
+                         "matmul.")
     sec.plots.append(rp.Plot("op_mix", fig, " ".join(notes)))
     rows = [[run.label, x.params["model"], x.params["width"], rp.fmt(x.metrics["dot_flop_share"]),
              rp.fmt(x.metrics["elementwise_flop_share"]), rp.fmt(x.metrics["reduce_flop_share"]),
@@ -59,7 +60,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                           "inside the step.")
     sec.tables.append(rp.Table(["run", "model", "width", "dot FLOPs", "elementwise", "reduce", "dot time",
                                 "FLOPs (parsed)", "FLOPs (XLA)"], rows,
-                               "FLOP shares from the HLO; time share = a program of only the step's dots / the whole step"))
+                               "FLOP shares from the HLO; time share = a program of only the step's dots / the "
+                               "whole step"))
     return sec
 
 

@@ -74,28 +74,26 @@ def _mamf_cost(preset: str, cfg: Config) -> Cost:
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     few = Cost(min_iters=0)
-    out = [Case({"case": "format", "format": f.name}, functools.partial(_measure.format_record, f.name), Cost.none(), key=True)
+    out = [Case({"case": "format", "format": f.name}, functools.partial(_measure.format_record, f.name), Cost.none())
            for f in formats()]
     for dtype in ("float32", "bfloat16", "float16"):
         for acc in sorted({dtype, "float32"}):
             out.append(Case({"case": "accumulate", "dtype": dtype, "accumulator": acc},
-                            functools.partial(_measure.accumulate, dtype, acc), dataclasses.replace(few, loop_steps=ACC_COUNT),
-                            key=True))
+                            functools.partial(_measure.accumulate, dtype, acc),
+                            dataclasses.replace(few, loop_steps=ACC_COUNT)))
     for dtype in ("float16", "bfloat16"):
         for v in RANGE_VALUES:
-            out.append(Case({"case": "range", "dtype": dtype, "value": v}, functools.partial(_measure.range_record, dtype, v), few,
-                            key=True))
+            out.append(Case({"case": "range", "dtype": dtype, "value": v}, functools.partial(_measure.range_record,
+                                                                                             dtype, v), few))
     order = sorted(cfg.presets, key=lambda p: p != "fp32")  # fp32 first: the speed-up baseline
     torch_ok = devices.torch_available()
-    largest = max(cfg.sizes)
     for n in cfg.sizes:
         for i, preset in enumerate(order):
             p = PRESETS[preset]
             params = {"case": "sweep", "preset": preset, "n": n, "dtype": p.operand_dtype,
                       "accumulate": p.accum_dtype, "precision": p.precision, "impl": "jax"}
             out.append(Case(params, functools.partial(_measure.sweep, preset, n, cfg, ctx),
-                            _cost(n, preset, cfg, draws=i == 0),
-                            key=n == largest and preset in ("fp32", "bf16", "fp16", "int8")))
+                            _cost(n, preset, cfg, draws=i == 0)))
         for dtype in cfg.torch_peer if torch_ok else ():
             params = {"case": "sweep", "preset": "bf16" if dtype == "bfloat16" else "fp16", "n": n, "dtype": dtype,
                       "impl": "torch"}
@@ -109,7 +107,7 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
     return [Case({"case": "plan", "preset": preset, "n": n}, functools.partial(_measure.plan, preset, n, ctx),
-                 Cost(compiles=1, gemm_compiles=1, min_iters=0, warmup=0, calls=0), key=n == max(cfg.sizes))
+                 Cost(compiles=1, gemm_compiles=1, min_iters=0, warmup=0, calls=0))
             for n in cfg.sizes for preset in cfg.presets]
 
 

@@ -103,7 +103,7 @@ def _error_plot(groups) -> rp.Plot:
     names = list(presets.PRESETS)
     width = 0.8 / max(len(groups), 1)
     worst = {}
-    for i, (label, (run, recs)) in enumerate(groups.items()):
+    for i, (label, (_run, recs)) in enumerate(groups.items()):
         jax_recs = [x for x in recs if x.params["impl"] == "jax"]
         if not jax_recs:
             continue
@@ -121,7 +121,8 @@ def _error_plot(groups) -> rp.Plot:
         ordered = sorted(errs, key=errs.get)
         parts.append(f"On {label} the error grows from {ordered[0]} ({errs[ordered[0]]:.0e}) to "
                      f"{ordered[-1]} ({errs[ordered[-1]]:.0e})"
-                     + (f"; bf16 {errs['bf16']:.0e} vs fp16 {errs['fp16']:.0e}" if {"bf16", "fp16"} <= set(errs) else ""))
+                     + (f"; bf16 {errs['bf16']:.0e} vs fp16 {errs['fp16']:.0e}" if {"bf16",
+                                                                                    "fp16"} <= set(errs) else ""))
     return rp.Plot("precision_error", fig, ". ".join(parts) + ".")
 
 
@@ -181,9 +182,11 @@ def _accumulate_view(pairs) -> tuple[str, rp.Table]:
     rows, worst = [], None
     for run, x in pairs:
         m = x.metrics
-        rows.append([run.label, x.params["dtype"], x.params["accumulator"], rp.fmt(m["result"], 5), rp.fmt(m["exact"], 5),
+        rows.append([run.label, x.params["dtype"], x.params["accumulator"], rp.fmt(m["result"], 5), rp.fmt(m["exact"],
+                                                                                                           5),
                      rp.fmt(m["rel_error"])])
-        if x.params["accumulator"] == x.params["dtype"] and (worst is None or m["rel_error"] > worst[1].metrics["rel_error"]):
+        worse = worst is None or m["rel_error"] > worst[1].metrics["rel_error"]
+        if x.params["accumulator"] == x.params["dtype"] and worse:
             worst = (run, x)
     text = ""
     if worst:
@@ -204,7 +207,8 @@ def _range_view(pairs) -> tuple[str, rp.Table]:
         if m["overflow"] or m["underflow"]:
             lost.append(f"{x.params['value']:g} in {x.params['dtype']} -> {'inf' if m['overflow'] else '0'}")
     held = sorted({x.params["dtype"] for _, x in pairs if not (x.metrics["overflow"] or x.metrics["underflow"])})
-    text = ("Range, measured: " + "; ".join(lost) + (f"; held by {', '.join(held)}" if held else "") + ".") if lost else ""
+    held_by = f"; held by {', '.join(held)}" if held else ""
+    text = ("Range, measured: " + "; ".join(lost) + held_by + ".") if lost else ""
     return text, rp.Table(["run", "dtype", "value", "stored", "rel. error"], rows,
                           "Values outside fp16's range that bf16's 8-bit exponent holds")
 

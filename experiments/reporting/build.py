@@ -12,8 +12,7 @@ from jaxgpu import report as rp
 from jaxgpu import results
 
 import experiments
-from experiments.analysis import claims
-from experiments.analysis import prediction
+from experiments.analysis import claims, prediction
 from experiments.reporting import prediction as prediction_section
 
 TITLE = "jaxgpu: what does a GPU really buy deep learning?"

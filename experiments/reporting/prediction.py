@@ -10,8 +10,17 @@ from jaxgpu import hardware, results
 from jaxgpu import prediction as predict
 from jaxgpu import report as rp
 
-from experiments.analysis.prediction import (GPUS, compiled_plan, errors, gpu_runs, measured_on, measured_roofs,
-                                             measured_s, on_a_gpu, predicted_s)
+from experiments.analysis.prediction import (
+    GPUS,
+    compiled_plan,
+    errors,
+    gpu_runs,
+    measured_on,
+    measured_roofs,
+    measured_s,
+    on_a_gpu,
+    predicted_s,
+)
 
 
 def section(runs: list[results.Run]) -> rp.Section | None:

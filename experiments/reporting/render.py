@@ -18,6 +18,7 @@ from jaxgpu import results
 
 from experiments.reporting.build import INTRO, TITLE, build_sections
 
+
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     # No Software/date metadata: re-running the report gives byte-identical figures.
@@ -57,12 +58,13 @@ def _html_table(t: rp.Table) -> str:
     return f'<div class="tw"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
+# the page's CSS, one rule set to a line as the browser reads it (not Python: the noqa below)
 _CSS = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:auto;padding:0 1rem;line-height:1.45;color:#222}
 img{max-width:100%;height:auto}.tw{overflow-x:auto}table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}
 td,th{border:1px solid #ccc;padding:.2rem .45rem;text-align:left}caption{text-align:left;font-style:italic;padding:.2rem 0}
 .takeaway{background:#f3f6fa;border-left:4px solid #4a7ab5;padding:.4rem .7rem}nav li{margin:.1rem 0}
 .v-yes{background:#dcefd9;font-weight:600}.v-caveat{background:#fbf1cf;font-weight:600}
-.v-no{background:#f6d5d5;font-weight:600}.v-unsure{background:#e6e0f2;font-weight:600}.v-none{color:#777}"""
+.v-no{background:#f6d5d5;font-weight:600}.v-unsure{background:#e6e0f2;font-weight:600}.v-none{color:#777}"""  # noqa: E501
 
 
 def render(sections: Sequence[rp.Section], out_dir: Path, sources: Sequence[str]) -> tuple[str, str]:

@@ -44,16 +44,15 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     # each FMA case draws its input on the device and copies input and output to the host for the check
     out = [Case({"kind": "fma", "k": k, "n": n}, functools.partial(_measure.fma, k, cfg, ctx),
                 Cost(compiles=2 + k // 64, flops=2.0 * k * n, dtype="elementwise", bytes=8.0 * n,
-                     target_s=cfg.target_s, min_iters=3, host_bytes=8.0 * n, device_rng_bytes=4.0 * n),
-                key=k == min(cfg.ks))
+                     target_s=cfg.target_s, min_iters=3, host_bytes=8.0 * n, device_rng_bytes=4.0 * n))
            for k in cfg.ks]
     out.append(Case({"kind": "matvec", "n": v}, functools.partial(_measure.matvec, cfg, ctx),
-                    Cost(compiles=0, gemm_compiles=1, flops=2.0 * v * v, bytes=4.0 * v * v, target_s=cfg.target_s, min_iters=3,
-                         rng_bytes=4.0 * v * v, host_bytes=4.0 * v * v, host_flops=512.0 * v), key=True))
+                    Cost(compiles=0, gemm_compiles=1, flops=2.0 * v * v, bytes=4.0 * v * v, target_s=cfg.target_s,
+                         min_iters=3,
+                         rng_bytes=4.0 * v * v, host_bytes=4.0 * v * v, host_flops=512.0 * v)))
     out.append(Case({"kind": "matmul", "n": mm}, functools.partial(_measure.matmul, cfg, ctx),
                     Cost(compiles=0, gemm_compiles=1, flops=2.0 * mm**3, bytes=12.0 * mm * mm, target_s=cfg.target_s,
-                         host_flops=2.0 * min(mm, 512) * mm * mm, rng_bytes=8.0 * mm * mm, host_bytes=12.0 * mm * mm),
-                    key=True))
+                         host_flops=2.0 * min(mm, 512) * mm * mm, rng_bytes=8.0 * mm * mm, host_bytes=12.0 * mm * mm)))
     return out
 
 

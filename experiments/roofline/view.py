@@ -23,7 +23,8 @@ def roof(pairs_of_run) -> tuple[float | None, float | None]:
 
 
 def figure(groups: dict[str, tuple[list[results.Record], object]],
-           allocator: dict[str, str] | None = None, predicted: frozenset[str] = frozenset()) -> tuple[rp.Figure, list[str]]:
+           allocator: dict[str, str] | None = None, predicted: frozenset[str] = frozenset()) -> tuple[rp.Figure,
+                                                                                                      list[str]]:
     """The roofline of each group, ``{label: (roofline records, Hardware or None)}``: the measured
     points, the roof measured from them (``roof``) and, where the hardware has both figures, the
     datasheet roof; returns the figure and one takeaway per group. The report and the notebook

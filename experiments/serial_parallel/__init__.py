@@ -60,15 +60,16 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
             if (v == "python_loop" and n > cfg.python_max) or (v == "fori_loop" and n > cfg.fori_max):
                 continue
             out.append(Case({"kind": "independent", "variant": v, "n": n},
-                            functools.partial(_measure.independent, v, n, cfg, ctx), _cost("independent", v, n, cfg),
-                            key=v == "vectorized" or (v == "python_loop" and n == cfg.python_max)))
+                            functools.partial(_measure.independent, v, n, cfg, ctx), _cost("independent", v, n, cfg)))
     for n in cfg.recurrence_sizes:
         for v in workload.RECURRENCES:
-            out.append(Case({"kind": "recurrence", "variant": v, "n": n}, functools.partial(_measure.recurrence, v, n, cfg, ctx),
-                            _cost("recurrence", v, n, cfg), key=v == "scan"))
+            out.append(Case({"kind": "recurrence", "variant": v, "n": n}, functools.partial(_measure.recurrence, v, n,
+                                                                                            cfg, ctx),
+                            _cost("recurrence", v, n, cfg)))
     return out
 
 
 EXPERIMENT = Experiment(
     name="serial_parallel", benchmark_version=2, config=Config, profiles=PROFILES, cases=cases,
-    description="N multiply-adds: Python loop, fori_loop, vectorised, vmap; serial recurrence: scan vs associative scan")
+    description="N multiply-adds: Python loop, fori_loop, vectorised, vmap; serial recurrence: scan vs "
+                "associative scan")

@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from jaxgpu import fit, results
+from jaxgpu import fit
 
-from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+from experiments.contract import Case, Cost, Deferred, Experiment, RunContext, one_device_case
 
 _measure = Deferred(f"{__name__}.measure")
 
@@ -46,22 +46,17 @@ PROFILES = {
 }
 
 
-def _one_device(ctx: RunContext):
-    raise results.Unsupported(f"tensor parallel over 1 device splits nothing (this run has one {ctx.device_kind}); "
-                              "run with --devices N on CPU, or on a machine with several GPUs")
-
-
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     sizes = [m for m in cfg.model_sizes if m <= ctx.n_devices]
     if len(sizes) < 2:
-        return [Case({"data": 1, "model": 1}, functools.partial(_one_device, ctx), Cost.none(), key=True)]
+        return [one_device_case({"data": 1, "model": 1}, "tensor parallel over 1 device splits nothing", ctx)]
     p = fit.mlp_param_count(cfg.input_dim, cfg.widths, 10)
     # the unsharded reference (once), then per mesh: the split inference and train steps
     # compiled, ``steps`` steps checked, and the train step timed
     cost = Cost(compiles=1, step_compiles=1, flops=6.0 * cfg.batch * p, bytes=16.0 * p, target_s=cfg.target_s,
                 calls=cfg.steps, host_bytes=16.0 * p)
     first = dataclasses.replace(cost, step_compiles=2, calls=2 * cfg.steps, rng_bytes=4.0 * cfg.batch * cfg.input_dim)
-    out = [Case({"data": 1, "model": m}, functools.partial(_measure.split, 1, m, cfg, ctx), first if i == 0 else cost, key=True)
+    out = [Case({"data": 1, "model": m}, functools.partial(_measure.split, 1, m, cfg, ctx), first if i == 0 else cost)
            for i, m in enumerate(sizes)]
     if ctx.n_devices >= 4:
         out.append(Case({"data": 2, "model": 2}, functools.partial(_measure.split, 2, 2, cfg, ctx), cost))
@@ -70,7 +65,7 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
     cost = Cost(compiles=0, step_compiles=1, min_iters=0, warmup=0, calls=0)
-    out = [Case({"case": "plan", "data": 1, "model": m}, functools.partial(_measure.plan, 1, m, cfg, ctx), cost, key=True)
+    out = [Case({"case": "plan", "data": 1, "model": m}, functools.partial(_measure.plan, 1, m, cfg, ctx), cost)
            for m in cfg.model_sizes if m <= ctx.n_devices]
     out.append(Case({"case": "plan", "data": 2, "model": 2}, functools.partial(_measure.plan, 2, 2, cfg, ctx), cost))
     return out

@@ -44,8 +44,9 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
         return []
     n, e = cfg.matmul_n, cfg.elementwise_n
     return [Case({"workers": k}, functools.partial(_measure.run, k, cfg),
-                 Cost(compiles=2, gemm_compiles=1, flops=2.0 * n**3 * devices.cpu_count() / k, target_s=2 * cfg.target_s, bytes=8.0 * e, calls=2,
-                      fixed_s=WORKER_START_S, rng_bytes=8.0 * n * n, host_flops=2.0 * min(n, 512) * n * n), key=True)
+                 Cost(compiles=2, gemm_compiles=1, flops=2.0 * n**3 * devices.cpu_count() / k,
+                      target_s=2 * cfg.target_s, bytes=8.0 * e, calls=2,
+                      fixed_s=WORKER_START_S, rng_bytes=8.0 * n * n, host_flops=2.0 * min(n, 512) * n * n))
             for k in worker_counts()]
 
 

@@ -19,7 +19,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     sec = rp.Section("More workers, more throughput?", "threads", CLAIMS)
     good = rp.ok(pairs)
     series, notes, rows = [], [], []
-    for label, (run, recs) in rp.by_run(good).items():
+    for label, (_run, recs) in rp.by_run(good).items():
         recs = sorted(recs, key=lambda x: x.params["workers"])
         ks = [x.params["workers"] for x in recs]
         sp = derive.core_speedups(recs)  # over the one-core record; none without it
@@ -33,7 +33,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                          f"{last['matmul_efficiency']:.0%}).")
         for x in recs:
             m, s_ = x.metrics, sp.get(x.params["workers"], {})
-            rows.append([label, x.params["workers"], int(m["cores_seen"]), int(m["os_threads"]), rp.fmt(m["matmul_gflops"]),
+            rows.append([label, x.params["workers"], int(m["cores_seen"]), int(m["os_threads"]),
+                         rp.fmt(m["matmul_gflops"]),
                          rp.fmt(s_.get("matmul_speedup")), rp.fmt(m["elementwise_gbytes_per_s"]),
                          rp.fmt(s_.get("elementwise_speedup"))])
     if series:

@@ -78,18 +78,18 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
         # fp32 also measures what fp16 would flush to zero: gradients taken op by op
         cost = dataclasses.replace(run_cost, compiles=run_cost.compiles + 20) if v == "fp32" else run_cost
         out.append(Case({"case": "run", "variant": v, "widths": list(cfg.widths), "batch": cfg.batch},
-                        functools.partial(_measure.run, v, cfg, ctx), cost, key=v == "fp32"))
+                        functools.partial(_measure.run, v, cfg, ctx), cost))
         for i in range(cfg.epochs):
-            out.append(Case({"case": "curve", "variant": v, "epoch": i + 1}, functools.partial(_measure.point, v, i, cfg, ctx),
-                            Cost.none(), key=v == "fp32"))
+            out.append(Case({"case": "curve", "variant": v, "epoch": i + 1}, functools.partial(_measure.point, v, i,
+                                                                                               cfg, ctx),
+                            Cost.none()))
     for w in cfg.to_target_widths:
         p = fit.mlp_param_count(64, (w, w), 10)
         steps = 16384 // cfg.to_target_batch * 3  # three epochs, about what the students take
         out.append(Case({"case": "to_target", "width": w, "batch": cfg.to_target_batch,
                          "target": cfg.to_target_accuracy}, functools.partial(_measure.to_target, w, cfg, ctx),
                         Cost(compiles=4, step_compiles=2, flops=6.0 * cfg.to_target_batch * p, dispatches=3,
-                             min_iters=0, warmup=0, calls=steps, rng_bytes=4.0 * 3 * 20480 * 64),
-                        key=w == max(cfg.to_target_widths)))
+                             min_iters=0, warmup=0, calls=steps, rng_bytes=4.0 * 3 * 20480 * 64)))
     impls = ["jax"] + (["torch"] if devices.torch_available() else [])
     for w in cfg.sweep_widths:
         _, jax_cost, torch_cost = _costs(dataclasses.replace(cfg, sweep_widths=(w,)))

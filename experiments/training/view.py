@@ -24,7 +24,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     if curves:
         fig = rp.Figure(figsize=(8.5, 3.6), dpi=100)
         ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-        for label, (run, recs) in rp.by_run(curves).items():
+        for label, (_run, recs) in rp.by_run(curves).items():
             for v in rp.first_seen(x.params["variant"] for x in recs):
                 pts = sorted((x.params["epoch"], x.metrics["loss"], x.metrics["accuracy"]) for x in recs
                              if x.params["variant"] == v)
@@ -52,7 +52,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     sec.tables.append(rp.Table(["run", "variant", "test acc.", "s to target", "s to target + compile", "samples/s",
                                 "MFU", "zero grads", "non-finite steps", "skipped (scaler)"], rows,
                                "Per run (seconds exclude compilation unless named)"))
-    for label, (run, recs) in rp.by_run(runs_).items():
+    for label, (_run, recs) in rp.by_run(runs_).items():
         by = {x.params["variant"]: x.metrics for x in recs}
         m = by.get("fp32", {})
         if "fp16_to_zero_fraction" not in m:
@@ -104,7 +104,8 @@ def _to_target(sec: rp.Section, pairs) -> None:
     if not pairs:
         return
     rows = [[run.label, x.params["width"], f"{x.params['target']:.0%}", rp.fmt(x.metrics["time_s_to_target"]),
-             rp.fmt(x.metrics["time_s_to_target_with_compile"]), int(x.metrics["epochs"]), rp.fmt(x.metrics["accuracy"])]
+             rp.fmt(x.metrics["time_s_to_target_with_compile"]), int(x.metrics["epochs"]),
+             rp.fmt(x.metrics["accuracy"])]
             for run, x in sorted(rp.measured(pairs), key=lambda p: (p[0].label, p[1].params["width"]))]
     sec.tables.append(rp.Table(["run", "width", "target", "s to target", "s with compile", "epochs", "accuracy"], rows,
                                "Claim C07: a two-layer MLP learning a teacher network's labels to the target test "
@@ -155,7 +156,7 @@ def _behind(by: dict, libs: dict) -> str:
 
 def _curve_takeaway(runs_) -> str:
     parts = []
-    for label, (run, recs) in rp.by_run(runs_).items():
+    for label, (_run, recs) in rp.by_run(runs_).items():
         acc = {x.params["variant"]: x.metrics["accuracy"] for x in recs}
         tt = {x.params["variant"]: x.metrics.get("time_s_to_target") for x in recs}
         if "fp32" in acc:

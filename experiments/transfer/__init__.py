@@ -36,15 +36,13 @@ PROFILES = {
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     out = []
-    big = max(cfg.sizes)
     for nbytes in cfg.sizes:
         draw = dict(rng_bytes=float(nbytes), host_bytes=2.0 * nbytes)
         # host<->device copies are host work here; a device-to-host copy is timed from a
         # fresh device array, made off the clock before each call (as long again)
         out.append(Case({"direction": "host_to_device", "bytes": nbytes},
                         functools.partial(_measure.transfer, "host_to_device", nbytes, cfg, ctx),
-                        Cost(compiles=0, bytes=nbytes, on_host=True, target_s=cfg.target_s, min_iters=3, **draw),
-                        key=nbytes == big))
+                        Cost(compiles=0, bytes=nbytes, on_host=True, target_s=cfg.target_s, min_iters=3, **draw)))
         out.append(Case({"direction": "device_to_host", "bytes": nbytes},
                         functools.partial(_measure.transfer, "device_to_host", nbytes, cfg, ctx),
                         Cost(compiles=1, bytes=2.0 * nbytes, on_host=True, target_s=2 * cfg.target_s, min_iters=3,
@@ -52,8 +50,7 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
         out.append(Case({"direction": "on_device_copy", "bytes": nbytes},
                         functools.partial(_measure.copy_on_device, nbytes, ctx, cfg.target_s),
                         Cost(compiles=2, bytes=2.0 * nbytes, target_s=cfg.target_s, min_iters=3, warmup=1,
-                             device_rng_bytes=3.0 * nbytes),
-                        key=nbytes == big))
+                             device_rng_bytes=3.0 * nbytes)))
     params = fit.mlp_param_count(cfg.input_dim, cfg.widths, 10)
     for feed in ("resident", "host_fed"):
         out.append(Case({"case": "mlp_step", "feed": feed, "batch": cfg.batch},

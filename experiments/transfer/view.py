@@ -27,10 +27,13 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         if not run.predicted:  # a prediction has only the on-device copy: no door to compare the desk with
             notes.append(_takeaway(label, run, recs))
     if series:
-        fig = rp.line_plot(series, xlabel="MiB moved", ylabel="GB/s", title="copy bandwidth: across vs within device memory")
+        fig = rp.line_plot(series, xlabel="MiB moved", ylabel="GB/s",
+                           title="copy bandwidth: across vs within device memory")
         sec.plots.append(rp.Plot("transfer", fig, " ".join(n for n in notes if n)))
-    rows = [[run.label, x.params.get("direction", x.params.get("feed")), rp.fmt(x.params.get("bytes", x.metrics.get("batch_bytes", 0)) / 2**20),
-             rp.fmt(x.metrics["time_s_median"] * 1e3), rp.fmt(x.metrics.get("gbytes_per_s"))] for run, x in rp.measured(good)]
+    rows = [[run.label, x.params.get("direction", x.params.get("feed")),
+             rp.fmt(x.params.get("bytes", x.metrics.get("batch_bytes", 0)) / 2**20),
+             rp.fmt(x.metrics["time_s_median"] * 1e3), rp.fmt(x.metrics.get("gbytes_per_s"))]
+            for run, x in rp.measured(good)]
     sec.tables.append(rp.Table(["run", "what", "MiB", "median ms", "GB/s"], rows, "Transfers and MLP steps"))
     sec.paragraphs += rp.not_ok(rp.measured(pairs))
     return sec
@@ -44,7 +47,8 @@ def _takeaway(label, run, recs) -> str:
     text = f"On {label} at {big / 2**20:.0f} MiB"
     if "host_to_device" in at and "on_device_copy" in at:
         text += (f", host->device ran {at['host_to_device']:.1f} GB/s and device->host "
-                 f"{at.get('device_to_host', float('nan')):.1f} GB/s against {at['on_device_copy']:.1f} GB/s for a copy "
+                 f"{at.get('device_to_host', float('nan')):.1f} GB/s against {at['on_device_copy']:.1f} GB/s for a "
+                 "copy "
                  f"within device memory ({at['on_device_copy'] / at['host_to_device']:.1f}x)")
     steps = {x.params["feed"]: x.metrics["time_s_median"] for x in recs if x.params.get("case") == "mlp_step"}
     if {"resident", "host_fed"} <= set(steps):

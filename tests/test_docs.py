@@ -1,0 +1,68 @@
+"""The docs match the code: the example experiment of docs/adding-an-experiment.md runs as written."""
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from jaxgpu import results
+
+import experiments
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "adding-an-experiment.md"
+
+
+def _files(page: str) -> dict[str, str]:
+    """``experiments/<name>/<file>.py`` -> the code block that follows its heading."""
+    out = {}
+    for m in re.finditer(r"^## \d\. [^`\n]*`(experiments/\w+/\w+\.py)`.*?\n```python\n(.*?)```", page, re.M | re.S):
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+@pytest.fixture
+def saxpy(tmp_path, monkeypatch):
+    page = PAGE.read_text()
+    files = _files(page)
+    assert set(files) == {"experiments/saxpy/__init__.py", "experiments/saxpy/measure.py",
+                          "experiments/saxpy/view.py"}, sorted(files)
+    for rel, code in files.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(code)
+    line = re.search(r'^    "saxpy": "experiments\.saxpy",$', page, re.M)
+    assert line, "the page shows the registry line"
+    # the scratch folder joins the experiments package, and the registry gets the page's line
+    monkeypatch.setattr(experiments, "__path__", [*experiments.__path__, str(tmp_path / "experiments")])
+    monkeypatch.setitem(experiments.REGISTRY, "saxpy", "experiments.saxpy")
+    yield
+    for name in [m for m in sys.modules if m == "experiments.saxpy" or m.startswith("experiments.saxpy.")]:
+        del sys.modules[name]
+
+
+def test_the_example_experiment_plans_runs_and_reports(saxpy, tmp_path):
+    from experiments import report
+    from experiments.harness import runner
+
+    lines = runner.dry_run(["saxpy"], platform="cpu", profile="quick")
+    assert lines[0].startswith("saxpy ") and "2 cases" in lines[0], lines
+    out = tmp_path / "run"
+    runner.run_study(["saxpy"], platform="cpu", profile="tiny", out_dir=out, progress=False, log=lambda m: None)
+    (rec,) = results.read_run(out).records
+    assert rec.status == "ok" and rec.metrics["gbytes_per_s"] > 0 and rec.params == {"n": 4096}, rec
+    md = report.write_report([out], out)[0].read_text()
+    assert "## saxpy: y = a * x + y" in md
+
+
+def test_the_page_names_only_fields_the_contract_has():
+    import dataclasses
+
+    from experiments.contract import Experiment
+
+    page = PAGE.read_text()
+    named = set(re.findall(r"`(\w+)`", page.split("The other fields of `Experiment` are the hooks")[1].split("##")[0]))
+    hooks = {f.name for f in dataclasses.fields(Experiment)} - {"name", "description", "benchmark_version", "config",
+                                                                 "profiles", "cases"}
+    assert hooks <= named, sorted(hooks - named)

@@ -91,6 +91,10 @@ class Case:
     run: Callable[[], dict[str, float]]
     cost: Cost = Cost()
     key: bool = False
+    # The params of a case of the same experiment whose work this one reads from the process (a training
+    # curve's point reads its run's training): skipped when that case is skipped, and priced at that case's
+    # cost where an earlier process measured it (a resumed run), since this one then redoes its work.
+    needs: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,6 +42,35 @@ def stream_kernel(kernel: str) -> Callable:
     }[kernel]
 
 
+def stream_loop(kernel: str, iters: int) -> Callable:
+    """``iters`` STREAM kernels in one compiled ``fori_loop``, as a function of (a, b, c) returning the array
+    the last one wrote.
+
+    The loop carries only the array each kernel writes; its inputs are the program's arguments, read in
+    place every iteration. (A carry of all three arrays, rotated, made XLA:GPU copy two of them whole in
+    the loop body: seven arrays moved for the three counted.) STREAM's kernels never read what they write,
+    so each iteration's kernel takes a scalar made from the iteration number that equals 1 but that XLA
+    cannot know: without it every iteration computes the same thing and XLA may hoist it out of the loop.
+    Copy and add multiply by it (memory-bound either way: the bytes are STREAM's); scale and triad fold
+    it into their scalar."""
+    def one(i, dtype):
+        k = (i + 1).astype(jnp.float32)
+        return (k / k).astype(dtype)
+
+    step = {
+        "copy": lambda a, b, c, u: a * u,
+        "scale": lambda a, b, c, u: (SCALAR * u) * a,
+        "add": lambda a, b, c, u: (a + b) * u,
+        "triad": lambda a, b, c, u: b + (SCALAR * u) * c,
+    }[kernel]
+
+    def run(a, b, c):
+        first = step(a, b, c, one(jnp.int32(0), a.dtype))
+        return jax.lax.fori_loop(1, iters, lambda i, out: step(a, b, c, one(i, a.dtype)), first)
+
+    return run
+
+
 def stream_reference(kernel: str, a, b, c) -> np.ndarray:
     a, b, c = (np.asarray(x, dtype=np.float64) for x in (a, b, c))
     return {"copy": a, "scale": SCALAR * a, "add": a + b, "triad": b + SCALAR * c}[kernel]
@@ -96,8 +125,8 @@ def bench_stream(kernel: str, arrays, variant: str = "jit", loop_iters: int = 10
     """Times one STREAM kernel on three existing device arrays.
 
     variant ``jit``: one compiled call per kernel (a fresh output each call).
-    ``loop``: ``loop_iters`` kernels inside one ``fori_loop`` whose carry rotates the
-    arrays' roles, so XLA reuses the buffers; time per kernel = call time / iters.
+    ``loop``: ``loop_iters`` kernels inside one ``fori_loop`` (``stream_loop``) that carries only
+    the array each writes, so XLA reuses its buffer; time per kernel = call time / iters.
     """
     a, b, c = arrays
     fn = stream_kernel(kernel)
@@ -107,15 +136,8 @@ def bench_stream(kernel: str, arrays, variant: str = "jit", loop_iters: int = 10
         err = check_stream(kernel, compiled(a, b, c), a, b, c, str(a.dtype))
         iters = 1
     elif variant == "loop":
-        def body(i, abc):
-            x, y, z = abc
-            return (y, z, fn(x, y, z))  # the oldest array dies; its buffer takes the new one
-
-        prog = jax.jit(lambda x, y, z: jax.lax.fori_loop(0, loop_iters, body, (x, y, z)))
-        compiled, compile_s = timing.compile_timed(prog, a, b, c)
-        one = jax.jit(lambda x, y, z: jax.lax.fori_loop(0, 1, body, (x, y, z)))(a, b, c)[2]
-        err = check_stream(kernel, one, a, b, c, str(a.dtype))
-        del one
+        compiled, compile_s = timing.compile_timed(jax.jit(stream_loop(kernel, loop_iters)), a, b, c)
+        err = check_stream(kernel, compiled(a, b, c), a, b, c, str(a.dtype))  # every iteration writes the same
         iters = loop_iters
     else:
         raise ValueError(f"unknown variant {variant!r}")
@@ -299,10 +321,13 @@ def bench_transfer(nbytes: int, direction: str, device=None, target_s: float = 0
     ``host``: the fp32 host array to copy (default: ``nbytes`` of random normals), for a caller who
     needs to say where it lies (an unaligned array is never taken as it is by XLA:CPU).
 
+    Both directions copy from or into pageable host memory (numpy's, not pinned): what a training
+    loop that feeds numpy batches gets, and below what a pinned buffer reaches over PCIe.
+
     host_to_device: ``jax.device_put`` of a numpy array (blocked until ready).
-    device_to_host: ``np.array(x)``, a real copy (``np.asarray`` may alias CPU device memory),
-    of a device array made fresh, off the clock, before each timed copy: JAX keeps the host
-    copy of an array once made, so copying the same array again would time a host memcpy.
+    device_to_host: one copy (``device_to_host``) of a device array made fresh, off the clock,
+    before each timed copy: JAX keeps the host copy of an array once made, so copying the same
+    array again would time nothing or a host memcpy.
     """
     device = device or jax.devices()[0]
     if host is None:
@@ -318,9 +343,9 @@ def bench_transfer(nbytes: int, direction: str, device=None, target_s: float = 0
                               "asked not to alias or not): no transfer happens, so there is no bandwidth to time")
         t = timing.time_host(put, sync=jax.block_until_ready, target_s=target_s, min_iters=3)
     elif direction == "device_to_host":
-        if not np.array_equal(np.array(fresh_device_copy(host, device)), host):
+        if not np.array_equal(device_to_host(fresh_device_copy(host, device)), host):
             raise ArithmeticError("device_to_host: data changed in transit")
-        t = timing.time_host(np.array, fresh=lambda i: (fresh_device_copy(host, device),), target_s=target_s,
+        t = timing.time_host(device_to_host, fresh=lambda i: (fresh_device_copy(host, device),), target_s=target_s,
                              min_iters=3)
     else:
         raise ValueError(f"unknown direction {direction!r}")
@@ -331,6 +356,18 @@ def bench_transfer(nbytes: int, direction: str, device=None, target_s: float = 0
 # "transfer" timed that way measured 24 TB/s at 1 GiB here. Asked not to alias it copies where it
 # can; where it still aliases (seen from 256 MiB up) the case is unsupported, not timed.
 _NO_ALIAS = {"may_alias": False} if "may_alias" in inspect.signature(jax.device_put).parameters else {}
+
+
+def device_to_host(x: jax.Array) -> np.ndarray:
+    """``x`` copied once into new host memory.
+
+    ``np.array(x)`` copies twice on a GPU: into the array's host cache, then again (``copy=True``);
+    ``np.asarray(x)`` makes the one device-to-host copy and hands back the cached array. A CPU device's
+    buffer is host memory that ``np.asarray`` may only alias, so there ``np.array`` makes the one copy.
+    """
+    if all(d.platform == "cpu" for d in x.devices()):
+        return np.array(x)
+    return np.asarray(x)
 
 
 def fresh_device_copy(host: np.ndarray, device) -> jax.Array:

@@ -112,8 +112,8 @@ def train_step_fn(model: MLP, optimizer: optax.GradientTransformation, preset: s
         scale = state.get("scale", jnp.float32(1.0))
 
         def loss_fn(params):
-            with jax.default_matmul_precision(_matmul_precision(prec)):
-                loss = cross_entropy(net.apply({"params": params}, x), y)
+            logits = precision.under_preset(prec, lambda p, x: net.apply({"params": p}, x), params, x)
+            loss = cross_entropy(logits, y)
             return loss * scale, loss
 
         grads, loss = jax.grad(loss_fn, has_aux=True)(local(state["params"]))
@@ -148,15 +148,9 @@ def make_infer_step(model: MLP, preset: str = "fp32"):
     prec = precision.get(preset)
 
     def infer(params, x):
-        with jax.default_matmul_precision(_matmul_precision(prec)):
-            return net.apply({"params": params}, x)
+        return precision.under_preset(prec, lambda p, x: net.apply({"params": p}, x), params, x)
 
     return jax.jit(infer)
-
-
-def _matmul_precision(p: precision.Preset) -> str:
-    # jax.default_matmul_precision names: fp32 must be "float32" (HIGHEST), tf32 "tensorfloat32".
-    return {"highest": "float32", "tensorfloat32": "tensorfloat32", "default": "bfloat16"}[p.precision]
 
 
 def accuracy(model: MLP, params, x, y, preset: str = "fp32") -> float:

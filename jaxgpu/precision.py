@@ -62,8 +62,32 @@ def enable_x64():
 
 
 def _lax_precision(p: Preset):
-    return jax.lax.Precision(
-        {"highest": "float32", "tensorfloat32": "tensorfloat32", "default": "bfloat16"}[p.precision])
+    return jax.lax.Precision(_SCOPE_NAMES[p.precision])
+
+
+# Precision.HIGH ("tensorfloat32") runs as TF32 on XLA:GPU's cuBLAS path but as IEEE fp32 on its Triton
+# GEMM path (which needs the algorithm asked for); the dot algorithm TF32_TF32_F32 asks for TF32 on both.
+# XLA:CPU has no TF32 and refuses the algorithm ("not supported by dot_general on CPU"): there HIGH, which
+# it runs as fp32, stands. jax.lax.platform_dependent picks per platform when the program is lowered.
+TF32_ALGORITHM = "TF32_TF32_F32"
+# jax.default_matmul_precision's names for each preset precision
+_SCOPE_NAMES = {"highest": "float32", "tensorfloat32": "tensorfloat32", "default": "bfloat16"}
+
+
+def under_preset(preset: str | Preset, fn, *args):
+    """``fn(*args)`` with the preset's matmul precision in scope for every product it traces (forward and,
+    under ``jax.grad``, backward): on a GPU the tf32 preset asks for the TF32 algorithm (see above)."""
+    p = get(preset)
+
+    def scoped(name):
+        def run(*a):
+            with jax.default_matmul_precision(name):
+                return fn(*a)
+        return run
+
+    if p.precision != "tensorfloat32":
+        return scoped(_SCOPE_NAMES[p.precision])(*args)
+    return jax.lax.platform_dependent(*args, cpu=scoped(_SCOPE_NAMES[p.precision]), default=scoped(TF32_ALGORITHM))
 
 
 def _fmt_max(dtype) -> float:
@@ -114,7 +138,14 @@ def dot(a: jax.Array, b: jax.Array, scale_a=None, scale_b=None, preset: str | Pr
     Returns fp32 (fp64 for fp64): the dequantised product for quantised presets.
     """
     p = get(preset)
-    out = jax.lax.dot(a, b, precision=_lax_precision(p), preferred_element_type=jnp.dtype(p.accum_dtype))
+    acc = jnp.dtype(p.accum_dtype)
+    if p.precision == "tensorfloat32":  # the TF32 algorithm on a GPU, HIGH on the CPU (see TF32_ALGORITHM)
+        algo = jax.lax.DotAlgorithmPreset[TF32_ALGORITHM]
+        out = jax.lax.platform_dependent(
+            a, b, cpu=lambda a, b: jax.lax.dot(a, b, precision=_lax_precision(p), preferred_element_type=acc),
+            default=lambda a, b: jax.lax.dot(a, b, precision=algo, preferred_element_type=acc))
+    else:
+        out = jax.lax.dot(a, b, precision=_lax_precision(p), preferred_element_type=acc)
     if p.quantized:
         out = out.astype(jnp.float32) * scale_a * scale_b
     return out

@@ -18,12 +18,11 @@ a prediction for a GPU from a CPU program is an estimate of an estimate, and say
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 from collections.abc import Callable
 from typing import Any
 
-from jaxgpu import hardware, stack
+from jaxgpu import hardware
+from jaxgpu.stack import Kernel, kernels  # noqa: F401 - part of this module's API
 
 # Achievable shares of datasheet peaks, measured elsewhere: a bf16 matmul at 794.5 of 989 TFLOP/s on
 # an H100 (stas00/ml-engineering's MAMF finder), a device-to-device copy at about 4.3 of 4.8 TB/s on the
@@ -60,14 +59,6 @@ def roofs_for(hw: hardware.Hardware, *, overhead_s: float = GPU_LAUNCH_S) -> Roo
     return Roofs(hw.name, flops, (hw.memory_bw_gbps or 0) * 1e9 * BANDWIDTH_FRACTION, overhead_s,
                  f"{hw.source} x {COMPUTE_FRACTION:.2f} (compute) and x {BANDWIDTH_FRACTION:.2f} (memory), "
                  "the shares an H100's bf16 matmul and an H200's copy reached", GPU_LOOP_STEP_S)
-
-
-@dataclasses.dataclass(frozen=True)
-class Kernel:
-    name: str
-    flops: float
-    bytes: float
-    is_dot: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,40 +104,6 @@ def bound_kernels(ks: list[Kernel], roofs: Roofs, dtype: str = "fp32") -> Predic
     o = len(ks) * roofs.overhead_s
     return Prediction(roofs.name, sum(k.flops for k in ks), sum(k.bytes for k in ks), c_total, m_total, lower + o,
                       upper + o, len(ks))
-
-
-_FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy-start", "copy-done"}
-
-
-def _type_bytes(types: str) -> float:
-    return float(sum(stack.ELEMENT_BYTES.get(t, 4) * math.prod(int(d) for d in dims.split(",") if d)
-                     for t, dims in re.findall(r"(\w+)\[([\d,]*)\]", types)))
-
-
-def kernels(optimized_hlo: str) -> list[Kernel]:
-    """The kernels of an optimised program: each instruction of its entry computation that does work,
-    with the FLOPs of what it computes (a fusion: its fused computation) and the bytes it moves."""
-    bodies = {m.group(1): m.group(2) for m in re.finditer(r"^%?([\w.\-]+) \([^\n]*\{\n(.*?)\n\}", optimized_hlo,
-                                                          re.M | re.S)}
-    entry = re.search(r"^ENTRY [^\n]*\{\n(.*?)\n\}", optimized_hlo, re.M | re.S)
-    if entry is None:
-        return []
-    out, types = [], {}
-    for line in entry.group(1).splitlines():
-        m = re.match(r"\s*(?:ROOT\s+)?%?([\w.\-]+) = (.+?) ([\w\-]+)\((.*)$", line)
-        if not m:
-            continue
-        name, result, op, rest = m.groups()
-        types[name] = result
-        if op in _FREE:
-            continue
-        operands = re.findall(r"%([\w.\-]+)", rest.split("),")[0])
-        nbytes = _type_bytes(result) + sum(_type_bytes(types.get(o, "")) for o in operands)
-        called = re.search(r"calls=%?([\w.\-]+)", rest)
-        body = bodies.get(called.group(1), "") if called else line
-        flops = stack.op_flops(body)
-        out.append(Kernel(name, sum(flops.values()), nbytes, flops["dot"] > 0 or "gemm" in rest or "matmul" in rest))
-    return out
 
 
 def predict(fn: Callable, *args: Any, on: str | hardware.Hardware | Roofs = "H200 SXM",

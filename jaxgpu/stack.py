@@ -4,15 +4,22 @@ FLOPs per instruction, from the HLO text of a lowered program (shapes are explic
 there, before fusion hides them): a dot is 2 x (output elements) x (contracted size);
 an elementwise op is one FLOP per output element (a transcendental counts as one); a
 reduce one per input element; data movement (reshape, broadcast, transpose, slice,
-concatenate, copy, convert, constants, parameters) counts zero.
+concatenate, copy, convert, constants, parameters) counts zero. A matrix product handed
+to a library (a cuBLAS / cuBLASLt custom call in an optimized GPU program) counts as the
+dot it is, from its operands' shapes: XLA's own cost analysis counts each as -1.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+) = (\w+)\[([\d,]*)\]\S*\s+([\w\-]+)\((.*)$")
+# an instruction whose result is a tuple (a library GEMM returns its product and a workspace): the first element
+_TUPLE_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+) = \((\w+)\[([\d,]*)\][^=]*?\) ([\w\-]+)\((.*)$")
+# a custom call that multiplies matrices: cuBLAS, cuBLASLt (and its fp8 variant), oneDNN's matmul
+_GEMM_CALL = re.compile(r'custom_call_target="([^"]*(?:gemm|matmul)[^"]*)"', re.I)
 _MOVEMENT = {"parameter", "constant", "reshape", "broadcast", "transpose", "slice", "concatenate", "copy", "convert",
              "bitcast", "bitcast-convert", "get-tuple-element", "tuple", "iota", "dynamic-slice",
              "dynamic-update-slice", "pad", "reverse", "gather", "scatter", "custom-call", "call", "while",
@@ -29,7 +36,7 @@ def parse(hlo_text: str) -> list[dict]:
     """Instructions as dicts: name, dtype, shape, op, operands, attrs (the raw rest of the line)."""
     out = []
     for line in hlo_text.splitlines():
-        m = _INSTR.match(line)
+        m = _INSTR.match(line) or _TUPLE_INSTR.match(line)
         if not m:
             continue
         name, dtype, dims, op, rest = m.groups()
@@ -55,6 +62,9 @@ def op_flops(hlo_text: str) -> dict[str, float]:
     totals = dict.fromkeys(CLASSES, 0.0)
     for ins in instrs:
         op, n_out = ins["op"], math.prod(ins["shape"]) if ins["shape"] else 1
+        if op == "custom-call" and _GEMM_CALL.search(ins["attrs"]):
+            totals["dot"] += library_gemm_flops(ins, shapes)
+            continue
         if op in _MOVEMENT:
             continue
         if op in ("dot", "convolution"):
@@ -67,6 +77,21 @@ def op_flops(hlo_text: str) -> dict[str, float]:
         else:
             totals["elementwise"] += float(n_out)
     return totals
+
+
+def library_gemm_flops(ins: dict, shapes: dict[str, list[int]]) -> float:
+    """FLOPs of a library GEMM (a parsed custom-call instruction): 2 x output elements x contracted size, the
+    contracted dimensions from its backend config's dot dimension numbers (else the operand's last)."""
+    lhs = shapes.get(ins["operands"][0], []) if ins["operands"] else []
+    m = re.search(r'"lhs_contracting_dimensions":\[([^\]]*)\]', ins["attrs"])
+    dims = [int(d) for d in re.findall(r"\d+", m.group(1))] if m else [len(lhs) - 1]
+    k = math.prod(lhs[d] for d in dims if 0 <= d < len(lhs)) if lhs else 0
+    return 2.0 * math.prod(ins["shape"] or [1]) * k
+
+
+def has_library_gemm(optimized_hlo: str) -> bool:
+    """Whether a program hands a matrix product to a library (which XLA's cost analysis does not count)."""
+    return bool(_GEMM_CALL.search(optimized_hlo))
 
 
 def dot_shapes(hlo_text: str) -> list[dict]:
@@ -107,10 +132,18 @@ def dots_only(hlo_text: str, seed: int = 0):
     import numpy as np
 
     specs = dot_shapes(hlo_text)
-    # numpy draws the inputs: a jax.random call per new shape would compile a program each
+    # numpy draws the inputs: a jax.random call per new shape would compile a program each. One draw per
+    # shape and dtype: a step's backward pass repeats its forward's shapes, and a dot's time is its shape's
     rng = np.random.default_rng(seed)
-    draw = lambda shape, dtype: jnp.asarray(rng.standard_normal(shape, dtype=np.float32).astype(
-        jnp.dtype(_DTYPES.get(dtype, "float32"))))
+    drawn: dict = {}
+
+    def draw(shape, dtype):
+        key = (tuple(shape), dtype)
+        if key not in drawn:
+            drawn[key] = jnp.asarray(rng.standard_normal(shape, dtype=np.float32).astype(
+                jnp.dtype(_DTYPES.get(dtype, "float32"))))
+        return drawn[key]
+
     args = [(draw(s["lhs"], s["lhs_dtype"]), draw(s["rhs"], s["rhs_dtype"])) for s in specs]
     dims = [tuple(tuple(tuple(d) for d in pair) for pair in s["dims"]) for s in specs]
     outs = [jnp.dtype(_DTYPES.get(s["out_dtype"], "float32")) for s in specs]
@@ -220,3 +253,61 @@ def lowering_chain(fn, *args) -> dict[str, str]:
     lowered = jax.jit(fn).lower(*args)
     return {"jaxpr.txt": str(jax.make_jaxpr(fn)(*args)), "stablehlo.mlir": lowered.as_text(),
             "optimized_hlo.txt": lowered.compile().as_text()}
+
+
+# ---------------------------------------------------------------- kernels of an optimized program
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    name: str
+    flops: float
+    bytes: float
+    is_dot: bool
+
+
+_FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy-start", "copy-done"}
+
+
+def _type_bytes(types: str) -> float:
+    return float(sum(ELEMENT_BYTES.get(t, 4) * math.prod(int(d) for d in dims.split(",") if d)
+                     for t, dims in re.findall(r"(\w+)\[([\d,]*)\]", types)))
+
+
+def kernels(optimized_hlo: str) -> list[Kernel]:
+    """The kernels of an optimised program: each instruction of its entry computation that does work,
+    with the FLOPs of what it computes (a fusion: its fused computation; a library GEMM: its shapes) and the
+    bytes it moves (its operands read once, its result written once)."""
+    bodies = {m.group(1): m.group(2) for m in re.finditer(r"^%?([\w.\-]+) \([^\n]*\{\n(.*?)\n\}", optimized_hlo,
+                                                          re.M | re.S)}
+    entry = re.search(r"^ENTRY [^\n]*\{\n(.*?)\n\}", optimized_hlo, re.M | re.S)
+    if entry is None:
+        return []
+    out, types = [], {}
+    shapes = {i["name"]: i["shape"] for i in parse(entry.group(1))}
+    for line in entry.group(1).splitlines():
+        m = re.match(r"\s*(?:ROOT\s+)?%?([\w.\-]+) = (.+?) ([\w\-]+)\((.*)$", line)
+        if not m:
+            continue
+        name, result, op, rest = m.groups()
+        types[name] = result
+        if op in _FREE:
+            continue
+        operands = re.findall(r"%([\w.\-]+)", rest.split("),")[0])
+        nbytes = _type_bytes(result) + sum(_type_bytes(types.get(o, "")) for o in operands)
+        if op == "custom-call" and _GEMM_CALL.search(rest):
+            (ins,) = parse(line)
+            out.append(Kernel(name, library_gemm_flops(ins, shapes), nbytes, True))
+            continue
+        called = re.search(r"calls=%?([\w.\-]+)", rest)
+        body = bodies.get(called.group(1), "") if called else line
+        flops = op_flops(body)
+        out.append(Kernel(name, sum(flops.values()), nbytes, flops["dot"] > 0 or "gemm" in rest or "matmul" in rest))
+    return out
+
+
+def program_counts(optimized_hlo: str) -> tuple[float, float]:
+    """(FLOPs, bytes) of an optimized program, summed over its kernels (``kernels``): the count that holds
+    where XLA's cost analysis cannot see (library GEMMs on a GPU)."""
+    ks = kernels(optimized_hlo)
+    return sum(k.flops for k in ks), sum(k.bytes for k in ks)

@@ -30,8 +30,9 @@ class Timing:
 
     times_s: tuple[float, ...]
     compile_s: float | None = None
-    flops_xla: float | None = None  # XLA cost analysis of the compiled program
+    flops_xla: float | None = None  # the compiled program's work (``work_counts``)
     bytes_xla: float | None = None
+    counts_from: str | None = None  # "xla" (its cost analysis) or "hlo" (counted from the program's kernels)
 
     @property
     def n_iters(self) -> int:
@@ -73,6 +74,8 @@ class Timing:
             out["flops_xla"] = self.flops_xla
         if self.bytes_xla is not None:
             out["bytes_xla"] = self.bytes_xla
+        if self.counts_from is not None:  # which count the figures above are: a GPU's library GEMMs need the HLO's
+            out["counts_from_hlo"] = float(self.counts_from == "hlo")
         return {**out, **extra}
 
 
@@ -120,19 +123,39 @@ def repeat(call: Callable[..., Any], sync: Callable[[Any], Any] = _block, *, tar
 
 
 def cost_analysis(compiled: Any) -> tuple[float | None, float | None]:
-    """(flops, bytes accessed) of a compiled program from XLA's cost analysis, or Nones."""
+    """(flops, bytes accessed) of a compiled program (``work_counts``), or Nones where neither count can be had."""
+    flops, nbytes, _ = work_counts(compiled)
+    return flops, nbytes
+
+
+def work_counts(compiled: Any) -> tuple[float | None, float | None, str | None]:
+    """(flops, bytes, where they came from) of a compiled program: "xla" (XLA's cost analysis) where it sees the
+    whole program, else "hlo" (``jaxgpu.stack.program_counts`` over the optimized program's kernels).
+
+    XLA's cost analysis on a GPU counts every library GEMM (a cuBLAS custom call) as -1 FLOPs and -1 bytes,
+    and a plugin may not offer it at all: such a count, or one with a negative part, is not used."""
+    from jaxgpu import stack
+
+    flops = nbytes = None
     try:
         cost = compiled.cost_analysis()
     except Exception:  # noqa: BLE001 - not every backend implements it
-        return None, None
+        cost = None
     if isinstance(cost, (list, tuple)):  # older jax returned one dict per computation
         cost = cost[0] if cost else {}
-    if not cost:
-        return None, None
-    flops = cost.get("flops")
-    nbytes = cost.get("bytes accessed")
-    return (float(flops) if flops is not None and flops >= 0 else None,
-            float(nbytes) if nbytes is not None and nbytes >= 0 else None)
+    if cost:
+        flops, nbytes = cost.get("flops"), cost.get("bytes accessed")
+    try:
+        hlo = compiled.as_text()
+    except Exception:  # noqa: BLE001 - a compiled object without text: XLA's figures or none
+        hlo = ""
+    blind = flops is None or nbytes is None or flops < 0 or nbytes < 0 or stack.has_library_gemm(hlo)
+    if not blind:
+        return float(flops), float(nbytes), "xla"
+    if hlo:
+        f, b = stack.program_counts(hlo)
+        return (f if f > 0 else None), (b if b > 0 else None), "hlo"
+    return None, None, None
 
 
 def memory_bytes(compiled: Any) -> int:
@@ -171,7 +194,7 @@ def time_jitted(fn: Callable, *args: Any, arg_sets: Sequence[tuple] | None = Non
       target_s: keep repeating until this much time has been measured.
 
     Returns:
-      A ``Timing`` with every sample, the compile time and XLA's cost analysis.
+      A ``Timing`` with every sample, the compile time and the program's work (``work_counts``).
     """
     sets = list(arg_sets) if arg_sets else [args]
     compiled, compile_s = compile_timed(fn, *sets[0])
@@ -183,11 +206,11 @@ def time_compiled(compiled: Any, arg_sets: Sequence[tuple], *, compile_s: float 
                   target_s: float = 0.5, min_iters: int = 5, max_iters: int = 10_000, warmup: int = 2) -> Timing:
     """Times an already compiled program (from ``compile_timed``) over rotating input sets."""
     sets = list(arg_sets)
-    flops, nbytes = cost_analysis(compiled)
+    flops, nbytes, source = work_counts(compiled)
     k = len(sets)
     times = repeat(lambda i: compiled(*sets[i % k]), target_s=target_s, min_iters=min_iters,
                    max_iters=max_iters, warmup=warmup)
-    return Timing(times, compile_s, flops, nbytes)
+    return Timing(times, compile_s, flops, nbytes, source)
 
 
 def time_host(fn: Callable, *args: Any, arg_sets: Sequence[tuple] | None = None,
@@ -207,18 +230,20 @@ def time_host(fn: Callable, *args: Any, arg_sets: Sequence[tuple] | None = None,
 
 
 def time_stateful(compiled: Callable, state: Any, *args: Any, target_s: float = 0.3,
-                  min_iters: int = 5) -> tuple[Timing, Any]:
+                  min_iters: int = 5, sync: Callable[[Any], Any] = _block) -> tuple[Timing, Any]:
     """Times ``state, out = compiled(state, *args)`` in a loop, each call taking the state the
-    previous one returned (a donated state cannot be passed twice). Returns the Timing and the
-    ``out`` of one more call, for the caller to check."""
+    previous one returned (a donated state cannot be passed twice). Each call is waited for whole, the
+    new state with its ``out``: a step's small output can be ready while its state (the parameter
+    update) is still being written. Returns the Timing and the ``out`` of one more call, for the caller
+    to check."""
     holder = [state]
 
     def call():
         holder[0], out = compiled(holder[0], *args)
-        return out
+        return holder[0], out
 
-    t = time_host(call, sync=jax.block_until_ready, target_s=target_s, min_iters=min_iters)
-    return t, call()
+    t = time_host(call, sync=sync, target_s=target_s, min_iters=min_iters)
+    return t, call()[1]
 
 
 def profiler_trace(trace_dir: str | None):

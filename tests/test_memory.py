@@ -80,6 +80,33 @@ def test_device_to_host_copies_a_fresh_array_every_time(device, monkeypatch):
     assert len({id(x) for x in made}) == len(made)
 
 
+def test_device_to_host_copies_once(device):
+    # np.array(x) of a GPU array copies twice (into its host cache, then copy=True); one copy is timed
+    class Dev:
+        platform = "gpu"
+
+    class OnGpu:
+        """What JAX's array does: __array__ hands back its host copy, copying again only when asked to."""
+
+        def __init__(self):
+            self.asked, self.cached = [], np.arange(8, dtype=np.float32)
+
+        def devices(self):
+            return {Dev()}
+
+        def __array__(self, dtype=None, copy=None):
+            self.asked.append(copy)
+            return self.cached.copy() if copy else self.cached
+
+    x = OnGpu()
+    out = memory.device_to_host(x)
+    assert x.asked == [None] and np.array_equal(out, x.cached)  # the device-to-host copy only
+    cpu = memory.fresh_device_copy(np.arange(1024, dtype=np.float32), device)
+    got = memory.device_to_host(cpu)
+    if device.platform == "cpu":  # host memory the array's view may share: a real copy, once
+        assert not np.shares_memory(got, np.asarray(cpu)) and np.array_equal(got, np.arange(1024))
+
+
 def test_a_step_that_does_not_raise_the_high_water_mark_has_no_peak():
     class Device:
         def __init__(self, peaks):
@@ -161,3 +188,32 @@ def test_the_backward_walk_peaks_at_the_layer_with_the_most_kept_below_it():
     assert fit.mlp_train(8, (16,), 2, 4, lowering=own).activations == 64 + 4 * 64 + 4 * 4 * 2
     with pytest.raises(KeyError, match="no lowering known"):
         fit.mlp_train(8, (16,), 2, 4, preset="int8")
+
+
+def _loop_body(hlo: str) -> str:
+    import re
+
+    body = re.search(r"while\([^)]*\), condition=%?[\w.\-]+, body=%?([\w.\-]+)", hlo).group(1)
+    return re.search(r"^%?" + re.escape(body) + r" \([^\n]*\{\n(.*?)\n\}", hlo, re.M | re.S).group(1)
+
+
+@pytest.mark.parametrize("kernel", list(memory.KERNELS))
+def test_the_stream_loop_copies_no_array_in_its_body(kernel):
+    # a carry of all three arrays made XLA:GPU copy two of them whole each iteration (7 arrays moved, 3 counted)
+    import re
+
+    import jax.numpy as jnp
+
+    from jaxgpu import targets
+
+    array_copy = re.compile(r"= \w+\[\d[\d,]*\]\S* copy\(")  # a copy of an array (the loop counter's is a scalar)
+    n = 1 << 16
+    x = jnp.ones(n)
+    cpu = jax.jit(memory.stream_loop(kernel, 10)).lower(x, x, x).compile().as_text()
+    assert not array_copy.search(_loop_body(cpu)), _loop_body(cpu)
+    if targets.unavailable() is None:
+        dev = targets.devices("h200", 1)[0]
+        gpu = targets.compile_plan(memory.stream_loop(kernel, 10), *[targets.spec((n,), "float32", dev)] * 3).hlo
+        assert not array_copy.search(_loop_body(gpu)), _loop_body(gpu)
+    r = memory.bench_stream(kernel, memory.stream_arrays(n), "loop", target_s=0.0)  # checked inside
+    assert r.bytes_per_call == memory.stream_bytes(kernel, n, 4)

@@ -130,8 +130,55 @@ def test_the_narrowing_convert_of_a_round_trip_survives_optimisation():
     assert jax.default_backend() in ("cpu", "gpu")
 
 
-def test_mamf_search_respects_its_budget(device):
+def test_mamf_search_respects_its_budget(device, monkeypatch):
     found = matmul.mamf_search("fp32", 256, budget_s=0.0, device=device, target_s=0.0)
     assert found.shapes_tried == 1 and (found.best.m, found.best.k, found.best.n) == (256, 256, 256)
     found = matmul.mamf_search("bf16", 256, budget_s=0.5, device=device, step=64, target_s=0.0)
     assert found.shapes_tried > 1 and found.best.gflops > 0
+    # a slow operand draw and a first shape whose compile (a GPU's autotuning) outlasts the budget: the
+    # search still tries more than that one shape
+    import time
+
+    real_operands, real_bench = matmul.operands, matmul.bench_jax
+    calls = []
+
+    def slow_draw(*a, **k):
+        time.sleep(0.6)
+        return real_operands(*a, **k)
+
+    def slow_first(*a, **k):
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(0.6)
+        return real_bench(*a, **k)
+
+    monkeypatch.setattr(matmul, "operands", slow_draw)
+    monkeypatch.setattr(matmul, "bench_jax", slow_first)
+    found = matmul.mamf_search("fp32", 128, budget_s=0.5, device=device, step=32, target_s=0.0)
+    assert found.shapes_tried > 1 and found.search_s > 1.2, found
+
+
+def test_tf32_asks_for_the_tf32_algorithm_on_a_gpu_and_runs_as_fp32_on_the_cpu():
+    # Precision.HIGH alone runs as IEEE fp32 on XLA:GPU's Triton GEMMs; the algorithm asks for TF32 everywhere
+    import re
+
+    import jax
+    import optax
+
+    from jaxgpu import mlp
+
+    a = jnp.asarray(np.random.default_rng(0).standard_normal((64, 64), dtype=np.float32))
+    algo = r"algorithm = <lhs_precision_type = tf32, rhs_precision_type = tf32, accumulation_type = f32"
+    cuda = jax.jit(lambda a, b: precision.dot(a, b, preset="tf32")).trace(a, a).lower(lowering_platforms=("cuda",))
+    assert re.search(algo, cuda.as_text())
+    for other in ("fp32", "bf16"):  # only tf32 changes
+        text = jax.jit(lambda a, b, p=other: precision.dot(*precision.prepare(a, b, p), preset=p)).trace(a, a) \
+            .lower(lowering_platforms=("cuda",)).as_text()
+        assert "tf32" not in text, other
+    cpu = np.asarray(precision.matmul(a, a, "tf32"), np.float64)  # XLA:CPU has no TF32: fp32, and it runs
+    assert matmul.rel_error(cpu, np.asarray(a, np.float64) @ np.asarray(a, np.float64)) < 1e-6
+    model, opt = mlp.MLP(widths=(16,)), optax.adamw(1e-3)
+    state = jax.eval_shape(lambda: mlp.init_state(model, opt, jax.random.key(0), 8))
+    x, y = jax.ShapeDtypeStruct((4, 8), jnp.float32), jax.ShapeDtypeStruct((4,), jnp.int32)
+    step = mlp.make_train_step(model, opt, "tf32").trace(state, x, y).lower(lowering_platforms=("cuda",))
+    assert len(re.findall(algo, step.as_text())) >= 3  # forward and both backward products of a layer

@@ -104,3 +104,35 @@ def test_compile_for_on_the_command_line(tmp_path):
     lines = (tmp_path / "run" / "results.jsonl").read_text().splitlines()
     assert lines and all(json.loads(ln)["mode"] == "compiled" for ln in lines)
     assert "compiled, not run" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_a_gpu_train_steps_flops_are_counted_from_its_hlo_library_gemms_included():
+    # XLA's cost analysis counts each cuBLAS custom call as -1 FLOPs: the count comes from the program's shapes
+    import jax
+    import optax
+
+    from jaxgpu import mlp, stack, timing
+
+    widths, batch, d = (1024, 1024), 256, 784
+    model, opt = mlp.MLP(widths=widths, n_out=10), optax.adamw(1e-3)
+    state = jax.eval_shape(lambda: mlp.init_state(model, opt, jax.random.key(0), d))
+    (dev,) = targets.devices("h200", 1)
+    plan = targets.compile_plan(mlp.make_train_step(model, opt, "fp32"), targets.specs_like(state, dev),
+                                targets.spec((batch, d), "float32", dev), targets.spec((batch,), "int32", dev))
+    assert stack.has_library_gemm(plan.hlo)  # the GEMMs are cuBLAS calls XLA cannot count
+    layers = [(d, widths[0]), (widths[0], widths[1]), (widths[1], 10)]
+    # forward and weight gradient of every layer, input gradient of all but the first: 2 x batch x in x out each
+    analytic = sum(2.0 * batch * i * o * (2 if n == 0 else 3) for n, (i, o) in enumerate(layers))
+    dots = sum(k.flops for k in stack.kernels(plan.hlo) if k.is_dot)
+    assert abs(dots / analytic - 1) < 0.02, (dots, analytic)
+    flops, nbytes = stack.program_counts(plan.hlo)
+    assert dots < flops < 1.05 * analytic and nbytes > 4 * sum(i * o for i, o in layers)  # the weights at least
+
+    class Compiled:  # what a GPU client hands back: its cost analysis blind to the library calls
+        def cost_analysis(self):
+            return {"flops": -1.0, "bytes accessed": -1.0}
+
+        def as_text(self):
+            return plan.hlo
+
+    assert timing.work_counts(Compiled()) == (flops, nbytes, "hlo")

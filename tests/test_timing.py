@@ -85,3 +85,41 @@ def test_harness_overhead_per_call_is_small():
     # 50 us is the design goal; a no-op measures about 1 us, so this leaves CI noise room.
     t = timing.time_host(lambda: None, target_s=0.05, min_iters=1000)
     assert t.median_s < 50e-6
+
+
+def test_a_programs_work_says_which_count_it_is():
+    import jax
+    import jax.numpy as jnp
+
+    from jaxgpu import timing
+
+    x = jnp.ones((64, 64))
+    compiled = jax.jit(lambda a: a @ a).lower(x).compile()
+    flops, nbytes, source = timing.work_counts(compiled)
+    assert source == "xla" and flops == 2 * 64**3 and nbytes > 0  # XLA:CPU sees its own dots
+    t = timing.time_compiled(compiled, [(x,)], target_s=0.0)
+    assert t.metrics()["counts_from_hlo"] == 0.0 and t.metrics()["flops_xla"] == flops
+
+    class Negative:  # a cost analysis with a negative part is not used: the HLO's count is
+        def cost_analysis(self):
+            return {"flops": 2.0 * 64**3, "bytes accessed": -1.0}
+
+        def as_text(self):
+            return compiled.as_text()
+
+    f, b, src = timing.work_counts(Negative())
+    assert src == "hlo" and f >= 2 * 64**3 and b >= 2 * 4 * 64 * 64  # x read once (both operands), the product written
+
+
+def test_a_stateful_step_is_waited_for_with_its_new_state():
+    from jaxgpu import timing
+
+    waited = []
+
+    def step(state, x):
+        return state + 1, {"loss": x}
+
+    t, out = timing.time_stateful(step, 0, 5.0, target_s=0.0, min_iters=3, sync=waited.append)
+    assert out == {"loss": 5.0} and t.n_iters >= 3
+    # every timed call waited on the new state (the i-th state) as well as the output
+    assert [w[0] for w in waited] == list(range(1, len(waited) + 1)) and all(w[1] == {"loss": 5.0} for w in waited)

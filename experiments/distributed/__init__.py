@@ -49,7 +49,8 @@ def worker_platform(ctx: RunContext, processes: int) -> str:
 
 def _too_few_gpus(n: int, ctx: RunContext):
     raise results.Unsupported(f"{n} processes need {n} GPUs and this run has {ctx.n_devices}; the CPU run of the "
-                              "same machine runs the job through gloo")
+                              "same machine can run the job through gloo: python -m experiments.run --backend cpu "
+                              "--only distributed")
 
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:

@@ -77,12 +77,28 @@ def _build(names: Sequence[str], ctx: RunContext, profile: str, settings: dict |
         exp = experiments.load(name)
         configs[name] = experiments.config(name, profile, ctx.platform, (settings or {}).get(name))
         make = (exp.compiled_cases or (lambda cfg, ctx: [])) if compiled else exp.cases
-        cases = [c for c in make(configs[name], ctx) if results.case_key(name, c.params) not in done]
+        cases = _still_to_do(name, make(configs[name], ctx), done)
         if rests_on is not None:
             cases = [dataclasses.replace(c, key=rests_on(name, c.params)) for c in cases]
         plans.append(_Plan(name, exp, cases, plan_mod.experiment_seconds(cases, m)))
     plans.sort(key=lambda p: not p.exp.run_first)
     return configs, plans
+
+
+def _still_to_do(name: str, cases: list[Case], done: set[str]) -> list[Case]:
+    """The cases not yet recorded; the first of those needing a case an earlier process measured takes on its
+    cost (it redoes that work here)."""
+    cost_of = {results.case_key(name, c.params): c.cost for c in cases}
+    out, charged = [], set()
+    for c in cases:
+        if results.case_key(name, c.params) in done:
+            continue
+        need = results.case_key(name, c.needs) if c.needs is not None else None
+        if need in done and need not in charged and need in cost_of:
+            c = dataclasses.replace(c, cost=cost_of[need])
+            charged.add(need)
+        out.append(c)
+    return out
 
 
 def _machine(platform: str, device_kind: str | None) -> plan_mod.Machine:
@@ -113,10 +129,14 @@ def dry_run(names: Sequence[str], *, platform: str, profile: str = "quick", targ
 
 
 def _order(plans: list[_Plan], budget_s: float | None) -> list[tuple[_Plan, Case]]:
-    """Key cases of every experiment first when the time is budgeted; else experiment by experiment."""
+    """Experiment by experiment; when the time is budgeted, key cases of every experiment first. A run-first
+    experiment's cases come before everything either way (a device's memory high-water mark, which it
+    reads, is only low before anything else ran)."""
+    first = [(p, c) for p in plans if p.exp.run_first for c in p.cases]
+    rest = [p for p in plans if not p.exp.run_first]
     if budget_s is None:
-        return [(p, c) for p in plans for c in p.cases]
-    return [(p, c) for key in (True, False) for p in plans for c in p.cases if c.key == key]
+        return first + [(p, c) for p in rest for c in p.cases]
+    return first + [(p, c) for key in (True, False) for p in rest for c in p.cases if c.key == key]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -286,12 +306,15 @@ def _measure_all(plans: list[_Plan], ctx: RunContext, run_id: str, budget_s: flo
                  spent: dict[str, float], bar, log: Callable[[str], None], t_start: float) -> int:
     """Measures the plans' cases in order, writing each record as it comes; returns how many the budget skipped."""
     allow = _allowances(plans, budget_s, machine)
-    current, started, skipped = None, set(), 0
+    current, started, skipped, left_out = None, set(), 0, set()
     for p, case in _order(plans, budget_s):
         est = machine.case_seconds(case.cost)
         est += machine.experiment_setup_s if est and p.name not in started else 0.0
-        if budget_s is not None and not allow.take(p.name, case.key, est, time.perf_counter() - t_start):
-            skipped += 1
+        needed = results.case_key(p.name, case.needs) if case.needs is not None else None
+        if budget_s is not None and (needed in left_out
+                                     or not allow.take(p.name, case.key, est, time.perf_counter() - t_start)):
+            skipped += 1  # a case whose work it reads was left out goes too: it would redo that work unpriced
+            left_out.add(results.case_key(p.name, case.params))
             continue
         if p.name != current and (bar is None or bar.disable):
             log(f"jaxgpu: {p.name}: {len(p.cases)} cases")

@@ -86,7 +86,10 @@ def overallocate(ctx: RunContext) -> dict[str, float]:
         x = jax.device_put(jnp.zeros((want // 4,), jnp.float32), ctx.device)
         x.block_until_ready()
     except Exception as err:  # noqa: BLE001 - the allocator's refusal is the measurement
-        raise DoesNotFit(f"needs {want / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available: "
+        # the limit is JAX's allocator pool (75% of the card by default: XLA_PYTHON_CLIENT_MEM_FRACTION), not
+        # the card: the refusal says how much past the pool, which a caller can raise
+        raise DoesNotFit(f"needs {want / 2**30:.1f} GiB, {available / 2**30:.1f} GiB in JAX's allocator pool (its "
+                         f"bytes_limit, a share of the card's memory): "
                          f"{(str(err).splitlines() or [''])[0][:160]}") from None
     del x
     return {"bytes_measured": float(want)}

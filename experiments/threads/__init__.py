@@ -39,7 +39,8 @@ def worker_counts() -> list[int]:
 
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
-    # CPU workers only: on a GPU run this measures the host, which the CPU run already does.
+    # CPU workers only: on a GPU run this would measure the host's CPU, which a CPU run measures (the GPU
+    # check's host study leaves it out: python -m experiments.run --backend cpu --only threads runs it)
     if ctx.platform != "cpu":
         return []
     n, e = cfg.matmul_n, cfg.elementwise_n

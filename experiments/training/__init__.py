@@ -77,12 +77,11 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     for v in VARIANTS:
         # fp32 also measures what fp16 would flush to zero: gradients taken op by op
         cost = dataclasses.replace(run_cost, compiles=run_cost.compiles + 20) if v == "fp32" else run_cost
-        out.append(Case({"case": "run", "variant": v, "widths": list(cfg.widths), "batch": cfg.batch},
-                        functools.partial(_measure.run, v, cfg, ctx), cost))
-        for i in range(cfg.epochs):
-            out.append(Case({"case": "curve", "variant": v, "epoch": i + 1}, functools.partial(_measure.point, v, i,
-                                                                                               cfg, ctx),
-                            Cost.none()))
+        run = {"case": "run", "variant": v, "widths": list(cfg.widths), "batch": cfg.batch}
+        out.append(Case(run, functools.partial(_measure.run, v, cfg, ctx), cost))
+        for i in range(cfg.epochs):  # each point reads its run's training (one run serves them all)
+            out.append(Case({"case": "curve", "variant": v, "epoch": i + 1},
+                            functools.partial(_measure.point, v, i, cfg, ctx), Cost.none(), needs=run))
     for w in cfg.to_target_widths:
         p = fit.mlp_param_count(64, (w, w), 10)
         steps = 16384 // cfg.to_target_batch * 3  # three epochs, about what the students take

@@ -34,7 +34,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
              rp.fmt(x.params.get("bytes", x.metrics.get("batch_bytes", 0)) / 2**20),
              rp.fmt(x.metrics["time_s_median"] * 1e3), rp.fmt(x.metrics.get("gbytes_per_s"))]
             for run, x in rp.measured(good)]
-    sec.tables.append(rp.Table(["run", "what", "MiB", "median ms", "GB/s"], rows, "Transfers and MLP steps"))
+    sec.tables.append(rp.Table(["run", "what", "MiB", "median ms", "GB/s"], rows,
+                               "Transfers (to and from pageable host memory: numpy's, not pinned) and MLP steps"))
     sec.paragraphs += rp.not_ok(rp.measured(pairs))
     return sec
 

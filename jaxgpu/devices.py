@@ -183,6 +183,22 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# The CPU features that decide how fast a low-precision product runs on XLA:CPU: AMX tiles (bf16, int8),
+# AVX-512 BF16 / FP16 / VNNI dot instructions, AVX-VNNI, or none of them (then bf16 and fp16 are widened).
+MATMUL_FEATURES = ("amx_tile", "amx_bf16", "amx_int8", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni",
+                   "avx512f", "avx2")
+
+
+def cpu_features(path: str = "/proc/cpuinfo") -> list[str]:
+    """Which of ``MATMUL_FEATURES`` the CPU reports (its flags in ``path``), in that order."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return []
+    return [x for x in MATMUL_FEATURES if x in flags]
+
+
 def cpu_count() -> int:
     """Cores this process may run on (the affinity mask, not the host's total)."""
     try:
@@ -249,6 +265,7 @@ def fingerprint(platform_name: str) -> dict[str, Any]:
         "n_devices": len(devs),
         "device_memory_bytes": device_memory_bytes(dev),
         "cpu_model": cpu_model(),
+        "cpu_features": " ".join(cpu_features()),
         "cpu_cores": cpu_count(),
         "host_memory_bytes": host_memory_bytes(),
         "python": platform.python_version(),

@@ -279,7 +279,8 @@ def bench_matvec(n: int, device=None, target_s: float = 0.3) -> RooflinePoint:
     v = rng.standard_normal(n, dtype=np.float32)
     ad, vd = jax.device_put(a, device), jax.device_put(v, device)
     f = jax.jit(lambda m, x: jnp.matmul(m, x, precision=jax.lax.Precision.HIGHEST))
-    ref = a[:256].astype(np.float64) @ v.astype(np.float64)
+    with timing.single_blas_thread():  # no BLAS threads left spinning on the timed program's cores
+        ref = a[:256].astype(np.float64) @ v.astype(np.float64)
     got = np.asarray(f(ad, vd))[:256]
     if not np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5:
         raise ArithmeticError("matvec: wrong result; timing discarded")

@@ -15,6 +15,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import statistics
 import time
@@ -254,3 +255,18 @@ def profiler_trace(trace_dir: str | None):
     if trace_dir is None:
         return contextlib.nullcontext()
     return jax.profiler.trace(str(trace_dir), create_perfetto_trace=True)
+
+
+@contextlib.contextmanager
+def single_blas_thread():
+    """numpy's BLAS on one thread inside, as it was after: for a reference computed next to a timed program.
+
+    OpenBLAS's worker threads spin for about a tenth of a second after each call, on the cores the timed
+    program is about to use (``jaxgpu.matmul.check_against_reference`` has the figures)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # a dependency; without it the reference keeps numpy's threads
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield

@@ -194,3 +194,26 @@ def test_a_rule_that_raises_is_a_bug_not_missing_data():
                (None, _rec("tensor_parallel", {"data": 1, "model": 4}, {"rel_error": 0.0}))]
     v = _decide("C11", damaged)
     assert v.verdict == "not run" and "bytes_measured" in v.evidence, v
+
+
+def test_c13_names_the_cpu_feature_that_decides_it(tmp_path):
+    from pathlib import Path as P
+
+    from jaxgpu import devices
+
+    from tests.test_verdicts import SCENARIOS
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor : 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n")
+    assert devices.cpu_features(str(info)) == ["amx_tile", "amx_bf16", "amx_int8", "avx512_bf16", "avx512f", "avx2"]
+    assert devices.cpu_features(str(tmp_path / "none")) == []
+    pairs = SCENARIOS["C13"]["supported"]
+    said = {}
+    for label, feats in (("amx", "amx_tile amx_bf16 amx_int8 avx512_bf16"), ("vnni", "avx512_vnni avx2"),
+                         ("none", "avx2"), ("unrecorded", None)):
+        env = {"backend": "cpu", "device_kind": "cpu", **({"cpu_features": feats} if feats is not None else {})}
+        run = results.Run(P("cpu-run"), {"env": env}, ())
+        said[label] = _decide("C13", [(run, rec) for _, rec in pairs]).evidence
+    assert "AMX tiles (amx_tile, amx_bf16, amx_int8)" in said["amx"]
+    assert "no AMX tiles, only dot instructions (avx512_vnni)" in said["vnni"]
+    assert "neither AMX tiles nor AVX-512 BF16/VNNI" in said["none"] and "did not record" in said["unrecorded"]

@@ -139,8 +139,10 @@ def _sweep_table(sweep) -> rp.Table:
                      _upcast_cell(m)])
     return rp.Table(["run", "impl", "preset", "n", "median ms", "GFLOP/s", "x fp32", "of peak", "bytes/elem",
                      "rel. error", "upcast"], rows,
-                    "Every timed preset; x fp32 = speed-up over fp32 (HIGHEST) at the same n; of peak = the "
-                    "hardware table's figure for that dtype (CPU: estimate)")
+                    "Every timed preset; x fp32 = speed-up over fp32 (HIGHEST) at the same n, the sweep's own fp32 "
+                    "timing beside the other presets (the matmul section times the same fp32 product apart: two "
+                    "timings of one program, whose difference is run-to-run noise); of peak = the hardware "
+                    "table's figure for that dtype (CPU: estimate)")
 
 
 def _speedup(speedups, label, x):

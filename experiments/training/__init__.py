@@ -66,9 +66,13 @@ def _costs(cfg: Config) -> tuple[Cost, Cost, Cost]:
                calls=steps + 2 * cfg.epochs)
     widths = max(cfg.sweep_widths)
     big = fit.mlp_param_count(cfg.sweep_input, (widths,) * cfg.sweep_depth, 10)
-    sweep = Cost(compiles=0, step_compiles=1, flops=6.0 * cfg.sweep_batch * big, bytes=16.0 * big,
-                 target_s=cfg.target_s)
-    return run, sweep, dataclasses.replace(sweep, step_compiles=0)
+    # the dots-only program's operands, drawn on the host once per shape (stack.dots_only): the batch's
+    # activations at every layer, the weights, and the gradients of the outputs that have the same shapes
+    b = cfg.sweep_batch
+    operands = b * cfg.sweep_input + big + b * widths * cfg.sweep_depth + b * 10
+    sweep = Cost(compiles=0, step_compiles=1, flops=6.0 * b * big, bytes=16.0 * big, target_s=cfg.target_s,
+                 rng_bytes=4.0 * operands, host_bytes=4.0 * operands)
+    return run, sweep, dataclasses.replace(sweep, step_compiles=0, rng_bytes=0.0, host_bytes=0.0)
 
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:

@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     except results.ResultsError as err:
         print(f"experiments.report: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # the folders were fine: the report could not be written
+        print(f"experiments.report: error: {err.strerror or err}", file=sys.stderr)
+        return 1
     print(f"{md}\n{page}")
     return 0
 

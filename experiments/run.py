@@ -24,9 +24,11 @@ built from them (``experiments.report``), as ``python -m experiments.report`` wo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -206,23 +208,68 @@ def main(argv: list[str] | None = None) -> int:
     label = f"compiled-{args.compile_for.lower()}" if args.compile_for else platform
     out = args.resume or args.out or runner.default_out_dir(label)
     try:
-        runner.run_study(names, platform=platform, profile=args.profile, out_dir=out, resume=bool(args.resume),
-                         seed=args.seed, host_devices=args.devices, processes=args.processes,
-                         trace_dir=args.profile_trace, progress=not args.no_progress,
-                         argv=sys.argv[1:] if argv is None else argv, budget_s=args.budget_s, settings=settings,
-                         compile_for=args.compile_for, rests_on=claims.rests_on)
+        with _sigterm_as_interrupt():
+            runner.run_study(names, platform=platform, profile=args.profile, out_dir=out, resume=bool(args.resume),
+                             seed=args.seed, host_devices=args.devices, processes=args.processes,
+                             trace_dir=args.profile_trace, progress=not args.no_progress,
+                             argv=sys.argv[1:] if argv is None else argv, budget_s=args.budget_s, settings=settings,
+                             compile_for=args.compile_for, rests_on=claims.rests_on)
     except results.ResultsError as err:
         return _fail(str(err))
-    except KeyboardInterrupt:
-        print(f"experiments.run: interrupted; every finished case is kept in {out}; "
+    except FileExistsError as err:  # another run claimed the folder first (FolderTaken), or already holds it
+        return _fail(str(err))
+    except results.RunWriteError as err:  # the input was fine: the machine could not take the write
+        print(f"experiments.run: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: the run stopped; what it measured is reported
+        sig = getattr(err, "signal_name", "SIGINT")
+        where = _report(out, args.no_report)
+        print(f"experiments.run: stopped by {sig}; every finished case is kept in {out}{where}; "
               f"continue with --resume {out}", file=sys.stderr)
-        return 130
+        return 143 if sig == "SIGTERM" else 130
     if not args.no_report:
-        from experiments import report
-
-        paths = report.write_report([out], out)
-        print(f"jaxgpu: report: {paths[0]}", file=sys.stderr)
+        where = _report(out, False)
+        if not where.startswith(", report"):
+            return 1
+        print(f"jaxgpu:{where.lstrip(',')}", file=sys.stderr)
     return 0
+
+
+class Stopped(KeyboardInterrupt):
+    """A SIGTERM (a scheduler, a container stop, a lease's end), raised where Ctrl-C would be."""
+
+    signal_name = "SIGTERM"
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """Inside, SIGTERM stops the run as Ctrl-C does: the case in flight is abandoned, run.json says so."""
+    def stop(signum, frame):
+        raise Stopped()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _report(out: str | Path, skip: bool) -> str:
+    """Writes the report of ``out``; returns a phrase for the closing line (where it is, or why not)."""
+    if skip:
+        return ""
+    from jaxgpu import results
+
+    from experiments import report
+
+    try:
+        md, page = report.write_report([out], out)
+    except (results.ResultsError, OSError) as err:
+        text = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        print(f"experiments.run: error: the report was not written ({text}); the records are kept in {out}",
+              file=sys.stderr)
+        return "; no report"
+    return f", report: {md} and {page}"
 
 
 def _restart_with_allocator(args: argparse.Namespace) -> None:

@@ -36,6 +36,23 @@ class ResultsError(ValueError):
     """A results file that cannot be read; the message names the file."""
 
 
+class RunWriteError(OSError):
+    """A run's file could not be written (a full disk, a folder gone read-only): the message names the file
+    and the cause, and says that every record written before it is kept."""
+
+    def __init__(self, path: Path, err: OSError):
+        super().__init__(err.errno, f"cannot write {path}: {err.strerror or err}; every record written before it "
+                                    f"is kept (free the space and continue with --resume {path.parent})")
+        self.path = path
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+class FolderTaken(FileExistsError):
+    """Another run has claimed the result folder (its results file exists)."""
+
+
 class Unsupported(Exception):
     """The backend or dtype cannot run this case; recorded as ``status: unsupported``."""
 
@@ -143,11 +160,23 @@ class RunWriter:
     start on a line of their own; every complete record is kept.
     """
 
-    def __init__(self, out_dir: str | os.PathLike, run_meta: dict[str, Any]):
+    def __init__(self, out_dir: str | os.PathLike, run_meta: dict[str, Any], new: bool = False):
+        """``new``: the folder must hold no run yet; it is claimed by creating its results file exclusively, so
+        of two runs started into it at once exactly one gets it (the other: ``FolderTaken``)."""
         self.dir = Path(out_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
         meta = {"schema": SCHEMA, **run_meta}
         run_path = self.dir / RUN_FILE
+        results_path = self.dir / RESULTS_FILE
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            if new:
+                with open(results_path, "x", encoding="utf-8"):
+                    pass
+        except FileExistsError:
+            raise FolderTaken(f"{self.dir} already holds a run (another may have just started there); choose "
+                              f"another folder, or resume it with --resume {self.dir}") from None
+        except OSError as err:
+            raise RunWriteError(results_path if new else self.dir, err) from None
         if run_path.exists():
             # A resumed run keeps its first run.json and lists later sessions beside it.
             old = json.loads(run_path.read_text(encoding="utf-8"))
@@ -165,14 +194,21 @@ class RunWriter:
             meta = old
         self.meta = meta
         self._write_meta()
-        self.cut_line = set_aside_cut_line(self.dir / RESULTS_FILE)
-        self._f = open(self.dir / RESULTS_FILE, "a", encoding="utf-8")
+        self.cut_line = set_aside_cut_line(results_path)
+        try:
+            self._f = open(results_path, "a", encoding="utf-8")
+        except OSError as err:
+            raise RunWriteError(results_path, err) from None
 
     def _write_meta(self) -> None:
         run_path = self.dir / RUN_FILE
         tmp = run_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, run_path)
+        try:  # a temporary file renamed over the old: a full disk leaves the last run.json whole
+            tmp.write_text(json.dumps(self.meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            os.replace(tmp, run_path)
+        except OSError as err:
+            tmp.unlink(missing_ok=True)
+            raise RunWriteError(run_path, err) from None
 
     def update(self, **fields: Any) -> None:
         """Sets top-level fields of run.json (written at once, atomically)."""
@@ -183,12 +219,18 @@ class RunWriter:
         if record.mode == "predicted":  # results.jsonl holds what was measured or compiled, never a model's output
             raise ValueError(f"a predicted record is not written to {RESULTS_FILE}: {record.experiment} "
                              f"{record.params}")
-        self._f.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        try:  # a line cut by a full disk is set aside when the run is resumed (set_aside_cut_line)
+            self._f.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        except OSError as err:
+            raise RunWriteError(self.dir / RESULTS_FILE, err) from None
 
     def close(self) -> None:
-        self._f.close()
+        try:
+            self._f.close()
+        except OSError:  # the data it held was written and synced, or its write already raised
+            pass
 
     def __enter__(self) -> RunWriter:
         return self

@@ -57,10 +57,12 @@ class GpuTarget:
 # SM), the CUDA C++ Programming Guide's limits per compute capability (228 KB of shared memory
 # per SM on 9.0, 227 KB of it to one block; 164 and 163 KB on 8.0; 2048 threads and 64 K
 # registers per SM). The H200's memory size is what nvidia-smi reported on the H200 machine this
-# project is lent (143771 MiB); the others are the capacities nvidia-smi shows for those parts.
+# project is lent (143771 MiB), and so is its L2 (60 MB, as PyTorch reads it there; the whitepaper's
+# figure for the H100 SXM5 is 50 MB); the others are the capacities nvidia-smi shows for those parts.
 TARGETS: dict[str, GpuTarget] = {t.name: t for t in (
     GpuTarget("h200", "NVIDIA H200", "H200 SXM", (9, 0), True, 132, 128, 1.98, 143771 * 2**20, 4.8e12,
-              50 * 2**20, 228 * 1024, 227 * 1024, "H200 datasheet (SXM), Hopper whitepaper, CUDA guide (cc 9.0)"),
+              60 * 2**20, 228 * 1024, 227 * 1024,
+              "H200 datasheet (SXM), Hopper whitepaper, CUDA guide (cc 9.0); L2 as the lent H200 reports it"),
     GpuTarget("h100", "NVIDIA H100 80GB HBM3", "H100 SXM", (9, 0), True, 132, 128, 1.98, 81559 * 2**20, 3.35e12,
               50 * 2**20, 228 * 1024, 227 * 1024, "H100 datasheet (SXM5), Hopper whitepaper, CUDA guide (cc 9.0)"),
     GpuTarget("a100", "NVIDIA A100-SXM4-80GB", "A100 80GB", (8, 0), False, 108, 64, 1.41, 81920 * 2**20, 2.039e12,

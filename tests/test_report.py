@@ -27,6 +27,7 @@ def _as_gpu_run(src, dst):
     shutil.copytree(src, dst)
     meta = json.loads((dst / "run.json").read_text())
     meta["env"].update(backend="gpu", device_kind="NVIDIA H200")
+    meta["run_id"] += "-gpu"  # another run (a report counts one run id once)
     (dst / "run.json").write_text(json.dumps(meta))
     lines = []
     for line in (dst / "results.jsonl").read_text().splitlines():
@@ -208,6 +209,7 @@ def test_a_gpu_run_is_set_beside_its_own_hosts_cpu_run(tiny_run, tmp_path):
     shutil.copytree(tiny_run, other)
     meta = json.loads((other / "run.json").read_text())
     meta["env"]["cpu_model"] = "Another CPU"
+    meta["run_id"] += "-elsewhere"
     (other / "run.json").write_text(json.dumps(meta))
     lines = [json.loads(x) for x in (other / "results.jsonl").read_text().splitlines()]
     for rec in lines:
@@ -248,6 +250,8 @@ def test_the_committed_report_is_reproduced_from_the_committed_runs(tmp_path):
 def test_an_older_benchmark_version_is_flagged_not_mixed_silently(tiny_run, tmp_path):
     old = tmp_path / "old"
     shutil.copytree(tiny_run, old)
+    meta = json.loads((old / "run.json").read_text())
+    (old / "run.json").write_text(json.dumps({**meta, "run_id": meta["run_id"] + "-old"}))  # another run
     lines = [json.loads(x) for x in (old / "results.jsonl").read_text().splitlines()]
     for rec in lines:
         rec["benchmark_version"] = 0

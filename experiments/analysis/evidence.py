@@ -38,7 +38,8 @@ class _Guarded(dict):
         raise MissingField(f"{self._where} has no {key!r}")
 
 
-def _guard(rec: Record) -> Record:
+def guard(rec: Record) -> Record:
+    """The record with its metrics and params guarded: a missing one raises ``MissingField`` naming it."""
     where = f"a {rec.experiment} record ({', '.join(f'{k}={v}' for k, v in list(rec.params.items())[:4])})"
     return dataclasses.replace(rec, metrics=_Guarded(rec.metrics, where + "'s metrics"),
                                params=_Guarded(rec.params, where + "'s params"))
@@ -63,7 +64,7 @@ class Evidence:
     """``(Run, Record)`` pairs seen through the door: every experiment read is logged in ``read``."""
 
     def __init__(self, pairs: Iterable[tuple[Run, Record]], log: Log | None = None):
-        self._pairs = [(run, rec if isinstance(rec.metrics, _Guarded) else _guard(rec)) for run, rec in pairs]
+        self._pairs = [(run, rec if isinstance(rec.metrics, _Guarded) else guard(rec)) for run, rec in pairs]
         self.log = Log() if log is None else log
 
     @property

@@ -252,7 +252,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
         + f" -> {out_dir}")
     # The folder and run.json exist before anything else can fail (an info() hook importing a
     # broken peer, say): whatever happens next, the run leaves a result folder behind.
-    writer = results.RunWriter(out_dir, meta)
+    writer = results.RunWriter(out_dir, meta, new=not resume)  # a new run claims its folder atomically
     info, attached = _describe_machine(plans, ctx, out_dir)
     writer.update(info={**writer.meta.get("info", {}), **info},
                   attachments={**writer.meta.get("attachments", {}), **attached})
@@ -260,23 +260,32 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
 
     counts = {s: 0 for s in results.STATUSES}
     spent = {p.name: 0.0 for p in plans}
-    state, skipped, t_start = "interrupted", 0, time.perf_counter()
+    state, skipped, t_start, why = "interrupted", 0, time.perf_counter(), {}
     bar = _progress(total, progress)
     try:
         with writer, timing.profiler_trace(str(trace_dir) if trace_dir else None):
             skipped = _measure_all(plans, ctx, run_id, budget_s, setting.machine, writer, counts, spent, bar, log,
                                    t_start)
             state = "cut_by_budget" if skipped else "complete"
+    except KeyboardInterrupt as err:  # Ctrl-C, or a SIGTERM the command line turned into one (Stopped)
+        why = {"stopped_by": getattr(err, "signal_name", "SIGINT")}
+        raise
+    except results.RunWriteError as err:
+        state, why = "write_failed", {"reason": str(err)}
+        raise
     finally:
         if bar is not None:
             bar.close()
         elapsed = time.perf_counter() - t_start
         # freed host memory now stays with the process (the tuned allocator): the peak is worth knowing
         max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-        writer.update(completion={"state": state, "cases_planned": total, "cases_done": sum(counts.values()),
-                                  "cases_skipped": skipped, "budget_s": budget_s, "elapsed_s": round(elapsed, 1),
-                                  "max_rss_bytes": max_rss},
-                      timing=_timing(plans, spent))
+        try:
+            writer.update(completion={"state": state, "cases_planned": total, "cases_done": sum(counts.values()),
+                                      "cases_skipped": skipped, "budget_s": budget_s, "elapsed_s": round(elapsed, 1),
+                                      "max_rss_bytes": max_rss, **why},
+                          timing=_timing(plans, spent))
+        except results.RunWriteError as err:  # the disk is still full: run.json keeps what it last said
+            log(f"jaxgpu: {err}")
     for p in plans:
         if p.cases and (bar is None or bar.disable):
             log(f"jaxgpu: {p.name}: {spent[p.name]:.0f} s (estimated {p.estimate_s:.0f} s)")

@@ -13,6 +13,7 @@ from jaxgpu import results
 
 import experiments
 from experiments.analysis import claims, prediction
+from experiments.analysis.evidence import MissingField, guard
 from experiments.reporting import prediction as prediction_section
 
 TITLE = "jaxgpu: what does a GPU really buy deep learning?"
@@ -23,35 +24,49 @@ INTRO = ("Each section below measures one thing the popular explanation of GPUs 
 _RATE_METRICS = ("gflops", "gbytes_per_s", "samples_per_s")
 
 
-def build_sections(runs: Sequence[results.Run]) -> list[rp.Section]:
-    runs = list(runs)
+def build_sections(runs: Sequence[results.Run], notes: Sequence[str] = ()) -> list[rp.Section]:
+    """The report's sections from runs (``notes``: sentences about how they were read, for the Runs section).
+
+    Every record reaches the views guarded (``analysis.evidence``): a section whose records lack a field
+    it draws says so in one line, and the others build."""
+    runs = [results.Run(r.path, r.meta, tuple(guard(x) for x in r.records)) for r in runs]
     pairs = results.merge(runs)
     present = {rec.experiment for _, rec in pairs}
-    gpu, guessed = predictions(runs)  # the CPU runs' timed cases as predicted on that GPU
+    broken: list[str] = []  # what could not be drawn, in one line each (the ledger's first paragraphs)
+    gpu, guessed = _drawn(lambda: predictions(runs), "The GPU predictions", broken) or (prediction.gpu_of(runs), [])
     sections = [ledger_section(pairs, present, guessed, gpu)]
-    forecasts = predicted_tables(runs, pairs, guessed, gpu)
+    forecasts = _drawn(lambda: predicted_tables(runs, pairs, guessed, gpu), "The predicted tables", broken) or {}
     for name in experiments.names():
         if name in present:
             sec = experiment_section(name, pairs, [p for p in guessed if p[1].experiment == name])
             if name in forecasts:
                 sec.tables.append(forecasts[name])
             sections.append(sec)
-    speed = speedup_table(pairs)
-    if speed.rows:
+    speed = _drawn(lambda: speedup_table(pairs), "The GPU / CPU speed-up table", broken)
+    if speed is not None and speed.rows:
         sections.append(rp.Section("GPU / CPU speed-up per case", "speedup", paragraphs=[
             "For every case measured on both a GPU and a CPU run: the GPU's rate over the CPU's "
             "(or the CPU's time over the GPU's), against the CPU of the GPU's own machine where that run is "
             "here."], tables=[speed]))
-    predicted = prediction_section.section(runs)
+    predicted = _drawn(lambda: prediction_section.section(runs), "How well does the roofline predict?", broken)
     if predicted:
         sections.append(predicted)
-    sections[0].paragraphs[:0] = completion_notes(runs)
+    sections[0].paragraphs[:0] = completion_notes(runs) + broken
     tables = [rp.env_table(list(runs))]
     plan = plan_table(runs)
     if plan.rows:
         tables.append(plan)
-    sections.append(rp.Section("Runs", "runs", tables=tables, paragraphs=[_status_summary(runs)]))
+    sections.append(rp.Section("Runs", "runs", tables=tables, paragraphs=[*notes, _status_summary(runs)]))
     return sections
+
+
+def _drawn(make, what: str, broken: list[str]):
+    """``make()``, or None with a line in ``broken`` where a record lacks a field it reads."""
+    try:
+        return make()
+    except MissingField as err:
+        broken.append(f"{what} could not be drawn from the records: {err}.")
+        return None
 
 
 # How the HTML ledger colours each verdict (the words stay: the Markdown shows only them).
@@ -70,14 +85,22 @@ def experiment_section(name: str, pairs, predicted=()) -> rp.Section:
     mine = [p for p in pairs if p[1].experiment == name]
     measured = [p for p in mine if not p[1].compiled]
     compiled = [p for p in mine if p[1].compiled]
-    sec = view.section(measured + list(predicted))
+    try:
+        sec = view.section(measured + list(predicted))
+    except MissingField as err:  # a damaged or older record: this section says so, the others build
+        return rp.Section(f"{name}: {experiments.load(name).description}", name, claims.for_experiment(name),
+                          paragraphs=[f"This section could not be drawn from its records: {err}. The records are "
+                                      "in results.jsonl; the other sections and the ledger do not need them."])
     if not measured:  # only compiled records: the measured figures would be empty frames
         sec.plots, sec.tables = [], []
     if compiled:
-        if view.compiled is not None:
-            view.compiled(sec, compiled)
-        else:
-            sec.tables.append(_compiled_table(compiled))
+        try:
+            if view.compiled is not None:
+                view.compiled(sec, compiled)
+            else:
+                sec.tables.append(_compiled_table(compiled))
+        except MissingField as err:
+            sec.paragraphs.append(f"What runs compiled for a GPU planned could not be drawn: {err}.")
     _version_warning(sec, name, pairs)
     return sec
 
@@ -251,7 +274,7 @@ def completion_notes(runs) -> list[str]:
         if state == "complete":
             continue
         done = f"{c.get('cases_done', '?')} of {c.get('cases_planned', '?')} cases measured"
-        why = {"cut_by_budget": f"cut by its time budget of {c.get('budget_s', 0):.0f} s",
+        why = {"cut_by_budget": f"cut by its time budget of {c.get('budget_s') or 0:.0f} s",
                "interrupted": "interrupted", "running": "stopped without finishing (killed)"}.get(state, state)
         notes.append(f"Run {run.path.name} ({run.label}) was {why}: {done}; the figures below use what it "
                      f"measured, and python -m experiments.run --resume {run.path.name} continues it.")

@@ -10,6 +10,7 @@ import html
 import io
 import os
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -100,16 +101,44 @@ def render(sections: Sequence[rp.Section], out_dir: Path, sources: Sequence[str]
     return "\n".join(md) + "\n", page
 
 
+def once(dirs: Sequence[str | Path]) -> tuple[list[Path], list[results.Run], list[str]]:
+    """The folders and runs to report, each run once (its run id, or its folder where it has none), and a
+    sentence for each one named more than once: counted twice, its records would weigh twice in every
+    figure and verdict."""
+    kept: dict[str, tuple[Path, results.Run]] = {}
+    named: dict[str, list[str]] = {}
+    for d in dirs:
+        run = results.read_run(d)
+        ident = run.meta.get("run_id") or str(Path(d).resolve())
+        named.setdefault(ident, []).append(str(d))
+        kept.setdefault(ident, (Path(d), run))
+    notes = [f"Run {ident} was named {len(where)} times ({', '.join(where)}): it is counted once."
+             for ident, where in named.items() if len(where) > 1]
+    return [d for d, _ in kept.values()], [r for _, r in kept.values()], notes
+
+
 def write_report(dirs: Sequence[str | Path], out_dir: str | Path) -> tuple[Path, Path]:
-    """Reads the result folders, writes report.md, report.html and figures into out_dir."""
-    runs = [results.read_run(d) for d in dirs]
+    """Reads the result folders (each run once: ``once``), writes report.md, report.html and figures into
+    out_dir.
+
+    Raises:
+      jaxgpu.results.ResultsError: a folder is not a run, or holds a record that is not one.
+      OSError: the report could not be written (the message names the file).
+    """
+    dirs, runs, notes = once(dirs)
+    for note in notes:
+        print(f"experiments.report: {note}", file=sys.stderr)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     # Relative to the report, so the links work wherever the folders are copied together.
     sources = [os.path.relpath(Path(d).resolve(), out.resolve()) for d in dirs]
-    md, page = render(build_sections(runs), out, sources)
-    (out / "report.md").write_text(md, encoding="utf-8")
-    (out / "report.html").write_text(page, encoding="utf-8")
+    sections = build_sections(runs, notes)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        md, page = render(sections, out, sources)
+        for name, text in (("report.md", md), ("report.html", page)):
+            tmp = out / f"{name}.tmp"  # renamed over the old one: a full disk leaves the last report whole
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, out / name)
+    except OSError as err:
+        raise OSError(err.errno, f"cannot write the report into {out}: {err.strerror or err}") from None
     return out / "report.md", out / "report.html"
-
-

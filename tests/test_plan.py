@@ -91,8 +91,8 @@ def test_the_gpu_check_dry_run_prints_every_step_and_a_total_within_the_window()
     assert likely <= whole, proc.stdout
 
 
-@pytest.mark.slow
-def test_the_gpu_check_packs_its_archive_when_every_step_hangs(tmp_path):
+def _hanging_checkout(tmp_path):
+    """A checkout holding only the GPU check, and a "python" that hangs: every step of the check hangs."""
     sleeper = tmp_path / "python"
     sleeper.write_text("#!/bin/sh\nexec sleep 1000\n")
     sleeper.chmod(0o755)
@@ -100,6 +100,12 @@ def test_the_gpu_check_packs_its_archive_when_every_step_hangs(tmp_path):
     (work / "scripts").mkdir(parents=True)
     (work / "scripts" / "gpu_check.sh").write_text((ROOT / "scripts" / "gpu_check.sh").read_text())
     archive = tmp_path / "X.tar.gz"
+    return work, sleeper, archive
+
+
+@pytest.mark.slow
+def test_the_gpu_check_packs_its_archive_when_every_step_hangs(tmp_path):
+    work, sleeper, archive = _hanging_checkout(tmp_path)
     t0 = time.time()
     proc = subprocess.run(["bash", "scripts/gpu_check.sh", str(archive)], cwd=work,
                           env=_env(GPU_CHECK_S="40", PYTHON=str(sleeper)), capture_output=True, text=True, timeout=120)
@@ -118,13 +124,7 @@ def test_a_sigterm_packs_the_archive_at_once(tmp_path):
     # a lease ending sends SIGTERM while a step hangs: bash would wait for the step before its trap ran
     import signal
 
-    sleeper = tmp_path / "python"
-    sleeper.write_text("#!/bin/sh\nexec sleep 1000\n")
-    sleeper.chmod(0o755)
-    work = tmp_path / "checkout"
-    (work / "scripts").mkdir(parents=True)
-    (work / "scripts" / "gpu_check.sh").write_text((ROOT / "scripts" / "gpu_check.sh").read_text())
-    archive = tmp_path / "X.tar.gz"
+    work, sleeper, archive = _hanging_checkout(tmp_path)
     proc = subprocess.Popen(["bash", "scripts/gpu_check.sh", str(archive)], cwd=work, text=True,
                             env=_env(GPU_CHECK_S="300", PYTHON=str(sleeper)), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)

@@ -68,7 +68,9 @@ def _lax_precision(p: Preset):
 # Precision.HIGH ("tensorfloat32") runs as TF32 on XLA:GPU's cuBLAS path but as IEEE fp32 on its Triton
 # GEMM path (which needs the algorithm asked for); the dot algorithm TF32_TF32_F32 asks for TF32 on both.
 # XLA:CPU has no TF32 and refuses the algorithm ("not supported by dot_general on CPU"): there HIGH, which
-# it runs as fp32, stands. jax.lax.platform_dependent picks per platform when the program is lowered.
+# it runs as fp32, stands. jax.lax.platform_dependent picks per platform when the program is lowered; a
+# program lowered for the CPU and a GPU at once (jax.export with both platforms) keeps both branches and
+# is refused on the CPU's: lower a tf32 program for one platform at a time.
 TF32_ALGORITHM = "TF32_TF32_F32"
 # jax.default_matmul_precision's names for each preset precision
 _SCOPE_NAMES = {"highest": "float32", "tensorfloat32": "tensorfloat32", "default": "bfloat16"}

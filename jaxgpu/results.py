@@ -40,10 +40,11 @@ class RunWriteError(OSError):
     """A run's file could not be written (a full disk, a folder gone read-only): the message names the file
     and the cause, and says that every record written before it is kept."""
 
-    def __init__(self, path: Path, err: OSError):
-        super().__init__(err.errno, f"cannot write {path}: {err.strerror or err}; every record written before it "
-                                    f"is kept (free the space and continue with --resume {path.parent})")
-        self.path = path
+    def __init__(self, path: Path, err: OSError, started: bool = True):
+        then = (f"every record written before it is kept (free the space and continue with --resume {path.parent})"
+                if started else "nothing was measured (free the space and start the run again)")
+        super().__init__(err.errno, f"cannot write {path}: {err.strerror or err}; {then}")
+        self.path, self.cause = path, err
 
     def __str__(self) -> str:
         return self.strerror
@@ -176,7 +177,7 @@ class RunWriter:
             raise FolderTaken(f"{self.dir} already holds a run (another may have just started there); choose "
                               f"another folder, or resume it with --resume {self.dir}") from None
         except OSError as err:
-            raise RunWriteError(results_path if new else self.dir, err) from None
+            raise RunWriteError(results_path if new else self.dir, err, started=False) from None
         if run_path.exists():
             # A resumed run keeps its first run.json and lists later sessions beside it.
             old = json.loads(run_path.read_text(encoding="utf-8"))
@@ -193,7 +194,13 @@ class RunWriter:
                     old[key] = meta[key]
             meta = old
         self.meta = meta
-        self._write_meta()
+        try:
+            self._write_meta()
+        except RunWriteError as err:
+            if new:  # the folder is given back: a run that could not start leaves nothing half-made
+                results_path.unlink(missing_ok=True)
+                raise RunWriteError(run_path, err.cause, started=False) from None
+            raise
         self.cut_line = set_aside_cut_line(results_path)
         try:
             self._f = open(results_path, "a", encoding="utf-8")

@@ -296,7 +296,10 @@ def kernels(optimized_hlo: str) -> list[Kernel]:
         operands = re.findall(r"%([\w.\-]+)", rest.split("),")[0])
         nbytes = _type_bytes(result) + sum(_type_bytes(types.get(o, "")) for o in operands)
         if op == "custom-call" and _GEMM_CALL.search(rest):
+            # its result is (product, workspace): the workspace is scratch, not memory traffic
             (ins,) = parse(line)
+            product = re.match(r"\(?\s*(\w+\[[\d,]*\])", result)
+            nbytes -= _type_bytes(result) - _type_bytes(product.group(1) if product else result)
             out.append(Kernel(name, library_gemm_flops(ins, shapes), nbytes, True))
             continue
         called = re.search(r"calls=%?([\w.\-]+)", rest)

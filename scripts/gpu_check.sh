@@ -128,11 +128,16 @@ pack() {
 
 child=""  # the step running, to pass a signal on to
 stop() {  # stop SIGNAL STATUS: bash runs this at once (the steps run in the background and are waited on)
+    trap '' INT TERM  # a second signal while stopping changes nothing
     echo "$1 received during ${current:-start-up}: the step is stopped and the archive packed" >> "$summary"
     if [ -n "$child" ]; then
         kill -"$1" "$child" 2>/dev/null  # timeout passes it to the step's command
-        for _ in 1 2 3 4 5 6; do kill -0 "$child" 2>/dev/null || break; sleep 0.5; done
+        # timeout runs in a process group of its own: what is still there after its 5 s grace is killed
+        # whole, so nothing of the step writes on after the archive is packed
+        for _ in $(seq 14); do kill -0 "$child" 2>/dev/null || break; sleep 0.5; done
+        kill -KILL -- -"$child" 2>/dev/null
         kill -KILL "$child" 2>/dev/null
+        wait "$child" 2>/dev/null
     fi
     check_rc=$2
     pack
@@ -153,6 +158,9 @@ step() {  # step NAME SHARE COMMAND...: run bounded, console to its log and here
     wait "$child"
     rc=$?
     child=""
+    # overran: timeout's 124, or its 137 once the grace ran out; a 137 well inside the limit is a kill (OOM)
+    overran=0
+    if [ $rc = 124 ] || { [ $rc = 137 ] && [ $(( $(date +%s) - t0 )) -ge "$lim" ]; }; then overran=1; fi
     echo "$name: exit $rc after $(( $(date +%s) - t0 )) s (limit $lim s)" >> "$summary"
     archive_now
     return $rc
@@ -164,11 +172,13 @@ gl=$(limit_for $share_gpu)
 step gpu-study $share_gpu "$py" -m experiments.run --backend gpu --profile "$profile" --out "$root/$gpu" \
     --budget-s "$(budget_for "$gl")" --no-report --no-progress
 gpu_rc=$?
-case $gpu_rc in
-    0) check_rc=0 ;;
-    124 | 137) check_rc=3; echo "gpu-study overran its limit (timeout's $gpu_rc): its records are kept" >> "$summary" ;;
-    *) check_rc=1 ;;
-esac
+if [ $gpu_rc = 0 ]; then
+    check_rc=0
+elif [ $overran = 1 ]; then
+    check_rc=3; echo "gpu-study overran its limit (timeout's $gpu_rc): its records are kept" >> "$summary"
+else
+    check_rc=1  # failed (a 137 inside the limit: killed from outside, an out-of-memory kill say)
+fi
 if [ -d "$root/$gpu" ]; then
     # the fast tier, each test bounded: one stuck test must not take the step's whole limit
     step gpu-tests $share_tests "$py" -m pytest -q --backend gpu -p no:cacheprovider -m "not slow" --timeout 20 $gpu_tests

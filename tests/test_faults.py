@@ -210,3 +210,33 @@ def test_a_run_named_twice_is_counted_once(tmp_path):
     assert once == twice
     md = render.write_report(dirs, tmp_path / "merged")[0].read_text()
     assert "counted once" in md
+
+
+def test_a_new_run_that_cannot_write_its_run_json_gives_the_folder_back(tmp_path, monkeypatch):
+    real = Path.write_text
+
+    def full(self, *a, **k):
+        if self.name == "run.json.tmp":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(results.RunWriteError, match="nothing was measured .*start the run again"):
+        results.RunWriter(tmp_path / "r", {"run_id": "a"}, new=True)
+    monkeypatch.setattr(Path, "write_text", real)
+    assert not (tmp_path / "r" / "results.jsonl").exists()
+    results.RunWriter(tmp_path / "r", {"run_id": "b"}, new=True).close()  # once there is space, it starts
+
+
+def test_c13_reads_the_features_of_the_run_its_records_came_from():
+    from tests.test_verdicts import SCENARIOS
+
+    decided = [(results.Run(Path("reference"), {"env": {"backend": "cpu", "device_kind": "cpu"}}, ()), rec)
+               for _, rec in SCENARIOS["C13"]["supported"]]
+    other = results.Run(Path("amx"), {"env": {"backend": "cpu", "device_kind": "cpu", "cpu_features": "amx_bf16"}},
+                        ())
+    extra = (other, results.Record("devices", {"role": "cpu"}, {"cores": 2.0}, backend="cpu", device_kind="cpu"))
+    from experiments.analysis.evidence import Evidence
+
+    v, _ = claims.decide(claims.by_id("C13"), Evidence(decided + [extra]))
+    assert "did not record" in v.evidence and "AMX" not in v.evidence.split("did not record")[0], v.evidence

@@ -248,3 +248,22 @@ def test_a_run_first_experiment_stays_first_when_key_cases_go_first():
     for budget in (None, 100.0):
         order = [(p.name, c.params["i"]) for p, c in runner._order([first, other], budget)]
         assert order[:3] == [("memory_fit", 0), ("memory_fit", 1), ("memory_fit", 2)], (budget, order)
+
+
+@pytest.mark.slow
+def test_a_sigterm_leaves_no_step_running_after_the_archive(tmp_path):
+    # a step that does not stop when told (a study inside a long compile): it is killed whole, then packed
+    import signal
+
+    work, sleeper, archive = _hanging_checkout(tmp_path)
+    sleeper.write_text("#!/bin/sh\ntrap '' TERM INT\nexec sleep 4321\n")
+    proc = subprocess.Popen(["bash", "scripts/gpu_check.sh", str(archive)], cwd=work, text=True,
+                            env=_env(GPU_CHECK_S="300", PYTHON=str(sleeper)), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    time.sleep(4)
+    t0 = time.time()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert time.time() - t0 < 15 and proc.returncode == 143, out
+    left = subprocess.run(["pgrep", "-f", "sleep 4321"], capture_output=True, text=True).stdout.split()
+    assert not left, left  # nothing of the step writes on after the archive was packed

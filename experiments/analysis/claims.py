@@ -360,7 +360,7 @@ def _c13(e, th):
     unsure = [k for k in names if sp[k][0] <= th["speedup"] < sp[k][2]]
     small_err = all(at[k]["rel_error"] < th["error"] for k in names)
     ev = (f"{b} n={n}: " + ", ".join(f"{k} {sp[k][1]:.1f}x ({sp[k][0]:.2f}-{sp[k][2]:.2f}), error "
-                                      f"{at[k]['rel_error']:.0e}" for k in names)) + _cpu_features(e, b)
+                                      f"{at[k]['rel_error']:.0e}" for k in names)) + _cpu_features(e.runs_of(sweep), b)
     if unsure:
         return Verdict("inconclusive", ev + f"; within the noise of {th['speedup']:g}x: {', '.join(unsure)}")
     if len(faster) == 3 and small_err:
@@ -369,12 +369,12 @@ def _c13(e, th):
                    ev + (f"; not faster: {', '.join(k for k in names if k not in faster)}" if len(faster) < 3 else ""))
 
 
-def _cpu_features(e: Evidence, backend: str) -> str:
+def _cpu_features(runs: list[Run], backend: str) -> str:
     """On a CPU, what decides whether bf16 and int8 are faster: its matrix features (AMX tiles, AVX-512 BF16 and
-    VNNI), as the runs recorded them."""
+    VNNI), as the runs the deciding records came from recorded them."""
     if backend != "cpu":
         return ""
-    seen = {r.env.get("cpu_features") for r in e.runs if r.env.get("backend") == "cpu"}
+    seen = {r.env.get("cpu_features") for r in runs}
     if seen in ({None}, set()):
         return "; the run did not record its CPU's matrix features (AMX, AVX-512 BF16/VNNI), which decide this"
     feats = " ".join(sorted(f for f in seen if f is not None)).split()

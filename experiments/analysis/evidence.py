@@ -90,6 +90,11 @@ class Evidence:
     def runs(self) -> list[Run]:
         return list({id(run): run for run, _ in self._pairs}.values())
 
+    def runs_of(self, records: Iterable[Record]) -> list[Run]:
+        """The runs these records (as this door handed them out) came from."""
+        ids = {id(r) for r in records}
+        return list({id(run): run for run, rec in self._pairs if id(rec) in ids}.values())
+
     def paired(self) -> tuple[Run | None, Run | None]:
         """(a GPU run, the CPU run beside it: its own host's where the records have one), or (None, None)
         without a GPU run."""

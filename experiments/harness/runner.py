@@ -253,16 +253,17 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
     # The folder and run.json exist before anything else can fail (an info() hook importing a
     # broken peer, say): whatever happens next, the run leaves a result folder behind.
     writer = results.RunWriter(out_dir, meta, new=not resume)  # a new run claims its folder atomically
-    info, attached = _describe_machine(plans, ctx, out_dir)
-    writer.update(info={**writer.meta.get("info", {}), **info},
-                  attachments={**writer.meta.get("attachments", {}), **attached})
     from jaxgpu import timing  # imports JAX: the run is about to start it anyway
 
     counts = {s: 0 for s in results.STATUSES}
     spent = {p.name: 0.0 for p in plans}
     state, skipped, t_start, why = "interrupted", 0, time.perf_counter(), {}
-    bar = _progress(total, progress)
-    try:
+    bar = None
+    try:  # from here every way out leaves run.json saying how the run ended
+        info, attached = _describe_machine(plans, ctx, out_dir)  # compiles programs: seconds on a fresh GPU
+        writer.update(info={**writer.meta.get("info", {}), **info},
+                      attachments={**writer.meta.get("attachments", {}), **attached})
+        bar = _progress(total, progress)
         with writer, timing.profiler_trace(str(trace_dir) if trace_dir else None):
             skipped = _measure_all(plans, ctx, run_id, budget_s, setting.machine, writer, counts, spent, bar, log,
                                    t_start)

@@ -112,6 +112,9 @@ def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 EXPERIMENT = Experiment(
-    name="precision", benchmark_version=2, config=Config, profiles=PROFILES, cases=cases,
+    # 3: references on one BLAS thread; tf32 asks for the TF32 algorithm on a GPU; mamf's budget after its first
+    # shape. 2: speed-ups from the fp32 record at the same n
+    name="precision", benchmark_version=3,
+    config=Config, profiles=PROFILES, cases=cases,
     compiled_cases=compiled_cases,
     description="matmul per precision preset (fp64..int8): GFLOP/s, speed-up over fp32, error; formats; MAMF")

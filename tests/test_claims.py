@@ -101,32 +101,13 @@ def _decisions():
     """(claim, its verdict, what its rule asked the door for) over the committed ledger and every scenario."""
     from tests.test_verdicts import SCENARIOS
 
+    evidence = [(c, pairs) for pairs in _ledgers().values() for c in claims.CLAIMS]
+    evidence += [(claims.by_id(cid), pairs) for cid, cases in SCENARIOS.items() for pairs in cases.values()]
     out = []
-    for pairs in _ledgers().values():
-        for c in claims.CLAIMS:
-            measured, compiled = _split(pairs)
-            e = measured.fresh()
-            out.append((c, *_asked(c, e, compiled)))
-    for cid, cases in SCENARIOS.items():
-        for pairs in cases.values():
-            c = claims.by_id(cid)
-            measured, compiled = _split(pairs)
-            out.append((c, *_asked(c, measured.fresh(), compiled)))
+    for c, pairs in evidence:
+        v, log = claims.decide_logged(c, *_split(pairs))
+        out.append((c, v, list(log.reads)))
     return out
-
-
-def _asked(claim, e, compiled):
-    from experiments.analysis.evidence import MissingField
-
-    try:
-        v = claim.rule(e, claim.thresholds)
-        if compiled.runs and claim.compiled:
-            shared = compiled.fresh()
-            shared.log = e.log
-            v = claim.compiled(shared, v, claim.thresholds)
-    except MissingField:  # a predicted twin carries times only: what was asked is still logged
-        v = None
-    return v, list(e.log.reads)
 
 
 def test_each_rule_asks_only_for_what_its_claim_declares_and_for_all_of_it():

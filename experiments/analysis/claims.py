@@ -711,6 +711,13 @@ def decide(claim: Claim, measured: Evidence, compiled: Evidence | None = None,
            thresholds: Thresholds | None = None) -> tuple[Verdict, frozenset[str]]:
     """The claim's verdict on this evidence (compiled records through its hook), and the experiments its
     rule read. A record lacking a field the rule reads gives "not run"; any other error is the rule's."""
+    v, log = decide_logged(claim, measured, compiled, thresholds)
+    return v, frozenset(e for e, _ in log.reads)
+
+
+def decide_logged(claim: Claim, measured: Evidence, compiled: Evidence | None = None,
+                  thresholds: Thresholds | None = None):
+    """``decide``, with the door's whole log of what the rule (and its compiled hook) asked for."""
     th = claim.thresholds if thresholds is None else thresholds
     e = measured.fresh()
     try:
@@ -719,7 +726,7 @@ def decide(claim: Claim, measured: Evidence, compiled: Evidence | None = None,
             v = claim.compiled(_sharing(compiled, e), v, th)
     except MissingField as err:
         v = Verdict("not run", f"records incomplete for the rule: {err}")
-    return v, frozenset(e.read)
+    return v, e.log
 
 
 def _sharing(evidence: Evidence, other: Evidence) -> Evidence:

@@ -1,45 +1,73 @@
-"""What a program should take on some hardware: a roofline bound from XLA's own count of its work.
+"""What a program should take on some hardware, priced kernel by kernel from a compiled plan.
 
-``predict(fn, *args, on="H200 SXM")`` compiles ``fn`` for this machine, splits the optimised
-program into its kernels (each fusion, library call or op of the entry computation), counts each
-kernel's FLOPs (from the fused computation it calls) and bytes (its operands read once, its
-result written once), and bounds its time on the hardware's roofs::
+``predict(fn, *args, on="H200 SXM")`` compiles ``fn`` for the GPU named (XLA:GPU's own plan, on this CPU,
+when the ``gpu-compile`` extra is installed: ``jaxgpu.targets``; else this machine's XLA:CPU plan, and the
+result says so in ``plan``), splits the optimised program into its kernels (each fusion, library call or op,
+inside loops as often as they run: ``jaxgpu.stack.kernels``) and prices each on the hardware's roofs:
 
-    lower = sum over kernels of max(FLOPs / compute roof, bytes / memory roof) + launches x overhead
-    upper = sum over kernels of (FLOPs / compute roof + bytes / memory roof) + launches x overhead
+    a matrix product  max(FLOPs / (roof x wave fill), bytes / bandwidth) + a launch
+    anything else     max(FLOPs / elementwise roof, bytes / bandwidth) + a launch
+    the program       one call's dispatch + the kernels x their launches + loop iterations x a loop step
 
-Roofs are achievable figures, never bare datasheet peaks: measured in a run (its best matmul
-rate and STREAM bandwidth: ``Roofs`` built by the report from records), or a datasheet peak
-times a published achievable fraction (``roofs_for``). The counts are the CPU program's unless a
-GPU plan is given (``jaxgpu.targets``): XLA:CPU and XLA:GPU fuse alike but not identically, so
-a prediction for a GPU from a CPU program is an estimate of an estimate, and says so.
+The wave fill is a GPU's tile and wave quantisation: a product split in CTA tiles runs in whole waves of
+one tile per SM, so a 1024-row GEMM on 132 SMs leaves part of its last wave idle (``wave_fill``). On a CPU
+the roof of a product is the rate the run's own matmul sweep measured at that size (``Roofs.gemm_curve``)
+and the bandwidth of a kernel the rate the run's STREAM sweep measured for that many bytes
+(``Roofs.bandwidth_curve``): the level of the memory hierarchy it fits in.
+
+Beside the estimate, ``lower_s`` (every kernel at its binding roof, no quantisation, no launches) and
+``upper_s`` (compute and memory not overlapping, launches on top) bound it. Roofs are achievable figures,
+never bare datasheet peaks: measured in a run, or a datasheet peak times a share others measured
+(``roofs_for``); every constant below names its source.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from jaxgpu import hardware
 from jaxgpu.stack import Kernel, kernels  # noqa: F401 - part of this module's API
 
-# Achievable shares of datasheet peaks, measured elsewhere: a bf16 matmul at 794.5 of 989 TFLOP/s on
-# an H100 (stas00/ml-engineering's MAMF finder), a device-to-device copy at about 4.3 of 4.8 TB/s on the
-# H200 this project is lent (the device tool's KINDS.md). Other GPUs are assumed to reach the same shares.
+# Achievable shares of datasheet peaks, measured elsewhere: a bf16 matmul at 794.5 of 989 TFLOP/s on an
+# H100 SXM (stas00/ml-engineering, compute/accelerator/README.md, the MAMF table; the one published case
+# the model is calibrated on: jaxgpu.published marks it so), a device-to-device copy at about 4.3 of
+# 4.8 TB/s on the H200 this project is lent (the device tool's KINDS.md). Other GPUs are assumed to reach
+# the same shares.
 COMPUTE_FRACTION = 794.5 / 989.4
 BANDWIDTH_FRACTION = 4.3 / 4.8
-# Host time per kernel launch through JAX on a GPU (dispatch plus launch): a lead of about 10 us. A
-# compiled loop's iteration on a GPU, which XLA:GPU drives from the host: 8.2 us (a 1e7-step lax.scan in
-# 81.6 s, in a public JAX issue).
+# Host time of one call of a jitted program on a GPU (JAX's dispatch plus the first launch): a lead of about
+# 10 us. A compiled loop's iteration on a GPU, which XLA:GPU drives from the host: 8.2 us (a 1e7-step
+# lax.scan in 81.6 s, in a public JAX issue).
 GPU_LAUNCH_S = 10e-6
 GPU_LOOP_STEP_S = 8.2e-6
+# Device time of one kernel beyond its work: the start-up overhead of back-to-back dependent kernels in a
+# stream, fitted at 2555 ns on an A100 80GB and 2433 ns on an H200 (te42kyfo/gpu-benches @1c36d50,
+# gpu-small-kernels/repeated-stream.svg; inside a CUDA graph, which XLA:GPU records runs of kernels as,
+# about 1.3 us in the same repository's *_graph.txt).
+GPU_KERNEL_S = 2.5e-6
+# CTA tiles (rows x columns of the product) that cuBLAS and CUTLASS pick among: 128x256, 256x128 and
+# 128x128 for Tensor Core GEMMs on Hopper and Ampere (CUTLASS's sm80/sm90 default tile shapes), 128x128
+# for float32 without Tensor Cores. The model takes the one that fills the waves best, as a heuristic would.
+TENSOR_TILES = ((128, 256), (256, 128), (128, 128))
+# Attention run as one fused kernel (FlashAttention, cuDNN): its products at 50-73% of an A100's peak
+# ("FlashAttention-2 ... reaching 50-73% of the theoretical maximum FLOPs/s on A100", Dao 2023, arXiv
+# 2307.08691), the middle as the estimate; causal, so about half of the score blocks are computed; the
+# scores never reach memory. Applies to kernels JAX named ``flash_attention`` (jaxgpu.transformer).
+FLASH_PEAK_SHARE = (0.50, 0.615, 0.73)
+FLASH_CAUSAL_SHARE = 0.5
+SIMT_TILES = ((128, 128),)
 
 
 @dataclasses.dataclass(frozen=True)
 class Roofs:
-    """Achievable rates: FLOP/s per dtype key (``Hardware.tflops`` keys, and "elementwise" for fused
-    non-matmul arithmetic), memory bytes/s, and seconds per kernel launch; where they come from."""
+    """Achievable rates: FLOP/s per roof key (``Hardware.tflops`` keys, and "elementwise" for fused
+    non-matmul arithmetic), memory bytes/s, seconds per call, per kernel launch and per loop iteration;
+    where they come from. A GPU's roofs know its SMs (for the wave fill) and that a float32 product at
+    DEFAULT precision runs as TF32 there; a CPU run's roofs carry the curves its sweeps measured."""
 
     name: str
     flops: dict[str, float]
@@ -47,9 +75,44 @@ class Roofs:
     overhead_s: float
     source: str
     loop_step_s: float = 0.0  # one iteration of a compiled loop (a scan's step)
+    kernel_s: float = 0.0  # one kernel launch beyond the first
+    sms: int = 0  # streaming multiprocessors: the wave fill of a GEMM (0: none)
+    tf32_default: bool = False  # float32 products at DEFAULT precision use TF32 (Ampere and later GPUs)
+    # the host dispatches the next call while the device runs this one (a GPU): back-to-back calls cost the
+    # longer of the two, not their sum; on a CPU the same cores do both
+    overlap: bool = False
+    # (work per call, rate, case key) points a run measured: FLOP/s of products by roof key, bytes/s by bytes
+    gemm_curve: dict[str, tuple[tuple[float, float, str], ...]] = dataclasses.field(default_factory=dict)
+    bandwidth_curve: tuple[tuple[float, float, str], ...] = ()
 
     def compute(self, dtype: str) -> float | None:
         return self.flops.get(dtype) or self.flops.get("fp32")
+
+    def gemm_rate(self, key: str, work: float, exclude: str = "") -> float | None:
+        """The FLOP/s of a product of ``work`` FLOPs: from the run's curve for its roof key where it has one
+        (interpolated in log-log, never from the point ``exclude`` names), else the flat roof."""
+        return _on_curve(self.gemm_curve.get(key, ()), work, exclude) or self.compute(key)
+
+    def bandwidth_at(self, nbytes: float, exclude: str = "") -> float:
+        """The bytes/s of a kernel moving ``nbytes``: the run's STREAM curve where it has one, else the roof."""
+        return _on_curve(self.bandwidth_curve, nbytes, exclude) or self.bandwidth
+
+
+def _on_curve(points: Sequence[tuple[float, float, str]], x: float, exclude: str) -> float | None:
+    pts = sorted((p[0], p[1]) for p in points if p[2] != exclude and p[0] > 0 and p[1] > 0)
+    if not pts or x <= 0:
+        return None
+    xs = [p[0] for p in pts]
+    i = bisect.bisect_left(xs, x)
+    if i == 0:
+        return pts[0][1]
+    if i == len(pts):
+        return pts[-1][1]
+    (x0, y0), (x1, y1) = pts[i - 1], pts[i]
+    if x1 == x0:
+        return max(y0, y1)
+    t = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+    return math.exp(math.log(y0) + t * (math.log(y1) - math.log(y0)))
 
 
 def roofs_for(hw: hardware.Hardware, *, overhead_s: float = GPU_LAUNCH_S) -> Roofs:
@@ -58,13 +121,16 @@ def roofs_for(hw: hardware.Hardware, *, overhead_s: float = GPU_LAUNCH_S) -> Roo
     flops["elementwise"] = hw.tflops["fp32"] * 1e12 * COMPUTE_FRACTION
     return Roofs(hw.name, flops, (hw.memory_bw_gbps or 0) * 1e9 * BANDWIDTH_FRACTION, overhead_s,
                  f"{hw.source} x {COMPUTE_FRACTION:.2f} (compute) and x {BANDWIDTH_FRACTION:.2f} (memory), "
-                 "the shares an H100's bf16 matmul and an H200's copy reached", GPU_LOOP_STEP_S)
+                 "the shares an H100's bf16 matmul and an H200's copy reached", GPU_LOOP_STEP_S, GPU_KERNEL_S,
+                 hw.cores, tf32_default=True, overlap=True)
 
 
 @dataclasses.dataclass(frozen=True)
 class Prediction:
-    """Seconds a program should take on ``roofs``: ``lower_s`` (each kernel at its binding roof) and
-    ``upper_s`` (compute and memory not overlapping), both with the launches' overhead."""
+    """Seconds a program should take on ``roofs``: ``estimate_s``, between ``lower_s`` (each kernel at its
+    binding roof) and ``upper_s`` (compute and memory not overlapping, launches on top). ``plan`` says which
+    compiled program was priced: "xla:gpu h200" (XLA:GPU's own, for that GPU) or "xla:cpu, estimate" (this
+    machine's, standing in for one the GPU would run)."""
 
     roofs: str
     flops: float
@@ -73,54 +139,208 @@ class Prediction:
     memory_s: float
     lower_s: float
     upper_s: float
-    kernels: int
+    kernels: int  # launches
+    estimate_s: float = 0.0
+    launch_s: float = 0.0  # the estimate's share that is dispatch, launches and loop steps
+    plan: str = ""
 
     @property
     def bound(self) -> str:
-        """Which roof binds the program as a whole: "compute" or "memory"."""
+        """What binds the program as a whole: "compute", "memory" or "launches" (the largest share)."""
+        if self.launch_s > max(self.compute_s, self.memory_s):
+            return "launches"
         return "compute" if self.compute_s >= self.memory_s else "memory"
 
 
-def bound(flops: float, nbytes: float, roofs: Roofs, dtype: str = "fp32", kernels: int = 1,
-          loop_steps: int = 0) -> Prediction:
-    """The bound of work counted as one kernel (or ``kernels`` launches of it, and ``loop_steps`` iterations
-    of a compiled loop): a record's XLA counts."""
-    peak = roofs.compute(dtype)
+def bound(flops: float, nbytes: float, roofs: Roofs, dtype: str = "fp32", launches: int = 1,
+          loop_steps: int = 0, exclude: str = "") -> Prediction:
+    """The price of work counted as one kernel (``launches`` of it, ``loop_steps`` iterations of a
+    compiled loop): a record's XLA counts, where its kernels are not known. On a run's roofs the product's
+    rate and the bandwidth come from its curves at this size (never the point ``exclude`` names)."""
+    peak = (roofs.gemm_rate(dtype, flops, exclude) if dtype != "elementwise" else roofs.compute(dtype))
+    bw = roofs.bandwidth_at(nbytes, exclude) if nbytes else roofs.bandwidth
     c = flops / peak if peak and flops else 0.0
-    m = nbytes / roofs.bandwidth if roofs.bandwidth and nbytes else 0.0
-    o = kernels * roofs.overhead_s + loop_steps * roofs.loop_step_s
-    return Prediction(roofs.name, flops, nbytes, c, m, max(c, m) + o, c + m + o, kernels)
+    m = nbytes / bw if bw and nbytes else 0.0
+    o = roofs.overhead_s + max(0, launches - 1) * roofs.kernel_s + loop_steps * roofs.loop_step_s
+    return Prediction(roofs.name, flops, nbytes, c, m, max(c, m) + o, c + m + o, launches, max(c, m) + o, o)
+
+
+def wave_fill(gemm: tuple[int, int, int, int], sms: int, tiles: Sequence[tuple[int, int]]) -> float:
+    """The share of a GPU's tile slots a product uses: its useful elements over whole waves of one tile per SM,
+    for the tile that fills them best (1.0 without SMs to fill)."""
+    b, m, n, _ = gemm
+    if sms <= 0 or m * n * b == 0:
+        return 1.0
+    best = 0.0
+    for tm, tn in tiles:
+        count = b * math.ceil(m / tm) * math.ceil(n / tn)
+        waves = math.ceil(count / sms)
+        best = max(best, b * m * n / (waves * sms * tm * tn))
+    return best
+
+
+# HLO element type of a product's inputs -> the roof it meets
+_DOT_KEYS = {"bf16": "bf16", "f16": "fp16", "f8e4m3fn": "fp8", "f8e5m2": "fp8", "s8": "int8", "u8": "int8",
+             "f64": "fp64"}
+
+
+def roof_key(k: Kernel, roofs: Roofs) -> str:
+    """The roof a kernel meets: a product's by its inputs' type and precision, "elementwise" otherwise."""
+    if not k.is_dot:
+        return "elementwise"
+    if k.dtype in _DOT_KEYS:
+        return _DOT_KEYS[k.dtype]
+    if k.precision == "tf32" or (k.precision == "default" and roofs.tf32_default):
+        return "tf32"
+    return "fp32"
+
+
+_PASSES = {"bf16x3": 3, "bf16x6": 6, "bf16x9": 9}
+
+
+def price(ks: Sequence[Kernel], roofs: Roofs, *, loop_steps: int = 0, plan: str = "", exclude: str = "",
+          dtype: str | None = None) -> Prediction:
+    """The price of a program given kernel by kernel (see the module docstring). ``dtype`` forces the roof of
+    its products (a preset the plan does not show); ``exclude`` keeps a case's own point off a run's curves."""
+    c_total = m_total = lower = upper = est = 0.0
+    launches = 0
+    for k in ks:
+        if k.scope == "flash_attention" and roofs.overlap:
+            if not k.is_dot:
+                continue  # the softmax and masking live inside the fused kernel
+            peak = (roofs.compute(roof_key(k, roofs)) or 0) / COMPUTE_FRACTION
+            work = k.flops * FLASH_CAUSAL_SHARE * k.count
+            lo_s, mid_s, hi_s = (work / (peak * share) for share in reversed(FLASH_PEAK_SHARE))
+            c_total, launches = c_total + lo_s, launches + k.count
+            lower, est, upper = lower + lo_s, est + mid_s, upper + hi_s
+            continue
+        key = dtype if (dtype and k.is_dot) else roof_key(k, roofs)
+        if k.is_dot:
+            rate = roofs.gemm_rate("bf16" if k.precision in _PASSES else key, k.flops, exclude)
+            rate = (rate or 0) / _PASSES.get(k.precision, 1)
+            tiles = TENSOR_TILES if key != "fp32" and key != "fp64" else SIMT_TILES
+            fill = wave_fill(k.gemm, roofs.sms, tiles) if k.gemm else 1.0
+        else:
+            rate, fill = roofs.compute("elementwise"), 1.0
+        bw = roofs.bandwidth_at(k.bytes, exclude) if k.bytes else roofs.bandwidth
+        c = k.flops / rate if rate and k.flops else 0.0
+        m = k.bytes / bw if bw and k.bytes else 0.0
+        cq = c / fill if fill > 0 else c
+        n = k.count
+        c_total, m_total, launches = c_total + n * c, m_total + n * m, launches + n
+        lower += n * max(c, m)
+        upper += n * (cq + m)
+        est += n * max(cq, m)
+    gaps, loops = max(0, launches - 1) * roofs.kernel_s, loop_steps * roofs.loop_step_s
+    if roofs.overlap:  # dispatch hides behind the device's work when there is enough of it
+        estimate = max(est + gaps, roofs.overhead_s) + loops
+        low = max(lower, roofs.overhead_s)
+    else:
+        estimate, low = est + gaps + roofs.overhead_s + loops, lower + roofs.overhead_s
+    o = estimate - est
+    return Prediction(roofs.name, sum(k.flops * k.count for k in ks), sum(k.bytes * k.count for k in ks), c_total,
+                      m_total, low, upper + gaps + roofs.overhead_s + loops, launches, estimate, o, plan)
 
 
 def bound_kernels(ks: list[Kernel], roofs: Roofs, dtype: str = "fp32") -> Prediction:
-    """The bound of a program given kernel by kernel: dots at the dtype's roof, the rest elementwise."""
-    c_total = m_total = lower = upper = 0.0
-    for k in ks:
-        peak = roofs.compute(dtype if k.is_dot else "elementwise")
-        c = k.flops / peak if peak and k.flops else 0.0
-        m = k.bytes / roofs.bandwidth if roofs.bandwidth else 0.0
-        c_total, m_total = c_total + c, m_total + m
-        lower, upper = lower + max(c, m), upper + c + m
-    o = len(ks) * roofs.overhead_s
-    return Prediction(roofs.name, sum(k.flops for k in ks), sum(k.bytes for k in ks), c_total, m_total, lower + o,
-                      upper + o, len(ks))
+    """``price`` with every product at ``dtype``'s roof (the older call)."""
+    return price(ks, roofs, dtype=dtype)
 
 
-def predict(fn: Callable, *args: Any, on: str | hardware.Hardware | Roofs = "H200 SXM",
-            dtype: str = "fp32") -> Prediction:
-    """Bounds the time of ``fn(*args)`` on ``on`` (a GPU of the hardware table, a ``Hardware`` or
-    ``Roofs``), kernel by kernel, from this machine's compiled program (see the module docstring).
+def _hardware(on: str | hardware.Hardware | Roofs) -> hardware.Hardware | Roofs:
+    if isinstance(on, str):
+        hw = hardware.GPUS.get(on) or hardware.gpu_spec(on) or _by_target(on)
+        if hw is None:
+            raise KeyError(f"unknown hardware {on!r}; known: {', '.join(hardware.GPUS)}")
+        return hw
+    return on
+
+
+def _by_target(name: str) -> hardware.Hardware | None:
+    from jaxgpu import targets
+
+    t = targets.TARGETS.get(name.strip().lower())
+    return hardware.GPUS[t.hardware] if t else None
+
+
+def target_of(hw: hardware.Hardware) -> str | None:
+    """The ``jaxgpu.targets`` name XLA:GPU compiles for this GPU with (None: no target for it)."""
+    from jaxgpu import targets
+
+    return next((t.name for t in targets.TARGETS.values() if t.hardware == hw.name), None)
+
+
+def plan_for(fn: Callable, *args: Any, on: str | hardware.Hardware, plan: str = "auto"
+             ) -> tuple[list[Kernel], int, str]:
+    """The kernels, loop iterations and name of the plan ``predict`` prices for ``on``: XLA:GPU's for a GPU
+    with a target (``plan="auto"`` or ``"gpu"``) where it can be compiled here, else this machine's XLA:CPU
+    plan, named "xla:cpu, estimate (why)".
 
     Raises:
-      KeyError: ``on`` names no GPU in the hardware table.
+      RuntimeError: ``plan="gpu"`` and XLA:GPU's plan cannot be had here (the message says why).
     """
     import jax
 
-    if isinstance(on, str):
-        hw = hardware.gpu_spec(on)
-        if hw is None:
-            raise KeyError(f"unknown hardware {on!r}; known: {', '.join(hardware.GPUS)}")
-        on = hw
-    roofs = on if isinstance(on, Roofs) else roofs_for(on)
-    compiled = jax.jit(fn).lower(*args).compile()
-    return bound_kernels(kernels(compiled.as_text()), roofs, dtype)
+    from jaxgpu import stack, targets
+
+    hw = _hardware(on)
+    name = target_of(hw) if isinstance(hw, hardware.Hardware) else None
+    why = "no XLA:GPU target for this GPU" if name is None else None
+    if why is None and plan != "cpu":
+        why = targets.unavailable()
+    if why is None and plan != "cpu":
+        try:
+            _cpu_only_if_no_driver()
+            dev = targets.devices(name)[0]
+        except (NotImplementedError, RuntimeError) as err:  # the CUDA plugin did not start in this process
+            why = f"XLA:GPU cannot compile in this process ({type(err).__name__}: {str(err)[:80]}); start it " \
+                  "with JAX_PLATFORMS=cpu"
+        else:
+            jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+            gpu = targets.compile_plan(jitted, *targets.specs_like(list(args), dev))
+            return stack.kernels(gpu.hlo), stack.loop_steps(gpu.hlo), f"xla:gpu {name}"
+    if plan == "gpu":
+        raise RuntimeError(f"no XLA:GPU plan for {hw.name if isinstance(hw, hardware.Hardware) else on}: {why}")
+    ks, steps, _ = _cpu_plan(fn, args)
+    return ks, steps, "xla:cpu, estimate" + ("" if plan == "cpu" else f" ({why})")
+
+
+def _cpu_only_if_no_driver() -> None:
+    """Before JAX starts: without a driver, keep the CUDA plugin from trying (and failing) to find a GPU, so its
+    compile-only topology stays available (``jaxgpu.devices.configure`` does the same for a run)."""
+    from jaxgpu import devices
+
+    if not devices._backends_initialized() and not devices.gpu_driver_present():
+        devices.configure("cpu")
+
+
+def predict(fn: Callable, *args: Any, on: str | hardware.Hardware | Roofs = "H200 SXM",
+            dtype: str | None = None, plan: str = "auto") -> Prediction:
+    """The price of ``fn(*args)`` on ``on``: a GPU of the hardware table (by name: "H200 SXM", "h100", or a
+    device kind), a ``Hardware`` or ``Roofs``. ``args`` may be arrays or ``jax.ShapeDtypeStruct``s, so a 70B
+    step is priced without allocating it. The plan priced (``Prediction.plan``) is XLA:GPU's for that GPU
+    ("xla:gpu h200") where the gpu-compile extra can compile it here, else this machine's XLA:CPU plan
+    standing in for it ("xla:cpu, estimate (why)"); ``plan="cpu"`` asks for the latter, ``"gpu"`` insists
+    on the former.
+
+    Raises:
+      KeyError: ``on`` names no GPU in the hardware table.
+      RuntimeError: ``plan="gpu"`` where XLA:GPU's plan cannot be had.
+    """
+    hw = _hardware(on)
+    roofs = hw if isinstance(hw, Roofs) else roofs_for(hw)
+    if isinstance(hw, hardware.Hardware):
+        ks, steps, name = plan_for(fn, *args, on=hw, plan=plan)
+    else:
+        ks, steps, name = _cpu_plan(fn, args)
+    return price(ks, roofs, loop_steps=steps, plan=name, dtype=dtype)
+
+
+def _cpu_plan(fn: Callable, args: Sequence[Any]) -> tuple[list[Kernel], int, str]:
+    import jax
+
+    from jaxgpu import stack
+
+    specs = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), list(args))
+    hlo = (fn if hasattr(fn, "lower") else jax.jit(fn)).lower(*specs).compile().as_text()
+    return stack.kernels(hlo), stack.loop_steps(hlo), "xla:cpu"

@@ -46,7 +46,7 @@ def parse(hlo_text: str) -> list[dict]:
             i += 1
         operands = [o.strip().lstrip("%") for o in rest[: i - 1].split(",") if o.strip()]
         out.append({"name": name, "dtype": dtype, "shape": _dims(dims), "op": op, "operands": operands,
-                    "attrs": rest[i:]})
+                    "attrs": rest[i:], "root": line.lstrip().startswith("ROOT")})
     return out
 
 
@@ -260,13 +260,38 @@ def lowering_chain(fn, *args) -> dict[str, str]:
 
 @dataclasses.dataclass(frozen=True)
 class Kernel:
+    """One kernel of an optimised program: its work per launch and how often it launches.
+
+    ``gemm`` is (batch, m, n, k) for a matrix product (a library call, or a fusion around a dot), else
+    None; ``dtype`` the HLO element type of its inputs (the product's, for a GEMM) and ``precision`` the
+    algorithm a float32 product asks for ("highest", "tf32", "bf16x3", ...: ``dot_precision``).
+    ``count`` is how many times the program launches it: the trip counts of the loops around it."""
+
     name: str
     flops: float
     bytes: float
     is_dot: bool
+    count: int = 1
+    gemm: tuple[int, int, int, int] | None = None
+    dtype: str = ""
+    precision: str = "default"
+    scope: str = ""  # "flash_attention" where JAX named it so (jaxgpu.transformer): priced as one fused kernel
+
+    def to_list(self) -> list:
+        """A compact form for a results attachment (``from_list`` reads it back)."""
+        return [self.name, self.flops, self.bytes, self.is_dot, self.count, list(self.gemm) if self.gemm else None,
+                self.dtype, self.precision, self.scope]
+
+    @classmethod
+    def from_list(cls, v: list) -> Kernel:
+        return cls(v[0], float(v[1]), float(v[2]), bool(v[3]), int(v[4]), tuple(v[5]) if v[5] else None, v[6], v[7],
+                   v[8] if len(v) > 8 else "")
 
 
-_FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy-start", "copy-done"}
+_FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy-start", "copy-done", "after-all",
+         "partition-id", "replica-id", "add-dependency", "opt-barrier", "optimization-barrier"}
+_LINE = re.compile(r"\s*(?:ROOT\s+)?%?([\w.\-]+) = (.+?) ([\w\-]+)\((.*)$")
+_COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) \([^\n]*\{\n(.*?)\n\}", re.M | re.S)
 
 
 def _type_bytes(types: str) -> float:
@@ -274,43 +299,186 @@ def _type_bytes(types: str) -> float:
                      for t, dims in re.findall(r"(\w+)\[([\d,]*)\]", types)))
 
 
+def _json_dims(attrs: str, key: str) -> list[int] | None:
+    m = re.search(f'"{key}":\\[([^\\]]*)\\]', attrs)
+    return [int(d) for d in re.findall(r"\d+", m.group(1))] if m else None
+
+
+def gemm_dims(lhs: list[int], rhs: list[int], contracting: tuple[list[int], list[int]],
+              batch: tuple[list[int], list[int]]) -> tuple[int, int, int, int]:
+    """(batch, m, n, k) of a product of ``lhs`` and ``rhs`` under its dimension numbers."""
+    (lc, rc), (lb, rb) = contracting, batch
+    b = math.prod(lhs[d] for d in lb if d < len(lhs))
+    k = math.prod(lhs[d] for d in lc if d < len(lhs))
+    m = math.prod(x for d, x in enumerate(lhs) if d not in lc and d not in lb)
+    n = math.prod(x for d, x in enumerate(rhs) if d not in rc and d not in rb)
+    return b, m, n, k
+
+
+def dot_precision(attrs: str) -> str:
+    """What a product's precision config asks of a float32 product: "highest" (IEEE fp32), "tf32" (one TF32
+    pass: DEFAULT or HIGH on a GPU), "bf16x3" / "bf16x6" / "bf16x9" (split passes), or "default"."""
+    algo = re.search(r"ALG_DOT_(\w+)", attrs) or re.search(r"algorithm=dot_(\w+)", attrs)
+    if algo:
+        a = algo.group(1).upper()
+        for name, key in (("X9", "bf16x9"), ("X6", "bf16x6"), ("X3", "bf16x3"), ("TF32", "tf32"),
+                          ("F32_F32_F32", "highest"), ("BF16_BF16", "default"), ("F16_F16", "default")):
+            if name in a:
+                return key
+    prec = re.search(r'operand_precision(?:"?:\[|=\{)"?(\w+)', attrs)
+    p = prec.group(1).lower() if prec else "default"
+    return {"highest": "highest", "high": "tf32"}.get(p, "default")
+
+
+def _gemm_of_call(rest: str, operands: list[str], shapes: dict[str, list[int]]) -> tuple | None:
+    lhs, rhs = (shapes.get(o, []) for o in operands[:2]) if len(operands) >= 2 else ([], [])
+    lc, rc = _json_dims(rest, "lhs_contracting_dimensions"), _json_dims(rest, "rhs_contracting_dimensions")
+    if not lhs or not rhs or lc is None or rc is None:
+        return None
+    lb, rb = _json_dims(rest, "lhs_batch_dimensions") or [], _json_dims(rest, "rhs_batch_dimensions") or []
+    return gemm_dims(lhs, rhs, (lc, rc), (lb, rb))
+
+
+def _gemm_of_body(body: str) -> tuple[tuple | None, str, str]:
+    """The (batch, m, n, k), input element type and precision of the first dot of a fused computation."""
+    instrs = parse(body)
+    by = {i["name"]: i for i in instrs}
+    for ins in instrs:
+        if ins["op"] not in ("dot", "convolution") or len(ins["operands"]) < 2:
+            continue
+        lhs, rhs = (by.get(o) for o in ins["operands"][:2])
+        if lhs is None or rhs is None:
+            return None, "", "default"
+        a = ins["attrs"]
+        dims = gemm_dims(lhs["shape"], rhs["shape"], (_attr_dims(a, "lhs_contracting_dims"),
+                                                      _attr_dims(a, "rhs_contracting_dims")),
+                         (_attr_dims(a, "lhs_batch_dims"), _attr_dims(a, "rhs_batch_dims")))
+        return dims, lhs["dtype"], dot_precision(a)
+    return None, "", "default"
+
+
+def _fused_bytes(body: str, operand_bytes: list[float], result_bytes: float) -> float:
+    """Bytes a fusion moves: each operand read once, except one it only slices (a scanned layer's weights
+    out of the stack: the slice is read) or updates in place (a KV cache: nothing of it is read), and its
+    result written once, except an in-place update (only the update is written)."""
+    instrs = parse(body)
+    by = {i["name"]: i for i in instrs}
+    params = {int(i["operands"][0]): i["name"] for i in instrs if i["op"] == "parameter" and i["operands"]
+              and i["operands"][0].isdigit()}
+    users: dict[str, list[dict]] = {}
+    for ins in instrs:
+        for o in ins["operands"]:
+            users.setdefault(o, []).append(ins)
+
+    def size(ins: dict) -> float:
+        return ELEMENT_BYTES.get(ins["dtype"], 4) * math.prod(ins["shape"] or [1])
+
+    root = next((i for i in instrs if i["root"]), instrs[-1] if instrs else None)
+    in_place = root is not None and root["op"] == "dynamic-update-slice" and root["operands"]
+    total = 0.0
+    for idx, nbytes in enumerate(operand_bytes):
+        name = src = params.get(idx)
+        use = users.get(name, []) if name else []
+        while len(use) == 1 and use[0]["op"] in ("bitcast", "reshape"):
+            src = use[0]["name"]
+            use = users.get(src, [])
+        if use and all(u["op"] in ("dynamic-slice", "slice") and u["operands"][0] == src for u in use):
+            total += min(nbytes, sum(size(u) for u in use))
+        elif in_place and any(u is root and u["operands"][0] == src for u in use):
+            continue
+        else:
+            total += nbytes
+    if in_place:
+        update = by.get(root["operands"][1])
+        return total + (size(update) if update else result_bytes)
+    return total + result_bytes
+
+
 def kernels(optimized_hlo: str) -> list[Kernel]:
-    """The kernels of an optimised program: each instruction of its entry computation that does work,
-    with the FLOPs of what it computes (a fusion: its fused computation; a library GEMM: its shapes) and the
-    bytes it moves (its operands read once, its result written once)."""
-    bodies = {m.group(1): m.group(2) for m in re.finditer(r"^%?([\w.\-]+) \([^\n]*\{\n(.*?)\n\}", optimized_hlo,
-                                                          re.M | re.S)}
-    entry = re.search(r"^ENTRY [^\n]*\{\n(.*?)\n\}", optimized_hlo, re.M | re.S)
-    if entry is None:
+    """The kernels of an optimised program: each instruction that does work, in its entry computation and in
+    the loops (``while``) and calls it makes, with the FLOPs of what it computes (a fusion: its fused
+    computation; a library GEMM: its shapes), the bytes it moves (``_fused_bytes``), its product's shape and
+    how many times it launches (a loop's known trip count times the kernels of its body)."""
+    bodies = {m.group(1): m.group(2) for m in _COMPUTATION.finditer(optimized_hlo)}
+    entry = re.search(r"^ENTRY %?([\w.\-]+)", optimized_hlo, re.M)
+    if entry is None or entry.group(1) not in bodies:
         return []
-    out, types = [], {}
-    shapes = {i["name"]: i["shape"] for i in parse(entry.group(1))}
-    for line in entry.group(1).splitlines():
-        m = re.match(r"\s*(?:ROOT\s+)?%?([\w.\-]+) = (.+?) ([\w\-]+)\((.*)$", line)
+    out: list[Kernel] = []
+    _walk(bodies[entry.group(1)], bodies, 1, out, depth=0)
+    return out
+
+
+def loop_steps(optimized_hlo: str) -> int:
+    """Iterations of the program's compiled loops (nested loops multiply), each a host round trip on a GPU."""
+    bodies = {m.group(1): m.group(2) for m in _COMPUTATION.finditer(optimized_hlo)}
+    entry = re.search(r"^ENTRY %?([\w.\-]+)", optimized_hlo, re.M)
+    steps = [0]
+
+    def walk(body: str, mult: int, depth: int) -> None:
+        for line in body.splitlines():
+            m = _LINE.match(line)
+            if m and m.group(3) == "while" and depth < 8:
+                n = _trip_count(m.group(4))
+                steps[0] += mult * n
+                called = re.search(r"body=%?([\w.\-]+)", m.group(4))
+                if called and called.group(1) in bodies:
+                    walk(bodies[called.group(1)], mult * n, depth + 1)
+    if entry and entry.group(1) in bodies:
+        walk(bodies[entry.group(1)], 1, 0)
+    return steps[0]
+
+
+def _trip_count(rest: str) -> int:
+    m = re.search(r'"known_trip_count":\{"n":"(\d+)"', rest) or re.search(r"trip_count=(\d+)", rest)
+    return int(m.group(1)) if m else 1
+
+
+def _walk(body: str, bodies: dict[str, str], mult: int, out: list[Kernel], depth: int) -> None:
+    types: dict[str, str] = {}
+    shapes = {i["name"]: i["shape"] for i in parse(body)}
+    for line in body.splitlines():
+        m = _LINE.match(line)
         if not m:
             continue
         name, result, op, rest = m.groups()
         types[name] = result
         if op in _FREE:
             continue
+        scope = "flash_attention" if re.search(r'op_name="[^"]*flash_attention', rest) else ""
+        if op in ("while", "call", "conditional") and depth < 8:
+            n = _trip_count(rest) if op == "while" else 1
+            for key in (("body",) if op == "while" else ("to_apply", "branch_computations", "true_computation")):
+                called = re.search(key + r"=\{?%?([\w.\-]+)", rest)
+                if called and called.group(1) in bodies:
+                    _walk(bodies[called.group(1)], bodies, mult * n, out, depth + 1)
+            continue
         operands = re.findall(r"%([\w.\-]+)", rest.split("),")[0])
-        nbytes = _type_bytes(result) + sum(_type_bytes(types.get(o, "")) for o in operands)
+        operand_bytes = [_type_bytes(types.get(o, "")) for o in operands]
         if op == "custom-call" and _GEMM_CALL.search(rest):
             # its result is (product, workspace): the workspace is scratch, not memory traffic
             (ins,) = parse(line)
             product = re.match(r"\(?\s*(\w+\[[\d,]*\])", result)
-            nbytes -= _type_bytes(result) - _type_bytes(product.group(1) if product else result)
-            out.append(Kernel(name, library_gemm_flops(ins, shapes), nbytes, True))
+            nbytes = _type_bytes(product.group(1) if product else result) + sum(operand_bytes)
+            lhs_type = re.match(r"\(?\s*(\w+)\[", types.get(operands[0], "")) if operands else None
+            out.append(Kernel(name, library_gemm_flops(ins, shapes), nbytes, True, mult,
+                              _gemm_of_call(rest, operands, shapes), lhs_type.group(1) if lhs_type else "",
+                              dot_precision(rest), scope))
             continue
         called = re.search(r"calls=%?([\w.\-]+)", rest)
-        body = bodies.get(called.group(1), "") if called else line
-        flops = op_flops(body)
-        out.append(Kernel(name, sum(flops.values()), nbytes, flops["dot"] > 0 or "gemm" in rest or "matmul" in rest))
-    return out
+        fused = bodies.get(called.group(1), "") if called else ""
+        flops = op_flops(fused or line)
+        is_dot = flops["dot"] > 0 or "gemm" in rest or "matmul" in rest
+        gemm, dtype, precision = _gemm_of_body(fused or line) if is_dot else (None, "", "default")
+        if not dtype:
+            first = re.match(r"\(?\s*(\w+)\[", types.get(operands[0], "") if operands else result)
+            dtype = first.group(1) if first else ""
+        nbytes = _fused_bytes(fused, operand_bytes, _type_bytes(result)) if fused else \
+            _type_bytes(result) + sum(operand_bytes)
+        out.append(Kernel(name, sum(flops.values()), nbytes, is_dot, mult, gemm, dtype, precision, scope))
 
 
 def program_counts(optimized_hlo: str) -> tuple[float, float]:
     """(FLOPs, bytes) of an optimized program, summed over its kernels (``kernels``): the count that holds
     where XLA's cost analysis cannot see (library GEMMs on a GPU)."""
     ks = kernels(optimized_hlo)
-    return sum(k.flops for k in ks), sum(k.bytes for k in ks)
+    return sum(k.flops * k.count for k in ks), sum(k.bytes * k.count for k in ks)

@@ -192,3 +192,61 @@ def test_predicted_twins_say_so_and_are_never_written(tmp_path):
         with pytest.raises(ValueError, match="predicted record is not written"):
             w.write(twins[0][1])
     assert (tmp_path / "run" / "results.jsonl").read_text() == ""
+
+
+def test_wave_fill_by_hand():
+    # 1024 x 1024 outputs on 132 SMs: 128x128 tiles make 64 tiles, one wave of 132 slots: 64/132 used
+    assert predict.wave_fill((1, 1024, 1024, 1024), 132, ((128, 128),)) == pytest.approx(64 / 132)
+    # the best tile of several: 128x256 gives 32 tiles (32/132), so 128x128 is kept
+    assert predict.wave_fill((1, 1024, 1024, 1024), 132, ((128, 256), (128, 128))) == pytest.approx(64 / 132)
+    # 132 tiles exactly fill a wave; no SMs to fill: no quantisation
+    assert predict.wave_fill((1, 128 * 12, 128 * 11, 64), 132, ((128, 128),)) == pytest.approx(1.0)
+    assert predict.wave_fill((1, 100, 100, 100), 0, ((128, 128),)) == 1.0
+
+
+def test_a_small_gemm_is_priced_below_a_large_ones_rate():
+    roofs = predict.roofs_for(hardware.GPUS["H100 SXM"])
+    k = lambda n: predict.Kernel("gemm", 2.0 * n**3, 6.0 * n * n, True, gemm=(1, n, n, n), dtype="bf16")
+    rate = lambda n: 2.0 * n**3 / predict.price([k(n)], roofs).estimate_s
+    assert rate(1024) < 0.6 * rate(16384)  # a 1024^3 GEMM fills half a wave of 132 SMs, and its launch shows
+    assert rate(16384) == pytest.approx(roofs.flops["bf16"], rel=0.02)
+
+
+def test_kernels_inside_a_loop_count_its_trips():
+    def f(x, w):
+        return jax.lax.scan(lambda c, _: (jnp.tanh(c @ w), None), x, None, length=7)[0]
+
+    x = jnp.ones((64, 64))
+    hlo = jax.jit(f).lower(x, x).compile().as_text()
+    dots = [k for k in predict.kernels(hlo) if k.is_dot]
+    assert dots and all(k.count == 7 for k in dots)
+    from jaxgpu import stack
+
+    assert stack.loop_steps(hlo) == 7
+
+
+def test_predict_prices_xla_gpus_own_plan_from_shapes_alone():
+    from jaxgpu import targets
+
+    if targets.unavailable():
+        pytest.skip(targets.unavailable())
+    S = jax.ShapeDtypeStruct
+    p = predict.predict(lambda a, b: a @ b, S((8192, 8192), jnp.bfloat16), S((8192, 8192), jnp.bfloat16), on="h100")
+    assert p.plan == "xla:gpu h100" and p.kernels == 1 and p.lower_s <= p.estimate_s <= p.upper_s
+    assert 2 * 8192**3 / p.estimate_s == pytest.approx(predict.roofs_for(hardware.GPUS["H100 SXM"]).flops["bf16"],
+                                                       rel=0.05)
+    cpu = predict.predict(lambda a, b: a @ b, S((8192, 8192), jnp.bfloat16), S((8192, 8192), jnp.bfloat16), on="h100",
+                          plan="cpu")
+    assert cpu.plan == "xla:cpu, estimate"
+
+
+def test_without_the_extra_predict_falls_back_to_the_cpu_plan_and_says_so(monkeypatch):
+    from jaxgpu import targets
+
+    monkeypatch.setattr(targets, "unavailable", lambda: "the CUDA plugin is not installed")
+    S = jax.ShapeDtypeStruct
+    p = predict.predict(lambda a: a * 2, S((1 << 26,), jnp.float32), on="H200 SXM")
+    assert p.plan == "xla:cpu, estimate (the CUDA plugin is not installed)" and p.bound == "memory"
+    with pytest.raises(RuntimeError, match="the CUDA plugin is not installed"):
+        predict.predict(lambda a: a * 2, S((1 << 20,), jnp.float32), on="H200 SXM", plan="gpu")
+    assert predict.predict(lambda a: a * 2, S((16,), jnp.float32), on="L4").plan.startswith("xla:cpu, estimate (no")

@@ -43,6 +43,7 @@ REGISTRY: dict[str, str] = {
     "data_parallel": "experiments.data_parallel",
     "tensor_parallel": "experiments.tensor_parallel",
     "distributed": "experiments.distributed",
+    "gpu_model": "experiments.gpu_model",
 }
 
 # On CPU a run that selects a multi-device experiment (``Experiment.multi_device``) and leaves

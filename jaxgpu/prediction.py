@@ -49,10 +49,15 @@ GPU_LOOP_STEP_S = 8.2e-6
 # gpu-small-kernels/repeated-stream.svg; inside a CUDA graph, which XLA:GPU records runs of kernels as,
 # about 1.3 us in the same repository's *_graph.txt).
 GPU_KERNEL_S = 2.5e-6
-# CTA tiles (rows x columns of the product) that cuBLAS and CUTLASS pick among: 128x256, 256x128 and
-# 128x128 for Tensor Core GEMMs on Hopper and Ampere (CUTLASS's sm80/sm90 default tile shapes), 128x128
-# for float32 without Tensor Cores. The model takes the one that fills the waves best, as a heuristic would.
-TENSOR_TILES = ((128, 256), (256, 128), (128, 128))
+# CTA tiles (rows x columns of the product) that cuBLAS and CUTLASS pick among: 128x256 down to 64x64 for
+# Tensor Core GEMMs on Hopper and Ampere (the tile shapes CUTLASS's sm80 and sm90 GEMM profiles instantiate),
+# 128x128 for float32 without Tensor Cores; and split-K (the reduction dimension cut in up to 16 slices of
+# at least 256, each a tile of its own: cuBLAS's answer to a product with too few output tiles to fill the
+# SMs, a decode step's matrix-vector products). The model takes the choice that fills the waves best, as a
+# heuristic would.
+TENSOR_TILES = ((128, 256), (256, 128), (128, 128), (128, 64), (64, 128), (64, 64))
+SPLIT_K = (1, 2, 4, 8, 16)
+SPLIT_K_MIN = 256
 # Attention run as one fused kernel (FlashAttention, cuDNN): its products at 50-73% of an A100's peak
 # ("FlashAttention-2 ... reaching 50-73% of the theoretical maximum FLOPs/s on A100", Dao 2023, arXiv
 # 2307.08691), the middle as the estimate; causal, so about half of the score blocks are computed; the
@@ -143,6 +148,10 @@ class Prediction:
     estimate_s: float = 0.0
     launch_s: float = 0.0  # the estimate's share that is dispatch, launches and loop steps
     plan: str = ""
+    # the kernels back to back on the device, without the host's dispatch of the call: what CUDA events or a
+    # profiler time, and what a benchmark that keeps the device busy with many calls in flight sees per call
+    device_s: float = 0.0
+    device_range_s: tuple[float, float] = (0.0, 0.0)  # its bounds: as lower_s and upper_s, without the dispatch
 
     @property
     def bound(self) -> str:
@@ -162,20 +171,25 @@ def bound(flops: float, nbytes: float, roofs: Roofs, dtype: str = "fp32", launch
     c = flops / peak if peak and flops else 0.0
     m = nbytes / bw if bw and nbytes else 0.0
     o = roofs.overhead_s + max(0, launches - 1) * roofs.kernel_s + loop_steps * roofs.loop_step_s
-    return Prediction(roofs.name, flops, nbytes, c, m, max(c, m) + o, c + m + o, launches, max(c, m) + o, o)
+    return Prediction(roofs.name, flops, nbytes, c, m, max(c, m) + o, c + m + o, launches, max(c, m) + o, o,
+                      device_s=max(c, m) + o - roofs.overhead_s)
 
 
 def wave_fill(gemm: tuple[int, int, int, int], sms: int, tiles: Sequence[tuple[int, int]]) -> float:
-    """The share of a GPU's tile slots a product uses: its useful elements over whole waves of one tile per SM,
-    for the tile that fills them best (1.0 without SMs to fill)."""
-    b, m, n, _ = gemm
+    """The share of a GPU's tile slots a product uses: its useful multiply-adds over whole waves of one tile
+    (a slice of the reduction, under split-K) per SM, for the tile and split that fill them best (1.0 without
+    SMs to fill)."""
+    b, m, n, k = gemm
     if sms <= 0 or m * n * b == 0:
         return 1.0
     best = 0.0
     for tm, tn in tiles:
-        count = b * math.ceil(m / tm) * math.ceil(n / tn)
-        waves = math.ceil(count / sms)
-        best = max(best, b * m * n / (waves * sms * tm * tn))
+        for split in SPLIT_K:
+            if split > 1 and k < split * SPLIT_K_MIN:
+                break
+            count = b * math.ceil(m / tm) * math.ceil(n / tn) * split
+            waves = math.ceil(count / sms)
+            best = max(best, b * m * n * k / (waves * sms * tm * tn * math.ceil(k / split)))
     return best
 
 
@@ -239,7 +253,8 @@ def price(ks: Sequence[Kernel], roofs: Roofs, *, loop_steps: int = 0, plan: str 
         estimate, low = est + gaps + roofs.overhead_s + loops, lower + roofs.overhead_s
     o = estimate - est
     return Prediction(roofs.name, sum(k.flops * k.count for k in ks), sum(k.bytes * k.count for k in ks), c_total,
-                      m_total, low, upper + gaps + roofs.overhead_s + loops, launches, estimate, o, plan)
+                      m_total, low, upper + gaps + roofs.overhead_s + loops, launches, estimate, o, plan,
+                      est + gaps + loops, (lower, upper + gaps + loops))
 
 
 def bound_kernels(ks: list[Kernel], roofs: Roofs, dtype: str = "fp32") -> Prediction:
@@ -270,11 +285,12 @@ def target_of(hw: hardware.Hardware) -> str | None:
     return next((t.name for t in targets.TARGETS.values() if t.hardware == hw.name), None)
 
 
-def plan_for(fn: Callable, *args: Any, on: str | hardware.Hardware, plan: str = "auto"
+def plan_for(fn: Callable, *args: Any, on: str | hardware.Hardware, plan: str = "auto", triton_gemm: bool = False
              ) -> tuple[list[Kernel], int, str]:
     """The kernels, loop iterations and name of the plan ``predict`` prices for ``on``: XLA:GPU's for a GPU
-    with a target (``plan="auto"`` or ``"gpu"``) where it can be compiled here, else this machine's XLA:CPU
-    plan, named "xla:cpu, estimate (why)".
+    with a target (``plan="auto"`` or ``"gpu"``) where it can be compiled here, its GEMMs as cuBLAS calls (or,
+    ``triton_gemm``, as Triton fusions that can take a conversion of their inputs with them), else this
+    machine's XLA:CPU plan, named "xla:cpu, estimate (why)".
 
     Raises:
       RuntimeError: ``plan="gpu"`` and XLA:GPU's plan cannot be had here (the message says why).
@@ -297,8 +313,10 @@ def plan_for(fn: Callable, *args: Any, on: str | hardware.Hardware, plan: str = 
                   "with JAX_PLATFORMS=cpu"
         else:
             jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
-            gpu = targets.compile_plan(jitted, *targets.specs_like(list(args), dev))
-            return stack.kernels(gpu.hlo), stack.loop_steps(gpu.hlo), f"xla:gpu {name}"
+            gpu = targets.compile_plan(jitted, *targets.specs_like(list(args), dev),
+                                       options={"xla_gpu_enable_triton_gemm": triton_gemm})
+            return stack.kernels(gpu.hlo), stack.loop_steps(gpu.hlo), \
+                f"xla:gpu {name}" + (", triton gemm" if triton_gemm else "")
     if plan == "gpu":
         raise RuntimeError(f"no XLA:GPU plan for {hw.name if isinstance(hw, hardware.Hardware) else on}: {why}")
     ks, steps, _ = _cpu_plan(fn, args)
@@ -329,11 +347,18 @@ def predict(fn: Callable, *args: Any, on: str | hardware.Hardware | Roofs = "H20
     """
     hw = _hardware(on)
     roofs = hw if isinstance(hw, Roofs) else roofs_for(hw)
-    if isinstance(hw, hardware.Hardware):
-        ks, steps, name = plan_for(fn, *args, on=hw, plan=plan)
-    else:
+    if not isinstance(hw, hardware.Hardware):
         ks, steps, name = _cpu_plan(fn, args)
-    return price(ks, roofs, loop_steps=steps, plan=name, dtype=dtype)
+        return price(ks, roofs, loop_steps=steps, plan=name, dtype=dtype)
+    ks, steps, name = plan_for(fn, *args, on=hw, plan=plan)
+    best = price(ks, roofs, loop_steps=steps, plan=name, dtype=dtype)
+    if name.startswith("xla:gpu") and any(k.is_dot for k in ks):
+        # On a GPU XLA autotunes each GEMM between cuBLAS and a Triton fusion (which can take a conversion of
+        # its inputs, int8 weights widened to bf16, inside it); without a device to autotune on, both plans
+        # are priced and the cheaper kept, as the autotuner would keep the faster.
+        ks, steps, name = plan_for(fn, *args, on=hw, plan=plan, triton_gemm=True)
+        best = min(best, price(ks, roofs, loop_steps=steps, plan=name, dtype=dtype), key=lambda p: p.estimate_s)
+    return best
 
 
 def _cpu_plan(fn: Callable, args: Sequence[Any]) -> tuple[list[Kernel], int, str]:

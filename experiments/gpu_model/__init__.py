@@ -1,0 +1,48 @@
+"""gpu_model: the GPU predictions checked against GPU measurements others published (jaxgpu.published).
+
+Nothing is timed here. Each case compiles a published workload as a JAX program for the GPU its source
+measured on (XLA:GPU's own plan, on this CPU, where the gpu-compile extra is installed) and prices it with
+``jaxgpu.predict``; the record holds the prediction beside the published figure, and the same program's
+price on this machine's XLA:CPU plan (how the GPU column was predicted before), so the report can say how
+far to trust every predicted GPU figure it shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from jaxgpu import published
+
+from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+
+_measure = Deferred(f"{__name__}.measure")
+
+# seconds this CPU takes to compile a case's program twice (for XLA:GPU and XLA:CPU) and price it, by the
+# program's builder: measured on the 2-core development machine
+_COMPILE_S = {"gemm": 0.3, "stream": 0.2, "dot": 0.2, "decode": 9.0, "prefill": 2.0, "train": 14.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    kinds: tuple[str, ...] = published.KINDS  # which kinds of published case to price
+
+
+PROFILES = {
+    ("tiny", "any"): Config(kinds=("gemm", "memory")),
+    # a train step of a GPT-2 compiles in about 14 s here, four of them a minute: the full profile's
+    ("quick", "any"): Config(kinds=("gemm", "memory", "decode", "prefill")),
+    ("full", "any"): Config(),
+}
+
+
+def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    return [Case({"case": c.id, "gpu": c.gpu, "kind": c.kind}, functools.partial(_measure.price, c.id),
+                 Cost(compiles=0, min_iters=0, warmup=0, calls=0, fixed_s=_COMPILE_S[c.program[0]]))
+            for c in published.CASES if c.kind in cfg.kinds]
+
+
+EXPERIMENT = Experiment(
+    name="gpu_model", benchmark_version=1, config=Config, profiles=PROFILES, cases=cases, compiled_cases=cases,
+    in_host_check=False,
+    description="the GPU predictions against published A100/H100/H200 measurements: GEMMs, STREAM, train and decode")

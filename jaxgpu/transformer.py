@@ -1,0 +1,331 @@
+"""A decoder-only transformer as plain JAX functions: GPT-2 and Llama shapes, layers scanned.
+
+Parameters are a dict of arrays whose per-layer entries are stacked on a leading axis and run under one
+``lax.scan``, so compile time does not grow with depth. GPT-2 blocks use LayerNorm with biases, GELU and
+learned positions; Llama blocks RMSNorm, rotary positions, SwiGLU and grouped-query attention. Attention
+is XLA's (scores materialised, then softmax): what ``jax.jit`` makes of it without a fused kernel.
+
+``train_step`` is one optimizer step (AdamW, float32 master weights, ``compute`` dtype for the matrix
+products), optionally over several micro-batches (gradient accumulation) and updating only a 1/N share
+of the layers' weights (what one GPU of N updates under ZeRO-1 or FSDP; the collectives are not part of
+it). ``decode_step`` generates one token against a KV cache. Both take ``jax.ShapeDtypeStruct``s from
+``param_specs`` / ``cache_specs``, so a 70B step compiles without a byte allocated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    name: str
+    layers: int
+    d_model: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    max_seq: int
+    style: str  # "gpt2" or "llama"
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+    def params(self) -> int:
+        """Weights, embeddings included."""
+        return sum(math.prod(s.shape) for s in jax.tree.leaves(param_specs(self)))
+
+
+# Shapes from the models' published configs: GPT-2 (OpenAI's gpt2 / gpt2-medium / gpt2-large / gpt2-xl, vocabulary
+# padded to 50304 as llm.c and nanoGPT do), Llama 2 7B/13B/70B and Llama 3.x 1B/8B (Meta's params.json).
+CONFIGS = {c.name: c for c in (
+    Config("gpt2-124m", 12, 768, 12, 12, 3072, 50304, 1024, "gpt2"),
+    Config("gpt2-350m", 24, 1024, 16, 16, 4096, 50304, 1024, "gpt2"),
+    Config("gpt2-774m", 36, 1280, 20, 20, 5120, 50304, 1024, "gpt2"),
+    Config("gpt2-1.5b", 48, 1600, 25, 25, 6400, 50304, 1024, "gpt2"),
+    Config("llama-1b", 16, 2048, 32, 8, 8192, 128256, 8192, "llama"),
+    Config("llama-7b", 32, 4096, 32, 32, 11008, 32000, 4096, "llama"),
+    Config("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, "llama"),
+    Config("llama-13b", 40, 5120, 40, 40, 13824, 32000, 4096, "llama"),
+    Config("llama-70b", 80, 8192, 64, 8, 28672, 32000, 4096, "llama"),
+)}
+
+
+def _layer_shapes(c: Config) -> dict[str, tuple[int, ...]]:
+    d, f, hd = c.d_model, c.ffn, c.head_dim
+    if c.style == "gpt2":
+        return {"ln1_g": (d,), "ln1_b": (d,), "w_qkv": (d, 3 * d), "b_qkv": (3 * d,), "w_o": (d, d), "b_o": (d,),
+                "ln2_g": (d,), "ln2_b": (d,), "w_fc": (d, f), "b_fc": (f,), "w_proj": (f, d), "b_proj": (d,)}
+    # queries, keys and values in one matrix, as gpt-fast and Megatron store them (XLA would otherwise
+    # concatenate three matrices into one product on every call)
+    return {"attn_norm": (d,), "wqkv": (d, (c.heads + 2 * c.kv_heads) * hd), "wo": (c.heads * hd, d),
+            "mlp_norm": (d,), "w_gate": (d, f), "w_up": (d, f), "w_down": (f, d)}
+
+
+def param_specs(c: Config, dtype: Any = jnp.float32) -> dict:
+    """The parameters' shapes and dtype, nothing allocated."""
+    S = lambda *shape: jax.ShapeDtypeStruct(shape, dtype)
+    out = {"embed": S(c.vocab, c.d_model), "final_norm": S(c.d_model),
+           "layers": {k: S(c.layers, *v) for k, v in _layer_shapes(c).items()}}
+    if c.style == "gpt2":
+        out["pos"], out["final_norm_b"] = S(c.max_seq, c.d_model), S(c.d_model)
+    else:
+        out["head"] = S(c.d_model, c.vocab)
+    return out
+
+
+def init(c: Config, key: jax.Array, dtype: Any = jnp.float32) -> dict:
+    """Random parameters (normal, std 0.02; norms' gains 1, biases 0)."""
+    specs = param_specs(c, dtype)
+    leaves, tree = jax.tree.flatten(specs)
+    keys = jax.random.split(key, len(leaves))
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(specs)[0]]
+
+    def one(k, s, path):
+        if "norm" in path or "ln" in path and "_g" in path:
+            return jnp.ones(s.shape, s.dtype) if not path.endswith("_b']") else jnp.zeros(s.shape, s.dtype)
+        if "b_" in path or path.endswith("_b']"):
+            return jnp.zeros(s.shape, s.dtype)
+        return (0.02 * jax.random.normal(k, s.shape, jnp.float32)).astype(s.dtype)
+
+    return jax.tree.unflatten(tree, [one(k, s, p) for k, s, p in zip(keys, leaves, paths)])
+
+
+def _norm(x, g, b, style: str):
+    x32 = x.astype(jnp.float32)
+    if style == "gpt2":
+        mu = x32.mean(-1, keepdims=True)
+        var = ((x32 - mu) ** 2).mean(-1, keepdims=True)
+        y = (x32 - mu) * jax.lax.rsqrt(var + 1e-5) * g + b
+    else:
+        y = x32 * jax.lax.rsqrt((x32 * x32).mean(-1, keepdims=True) + 1e-5) * g
+    return y.astype(x.dtype)
+
+
+def _rope(x, positions):
+    """Rotary positions on the last axis of x [B, T, H, hd] (pairs split in halves, base 10000)."""
+    hd = x.shape[-1]
+    freq = 10000.0 ** (-jnp.arange(0, hd // 2, dtype=jnp.float32) * 2 / hd)
+    ang = positions[:, :, None, None].astype(jnp.float32) * freq
+    cos, sin = jnp.cos(ang).astype(x.dtype), jnp.sin(ang).astype(x.dtype)
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+    return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+
+
+FLASH_SCOPE = "flash_attention"
+
+
+def _attention(q, k, v, mask, flash: bool = False):
+    """q [B, T, H, hd], k/v [B, S, KV, hd]; heads grouped over the KV heads; softmax in float32; ``mask``
+    [T, S] or [B, T, S]. ``flash``: the same arithmetic under the name ``FLASH_SCOPE``, which
+    ``jaxgpu.prediction`` prices as one fused attention kernel (as FlashAttention or cuDNN run it)."""
+    if flash:
+        # as FlashAttention's backward pass does, the scores are recomputed from q and k rather than saved:
+        # what the pass keeps for the backward is q, k and v (the scores never reach memory in the fused kernel)
+        return jax.checkpoint(functools.partial(_attention_math, flash=True))(q, k, v, mask)
+    return _attention_math(q, k, v, mask, False)
+
+
+def _attention_math(q, k, v, mask, flash: bool):
+    with jax.named_scope(FLASH_SCOPE if flash else "attention"):
+        b, t, h, hd = q.shape
+        kv = k.shape[2]
+        q = q.reshape(b, t, kv, h // kv, hd)
+        s = jnp.einsum("btgrd,bsgd->bgrts", q, k).astype(jnp.float32) / math.sqrt(hd)
+        m = mask[None, None, None] if mask.ndim == 2 else mask[:, None, None]
+        s = jnp.where(m, s, -1e30)
+        p = jax.nn.softmax(s, axis=-1).astype(v.dtype)
+        return jnp.einsum("bgrts,bsgd->btgrd", p, v).reshape(b, t, h * hd)
+
+
+def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False):
+    """One layer on x [B, T, d]; with ``cache`` (k, v of [B, S, KV, hd]) the new keys are written at ``index``."""
+    b, t, _ = x.shape
+    hd = c.head_dim
+    if c.style == "gpt2":
+        h = _norm(x, w["ln1_g"], w["ln1_b"], c.style)
+        qkv = h @ w["w_qkv"] + w["b_qkv"]
+        q, k, v = jnp.split(qkv, 3, axis=-1)
+        q, k, v = (a.reshape(b, t, -1, hd) for a in (q, k, v))
+    else:
+        h = _norm(x, w["attn_norm"], None, c.style)
+        q, k, v = jnp.split(h @ w["wqkv"], [c.heads * hd, (c.heads + c.kv_heads) * hd], axis=-1)
+        q = _rope(q.reshape(b, t, c.heads, hd), positions)
+        k = _rope(k.reshape(b, t, c.kv_heads, hd), positions)
+        v = v.reshape(b, t, c.kv_heads, hd)
+    if cache is not None:
+        ck, cv = cache
+        k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (0, index, 0, 0))
+        v = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (0, index, 0, 0))
+        cache = (k, v)
+    a = _attention(q, k, v, mask, flash)
+    if c.style == "gpt2":
+        x = x + (a @ w["w_o"] + w["b_o"])
+        h = _norm(x, w["ln2_g"], w["ln2_b"], c.style)
+        x = x + (jax.nn.gelu(h @ w["w_fc"] + w["b_fc"]) @ w["w_proj"] + w["b_proj"])
+    else:
+        x = x + a @ w["wo"]
+        h = _norm(x, w["mlp_norm"], None, c.style)
+        x = x + (jax.nn.silu(h @ w["w_gate"]) * (h @ w["w_up"])) @ w["w_down"]
+    return x, cache
+
+
+def forward(c: Config, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16, flash: bool = False) -> jax.Array:
+    """Logits [B, T, vocab] (float32) of a batch of token ids [B, T], products in ``compute``."""
+    p = jax.tree.map(lambda a: a.astype(compute), params)
+    b, t = tokens.shape
+    positions = jnp.broadcast_to(jnp.arange(t), (b, t))
+    x = p["embed"][tokens]
+    if c.style == "gpt2":
+        x = x + p["pos"][:t]
+    mask = jnp.tril(jnp.ones((t, t), bool))
+
+    def layer(x, w):
+        return _block(c, x, w, positions, mask, flash=flash)[0], None
+
+    x = _layers(layer, x, p["layers"])
+    x = _norm(x, p["final_norm"], p.get("final_norm_b"), c.style)
+    head = p["embed"].T if c.style == "gpt2" else p["head"]
+    return (x @ head).astype(jnp.float32)
+
+
+def _layers(layer, x, layers):
+    """The layers in turn: a scan over a stacked dict, a Python loop over a list of dicts (unrolled)."""
+    if isinstance(layers, dict):
+        return jax.lax.scan(layer, x, layers)[0]
+    for w in layers:
+        x = layer(x, w)[0]
+    return x
+
+
+def loss(c: Config, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16, flash: bool = False) -> jax.Array:
+    """Next-token cross-entropy over the batch."""
+    logits = forward(c, params, tokens[:, :-1], compute, flash)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1).mean()
+
+
+def train_step(c: Config, *, compute: Any = jnp.bfloat16, micro_batches: int = 1, shards: int = 1,
+               lr: float = 3e-4, flash: bool = False):
+    """A jitted ``step(params, opt_state, tokens) -> (params', opt_state', loss)``: gradients over
+    ``micro_batches`` slices of the batch (a scan), AdamW on ``update_share(params, shards)``."""
+    import optax
+
+    opt = optax.adamw(lr, weight_decay=0.1)
+
+    def step(params, opt_state, tokens):
+        chunks = tokens.reshape(micro_batches, -1, tokens.shape[-1])
+
+        def micro(acc, x):
+            lv, g = jax.value_and_grad(lambda p: loss(c, p, x, compute, flash))(params)
+            return jax.tree.map(jnp.add, acc, (lv, g)), None
+
+        zero = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
+        (lv, grads), _ = jax.lax.scan(micro, zero, chunks) if micro_batches > 1 else (micro(zero, chunks[0])[0], 0)
+        grads = jax.tree.map(lambda g: g / micro_batches, grads)
+        mine, g_mine = update_share(params, shards), update_share(grads, shards)
+        updates, opt_state = opt.update(g_mine, opt_state, mine)
+        return optax.apply_updates(mine, updates), opt_state, lv / micro_batches
+
+    return jax.jit(step), opt
+
+
+def update_share(tree: dict, shards: int) -> dict:
+    """The weights one of ``shards`` devices updates: the first 1/shards of the layer stack (and, unsharded,
+    the embeddings and norms)."""
+    if shards <= 1:
+        return tree
+    n = max(1, -(-jax.tree.leaves(tree["layers"])[0].shape[0] // shards))
+    return {"layers": jax.tree.map(lambda a: a[:n], tree["layers"])}
+
+
+def train_specs(c: Config, batch: int, seq: int, shards: int = 1) -> tuple:
+    """(params, opt_state, tokens) specs for ``train_step``'s step."""
+    import optax
+
+    params = param_specs(c)
+    opt = optax.adamw(3e-4, weight_decay=0.1)
+    state = jax.eval_shape(lambda p: opt.init(update_share(p, shards)), params)
+    return params, state, jax.ShapeDtypeStruct((batch, seq + 1), jnp.int32)
+
+
+def decode_step(c: Config, compute: Any = jnp.bfloat16, weights: str = "bf16"):
+    """A jitted ``step(params, cache, token, index) -> (logits, cache')``: one token for each of B sequences
+    against a KV cache (k, v: [L, B, S, KV, hd]) holding ``index`` tokens; attention over the whole cache,
+    masked. ``weights="int8"``: the layers' matrices are int8 with a per-output-channel scale, widened to
+    ``compute`` for the product (weight-only quantisation)."""
+
+    def step(params, cache, token, index):
+        p = {k: (v if k == "layers" else v.astype(compute)) for k, v in params.items()}
+        b = token.shape[0]
+        s = (cache[0][0].shape[1] if isinstance(cache[0], list) else cache[0].shape[2])
+        positions = jnp.full((b, 1), index)
+        x = p["embed"][token]
+        if c.style == "gpt2":
+            x = x + jax.lax.dynamic_slice_in_dim(p["pos"], index, 1)[None]
+        mask = jnp.broadcast_to(jnp.arange(s)[None, None, :] <= index, (b, 1, s))
+
+        def layer(x, wc):
+            w, ck, cv = wc
+            w = {k: _widen(v, w, k, compute) for k, v in w.items() if not k.endswith("_scale")}
+            x, (ck, cv) = _block(c, x, w, positions, mask, (ck, cv), index)
+            return x, (ck, cv)
+
+        if isinstance(p["layers"], dict):
+            x, (ks, vs) = jax.lax.scan(layer, x, (p["layers"], cache[0], cache[1]))
+        else:  # unrolled: each layer's weights are their own buffers (a scan copies its slice out of the stack)
+            new = []
+            for w, ck, cv in zip(p["layers"], cache[0], cache[1]):
+                x, kv = layer(x, (w, ck, cv))
+                new.append(kv)
+            ks, vs = [kv[0] for kv in new], [kv[1] for kv in new]
+        x = _norm(x, p["final_norm"], p.get("final_norm_b"), c.style)
+        head = p["embed"].T if c.style == "gpt2" else p["head"]
+        return (x @ head).astype(jnp.float32), (ks, vs)
+
+    return jax.jit(step, donate_argnums=(1,))
+
+
+def _widen(v, w, name, compute):
+    if v.dtype == jnp.int8:
+        return v.astype(compute) * w[name + "_scale"].astype(compute)
+    return v.astype(compute)
+
+
+def decode_specs(c: Config, batch: int, context: int, weights: str = "bf16", dtype: Any = jnp.bfloat16,
+                 unrolled: bool = False) -> tuple:
+    """(params, cache, token, index) specs for ``decode_step``: weights stored in ``dtype`` (or int8 matrices
+    with per-channel scales), the cache in ``dtype`` for ``context`` tokens; ``unrolled``: one entry per
+    layer (lists) instead of stacks."""
+    params = param_specs(c, dtype)
+    if weights == "int8":
+        layers = {}
+        for k, s in params["layers"].items():
+            if len(s.shape) == 3:
+                layers[k] = jax.ShapeDtypeStruct(s.shape, jnp.int8)
+                layers[k + "_scale"] = jax.ShapeDtypeStruct((s.shape[0], s.shape[2]), dtype)
+            else:
+                layers[k] = s
+        params = {**params, "layers": layers}
+    kv = jax.ShapeDtypeStruct((c.layers, batch, context, c.kv_heads, c.head_dim), dtype)
+    cache = (kv, kv)
+    if unrolled:
+        params = {**params, "layers": unstack(params["layers"], c.layers)}
+        one = jax.ShapeDtypeStruct(kv.shape[1:], dtype)
+        cache = ([one] * c.layers, [one] * c.layers)
+    return params, cache, jax.ShapeDtypeStruct((batch, 1), jnp.int32), jax.ShapeDtypeStruct((), jnp.int32)
+
+
+def unstack(layers: dict, n: int) -> list[dict]:
+    """A stacked layer dict (arrays or specs) as a list of per-layer dicts."""
+    def one(a, i):
+        return jax.ShapeDtypeStruct(a.shape[1:], a.dtype) if isinstance(a, jax.ShapeDtypeStruct) else a[i]
+    return [jax.tree.map(functools.partial(one, i=i), layers) for i in range(n)]

@@ -1,0 +1,105 @@
+"""The published GPU measurements the predictions are checked against, and the gpu_model experiment."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from jaxgpu import hardware, published, results
+
+from experiments.gpu_model import view
+
+
+def test_every_case_names_its_source_setup_and_gpu():
+    ids = [c.id for c in published.CASES]
+    assert len(ids) == len(set(ids))
+    for c in published.CASES:
+        assert c.gpu in hardware.GPUS, c.id
+        assert c.source and c.quote and c.setup and c.workload, c.id
+        assert c.published_s > 0, c.id
+    tuned, held = published.halves()
+    assert len(tuned) + len(held) >= 20 and len(held) >= 10
+    assert {c.kind for c in held} >= {"gemm", "memory", "train", "decode"}
+    steps = [c for c in published.scored() if c.kind in ("train", "decode")]
+    assert len(steps) >= 3 and {c.kind for c in steps} == {"train", "decode"}
+    assert all(not c.calibration for c in published.scored())
+
+
+def test_a_published_rate_becomes_seconds_per_call():
+    c = next(c for c in published.CASES if c.id == "torch-mm-h100-bf16-4096")
+    assert c.published_s == pytest.approx(2 * 4096**3 / 788.72e12)
+    d = next(c for c in published.CASES if c.id == "torchao-llama2-7b-decode-a100")
+    assert d.published_s == pytest.approx(1 / 107.38)
+    with pytest.raises(ValueError, match="needs the work"):
+        dataclasses.replace(c, work=0.0)
+    with pytest.raises(ValueError, match="timed must be"):
+        dataclasses.replace(c, timed="wall")
+
+
+def test_what_the_source_timed_decides_the_seconds_compared():
+    @dataclasses.dataclass
+    class P:
+        device_s: float = 1e-6
+        device_range_s: tuple = (0.8e-6, 2e-6)
+        estimate_s: float = 11e-6
+        lower_s: float = 10e-6
+        upper_s: float = 12e-6
+
+    c = next(c for c in published.CASES if c.kind == "gemm")
+    at = lambda timed: published.seconds(dataclasses.replace(c, timed=timed), P(), 2.5e-6, 10e-6)
+    assert at("device") == (1e-6, 0.8e-6, 2e-6)
+    assert at("kernels")[0] == pytest.approx(3.5e-6)
+    assert at("stream")[0] == 10e-6  # a framework's dispatch of each call is longer than the kernel
+    assert at("call") == (11e-6, 10e-6, 12e-6)
+
+
+def test_summary_by_hand():
+    s = published.summary([0.1, -0.3, 1.5, -0.6])
+    assert s["median_abs_error"] == pytest.approx(0.45) and s["within_2x"] == 0.5 and s["cases"] == 4
+    assert published.summary([]) == {"cases": 0.0}
+
+
+def test_a_gemm_and_a_stream_case_are_priced_on_the_gpus_plan():
+    from jaxgpu import targets
+
+    from experiments.gpu_model import measure
+
+    m = measure.price("torch-mm-h100-bf16-8192")
+    assert m["gpu_plan"] == float(targets.unavailable() is None)
+    assert m["lower_s"] <= m["predicted_s"] <= m["upper_s"]
+    if m["gpu_plan"]:
+        assert abs(m["error"]) < 0.25 and m["cpu_plan_error"] > 0.5  # the CPU plan upcasts bf16 in extra kernels
+    s = measure.price("babelstream-a100-copy")
+    assert s["bytes_plan"] == pytest.approx(2 * 8 * 2**25)  # float64, both arrays once: lowered under x64
+
+
+def test_without_the_extra_the_case_says_the_cpu_plan_stood_in(monkeypatch):
+    from jaxgpu import targets
+
+    from experiments.gpu_model import measure
+
+    monkeypatch.setattr(targets, "unavailable", lambda: "the CUDA plugin is not installed")
+    m = measure.price("torch-mm-h100-bf16-4096")
+    assert m["gpu_plan"] == 0.0 and m["predicted_s"] == m["cpu_plan_predicted_s"]
+
+
+def _record(case, error, cpu_error=1.0):
+    t = case.published_s * (1 + error)
+    m = {"published_s": case.published_s, "predicted_s": t, "lower_s": t / 2, "upper_s": t * 2, "error": error,
+         "cpu_plan_predicted_s": case.published_s * (1 + cpu_error), "cpu_plan_error": cpu_error, "gpu_plan": 1.0}
+    return results.Record("gpu_model", {"case": case.id, "gpu": case.gpu, "kind": case.kind}, m, backend="cpu",
+                          device_kind="cpu")
+
+
+def test_the_section_scores_the_cases_without_the_calibration_ones():
+    run = results.Run(Path("gpu-model"), {"env": {"backend": "cpu", "device_kind": "cpu", "cpu_model": "X"}}, ())
+    recs = [_record(c, 0.1 if c.kind != "train" else 1.5) for c in published.CASES]
+    pairs = [(run, r) for r in recs]
+    s = view.scores(pairs)
+    assert s["all"]["cases"] == len(published.scored())
+    assert s["gemm"]["median_abs_error"] == pytest.approx(0.1) and s["train"]["within_2x"] == 0.0
+    sec = view.section(pairs)
+    assert len(sec.tables[0].rows) == len(published.CASES)
+    assert any(row[7] == "calibration" for row in sec.tables[0].rows)
+    assert "held-out half" in sec.paragraphs[0] and "not run here" in sec.paragraphs[0]
+    assert view.section([]) is None

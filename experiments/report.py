@@ -17,7 +17,10 @@ from jaxgpu import results
 from experiments.reporting.build import build_sections  # noqa: F401 - the report as data, for notebooks
 from experiments.reporting.render import write_report
 
-__all__ = ["build_sections", "main", "write_report"]
+__all__ = ["STUDY_RUNS", "build_sections", "main", "write_report"]
+
+# The committed runs under reports/ that reports/study merges (README: how each was made)
+STUDY_RUNS = ("cpu-reference", "cpu-multidevice", "compiled-h200", "gpu-model")
 
 
 class _Parser(argparse.ArgumentParser):

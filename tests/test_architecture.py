@@ -12,10 +12,11 @@ import pytest
 from jaxgpu import hardware
 
 import experiments
+from experiments.report import STUDY_RUNS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("jaxgpu", "experiments")
-COMMITTED = ("cpu-reference", "cpu-multidevice", "compiled-h200")  # the runs reports/study is merged from
+COMMITTED = STUDY_RUNS  # the runs reports/study is merged from
 
 
 def test_a_report_of_the_committed_runs_imports_no_jax(tmp_path):

@@ -6,6 +6,7 @@ from jaxgpu import results
 import experiments
 from experiments.analysis import claims
 from experiments.analysis.evidence import Evidence
+from experiments.report import STUDY_RUNS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,7 +76,7 @@ def test_verdicts_on_the_reference_run_are_computed():
     assert verdicts["C12"].verdict == "not run" and "--backend gpu" in verdicts["C12"].evidence
 
 
-COMMITTED = ("cpu-reference", "cpu-multidevice", "compiled-h200")
+COMMITTED = STUDY_RUNS
 
 
 def _committed_pairs():

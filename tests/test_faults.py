@@ -17,10 +17,11 @@ from jaxgpu import results
 
 import experiments
 from experiments.analysis import claims
+from experiments.report import STUDY_RUNS
 from experiments.reporting import build, render
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMITTED = ("cpu-reference", "cpu-multidevice", "compiled-h200")
+COMMITTED = STUDY_RUNS
 
 
 def _env(**extra):

@@ -195,13 +195,17 @@ def test_predicted_twins_say_so_and_are_never_written(tmp_path):
 
 
 def test_wave_fill_by_hand():
-    # 1024 x 1024 outputs on 132 SMs: 128x128 tiles make 64 tiles, one wave of 132 slots: 64/132 used
-    assert predict.wave_fill((1, 1024, 1024, 1024), 132, ((128, 128),)) == pytest.approx(64 / 132)
+    # 1024 x 1024 outputs on 132 SMs, k too short to split: 128x128 tiles make 64 tiles, one wave of 132 slots
+    assert predict.wave_fill((1, 1024, 1024, 256), 132, ((128, 128),)) == pytest.approx(64 / 132)
     # the best tile of several: 128x256 gives 32 tiles (32/132), so 128x128 is kept
-    assert predict.wave_fill((1, 1024, 1024, 1024), 132, ((128, 256), (128, 128))) == pytest.approx(64 / 132)
+    assert predict.wave_fill((1, 1024, 1024, 256), 132, ((128, 256), (128, 128))) == pytest.approx(64 / 132)
+    # with k = 1024 the reduction splits in two: 128 tiles of half the work in one wave
+    assert predict.wave_fill((1, 1024, 1024, 1024), 132, ((128, 128),)) == pytest.approx(128 / 132)
     # 132 tiles exactly fill a wave; no SMs to fill: no quantisation
     assert predict.wave_fill((1, 128 * 12, 128 * 11, 64), 132, ((128, 128),)) == pytest.approx(1.0)
     assert predict.wave_fill((1, 100, 100, 100), 0, ((128, 128),)) == 1.0
+    # a matrix-vector product (one row) uses 1/64 of a 64-row tile at best
+    assert predict.wave_fill((1, 1, 4096, 4096), 108, predict.TENSOR_TILES) <= 1 / 64
 
 
 def test_a_small_gemm_is_priced_below_a_large_ones_rate():

@@ -102,4 +102,25 @@ def test_the_section_scores_the_cases_without_the_calibration_ones():
     assert len(sec.tables[0].rows) == len(published.CASES)
     assert any(row[7] == "calibration" for row in sec.tables[0].rows)
     assert "held-out half" in sec.paragraphs[0] and "not run here" in sec.paragraphs[0]
-    assert view.section([]) is None
+    assert view.section([]).tables == []
+
+
+def test_the_readme_quotes_the_committed_validation():
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    md = (root / "reports" / "study" / "report.md").read_text()
+    para = md.split("## How good is the GPU column?")[1].split("\n\n")[1]
+    overall = re.search(r"\(predicted, not run here\): median error (\d+)%, (\d+)% within 2x \((\d+) cases\)", para)
+    held = re.search(r"held-out half[^:]*: median error (\d+)%", para)
+    cpu = re.search(r"predicted before\): median error (\d+)%, (\d+)% within 2x", para)
+    assert overall and held and cpu, para
+    readme = (root / "README.md").read_text()
+    api = (root / "docs" / "api.md").read_text()
+    median, within, n = overall.groups()
+    everyone = int(within) == 100
+    for text in (readme, api):
+        flat = " ".join(text.split())
+        assert f"median error {median}%" in flat and f"half {held.group(1)}%" in flat
+        assert (f"all {n} scored cases within 2x" in flat or f"{n} of {n} scored cases within 2x" in flat) == everyone
+    assert f"{cpu.group(1)}%, {cpu.group(2)}% within 2x" in " ".join(api.split())

@@ -231,7 +231,7 @@ def test_profile_trace_is_written(tmp_path):
     assert any(f.endswith(".xplane.pb") for f in files) and any(f.endswith(".trace.json.gz") for f in files), files
 
 
-COMMITTED_RUNS = ("cpu-reference", "cpu-multidevice", "compiled-h200")
+COMMITTED_RUNS = report.STUDY_RUNS
 
 
 @pytest.mark.slow

@@ -37,6 +37,10 @@ PROFILES = {
 
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    if ctx.platform == "gpu":
+        # a GPU run measures; this CPU-side check of the model belongs to the runs that cannot (a GPU's own
+        # timing of these programs, beside the published figures, is work not done yet)
+        return []
     return [Case({"case": c.id, "gpu": c.gpu, "kind": c.kind}, functools.partial(_measure.price, c.id),
                  Cost(compiles=0, min_iters=0, warmup=0, calls=0, fixed_s=_COMPILE_S[c.program[0]]))
             for c in published.CASES if c.kind in cfg.kinds]

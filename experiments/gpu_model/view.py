@@ -38,18 +38,19 @@ def _said(s: dict[str, float]) -> str:
     return f"median error {s['median_abs_error']:.0%}, {s['within_2x']:.0%} within 2x ({int(s['cases'])} cases)"
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section | None:
+def section(pairs: list[rp.Pair]) -> rp.Section:
     good = rp.ok(pairs, "gpu_model")
-    if not good:
-        return None
     sec = rp.Section("How good is the GPU column? Predictions against published GPU measurements", "gpu_model")
+    sec.paragraphs += rp.not_ok(pairs)
+    if not good:
+        return sec
     latest = {x.params["case"]: x for _, x in good if x.params["case"] in _BY_ID}
     gpu_plans = sum(x.metrics.get("gpu_plan", 0) for x in latest.values())
     s, old = scores(pairs), scores(pairs, "cpu_plan_error")
     plan = ("XLA:GPU's own plan for the case's GPU, compiled on this CPU" if gpu_plans == len(latest) else
             f"XLA:GPU's own plan for {int(gpu_plans)} of {len(latest)} cases (the rest on this CPU's plan: the "
             "gpu-compile extra was missing or failed)")
-    sec.paragraphs.append(
+    sec.paragraphs.insert(0,
         f"Every GPU figure this report predicts comes from jaxgpu.predict: {plan}, priced kernel by kernel on the "
         "GPU's datasheet roofs times the shares measured elsewhere. Checked against figures others measured on "
         f"real A100, H100 and H200 GPUs (predicted, not run here): {_said(s['all'])}; by kind: "

@@ -32,6 +32,11 @@ def scores(pairs: list[rp.Pair], metric: str = "error") -> dict[str, dict[str, f
     return out
 
 
+def _num(x: float) -> str:
+    """A figure in its source's unit: whole numbers with thousands separators from 100 up."""
+    return f"{x:,.0f}" if abs(x) >= 100 else rp.fmt(x)
+
+
 def _said(s: dict[str, float]) -> str:
     if not s.get("cases"):
         return "no cases"
@@ -64,8 +69,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         pred = as_published(c, m["predicted_s"])
         lo, hi = sorted((as_published(c, m["lower_s"]), as_published(c, m["upper_s"])))
         role = "calibration" if c.calibration else "held out" if c.held_out else "tuned on"
-        rows.append([c.id, c.gpu, c.workload, f"{rp.fmt(c.published)} {c.unit}", f"{rp.fmt(pred)} ({rp.fmt(lo)}-"
-                     f"{rp.fmt(hi)})", f"{m['error']:+.0%}", f"{m['cpu_plan_error']:+.0%}", role, c.source])
+        rows.append([c.id, c.gpu, c.workload, f"{_num(c.published)} {c.unit}", f"{_num(pred)} ({_num(lo)}-"
+                     f"{_num(hi)})", f"{m['error']:+.0%}", f"{m['cpu_plan_error']:+.0%}", role, c.source])
         points.append((c.kind, c.published_s, m["predicted_s"], m["cpu_plan_predicted_s"]))
     sec.tables.append(rp.Table(
         ["case", "GPU", "workload", "published", "predicted (bounds)", "error", "error on the CPU plan", "role",

@@ -75,7 +75,12 @@ def parse_only(only: str | None) -> list[str]:
         raise UnknownExperiment(f"--only {only!r} names no experiment; known: {', '.join(names())}")
     unknown = [w for w in wanted if w not in REGISTRY]
     if unknown:
-        raise UnknownExperiment(f"unknown experiment {', '.join(map(repr, unknown))}; known: {', '.join(names())}")
+        import difflib
+
+        near = [m for w in unknown for m in difflib.get_close_matches(w.lower(), names(), n=1, cutoff=0.6)]
+        hint = f"did you mean {', '.join(near)}? " if near else ""
+        raise UnknownExperiment(f"unknown experiment {', '.join(map(repr, unknown))}; {hint}"
+                                f"known: {', '.join(names())}")
     return [n for n in names() if n in wanted]
 
 

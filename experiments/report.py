@@ -10,14 +10,16 @@ and nothing here imports JAX: a report can be made where JAX is not installed.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
 from jaxgpu import results
 
 from experiments.reporting.build import build_sections  # noqa: F401 - the report as data, for notebooks
 from experiments.reporting.render import write_report
 
-__all__ = ["STUDY_RUNS", "build_sections", "main", "write_report"]
+__all__ = ["STUDY_RUNS", "build_sections", "closing_lines", "main", "write_report"]
 
 # The committed runs under reports/ that reports/study merges (README: how each was made)
 STUDY_RUNS = ("cpu-reference", "cpu-multidevice", "compiled-h200", "gpu-model")
@@ -26,6 +28,27 @@ STUDY_RUNS = ("cpu-reference", "cpu-multidevice", "compiled-h200", "gpu-model")
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"experiments.report: error: {message}\n")
+
+
+def closing_lines(out_dir: str | Path) -> list[str]:
+    """What a person wants when a report is written: where to open it, the ledger's counts and the summary's
+    rows (read back from ledger.json and summary.json beside it)."""
+    out = Path(out_dir)
+    lines = [f"open {out / 'report.html'} in a browser (Markdown: {out / 'report.md'})"]
+    try:
+        ledger = json.loads((out / "ledger.json").read_text())
+        summary = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return lines
+    from experiments.analysis.claims import VERDICTS
+
+    counts = {v: sum(item["verdict"] == v for item in ledger) for v in VERDICTS}
+    lines.append("claims: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n))
+    for r in summary.get("rows", []):
+        factor = f" ({r['factor']})" if r["factor"] != "-" else ""
+        shown = r.get("shown", r["basis"])
+        lines.append(f"  {r['topic']}: here {r['here']}; {summary['gpu']} {r['gpu']}{factor}, {shown}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"experiments.report: error: {err.strerror or err}", file=sys.stderr)
         return 1
     print(f"{md}\n{page}")
+    print("\n".join(closing_lines(out)), file=sys.stderr)
     return 0
 
 

@@ -1,6 +1,6 @@
 """``python -m experiments.run``: run the study on a backend and write its report.
 
-Examples::
+Examples (quote what holds parentheses or spaces: a shell reads them first)::
 
     python -m experiments.run                         # quick profile, every experiment, auto backend
     python -m experiments.run --backend gpu --profile full
@@ -8,9 +8,9 @@ Examples::
     python -m experiments.run --resume reports/my-run # finish a run that was interrupted
     python -m experiments.run --backend cpu --devices 4 --only data_parallel,tensor_parallel,collectives
     python -m experiments.run --only distributed --processes 2
-    python -m experiments.run --backend gpu --dry-run # the plan for an H200, without starting JAX
+    python -m experiments.run --dry-run --target h100 # the plan for an H100, without starting JAX
     python -m experiments.run --budget-s 240          # key cases first; stop cleanly in time
-    python -m experiments.run --only matmul --set matmul.sizes=(256,512)
+    python -m experiments.run --only matmul --set 'matmul.sizes=(256,512)'
     python -m experiments.run --compile-for h200      # XLA:GPU's plan for an H200, on this CPU
 
 Bad input ends with one line on stderr and exit code 2. Nothing here imports JAX
@@ -47,8 +47,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"experiments.run: error: {message}\n")
 
 
+EPILOG = """examples:
+  python -m experiments.run                                  # the quick study on the best backend, then its report
+  python -m experiments.run --only matmul,precision --profile full --out reports/mine
+  python -m experiments.run --dry-run --target h100          # what a run would take on an H100, nothing run
+  python -m experiments.run --compile-for h200               # XLA:GPU's plan for an H200, compiled on this CPU
+  python -m experiments.run --only matmul --set 'matmul.sizes=(256,512)'   # quoted: the shell reads ( )
+GPU names are read in any case and spelling: h200, H200, "H200 SXM", a100, rtx4090."""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = _Parser(prog="python -m experiments.run", description=__doc__.split("\n\n")[0],
+    p = _Parser(prog="python -m experiments.run", description=__doc__.split("\n\n")[0], epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", choices=("auto", "cpu", "gpu"),
                    help="auto: the GPU if JAX sees one, else the CPU (default)")
@@ -82,7 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="host malloc settings for a CPU run: tuned (default: XLA:CPU keeps its large buffers, "
                         "the process restarts itself with them) or system (glibc's defaults)")
     p.add_argument("--set", action="append", default=[], metavar="EXPERIMENT.FIELD=VALUE",
-                   help="change one field of an experiment's config, e.g. --set matmul.sizes=(256,512)")
+                   help="change one field of an experiment's config, e.g. --set 'matmul.sizes=(256,512)'")
     args = p.parse_args(argv)
     if args.resume and args.out and args.out != args.resume:
         p.error("--resume DIR already names the result folder; drop --out")
@@ -95,19 +104,57 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--processes must be at least 1, got {args.processes}")
     if args.processes is not None and args.processes > max_processes():
         p.error(f"--processes {args.processes}: this machine holds at most {max_processes()} JAX processes "
-                f"({PROCESSES_PER_CORE} per core, {PROCESS_BYTES / 2**30:.1f} GiB each)")
+                f"({PROCESSES_PER_CORE} per core, {PROCESS_BYTES / 1e9:.1f} GB each)")
     if args.budget_s is not None and not args.budget_s > 0:
         p.error(f"--budget-s must be a positive number of seconds, got {args.budget_s:g}")
     if args.target and not args.dry_run:
         p.error("--target names the GPU a --dry-run plans for; add --dry-run")
+    from jaxgpu import hardware
+
+    if args.target:
+        try:
+            args.target = hardware.find_gpu(args.target).name
+        except KeyError as err:
+            p.error(f"--target: {err.args[0]}")
     if args.compile_for:
         if args.backend not in (None, "cpu"):
             p.error("--compile-for compiles on this machine's CPU; drop --backend")
-        from jaxgpu import targets
-
-        if args.compile_for.lower() not in targets.TARGETS:
-            p.error(f"--compile-for: unknown GPU {args.compile_for!r}; known: {', '.join(targets.TARGETS)}")
+        args.compile_for = _compile_target(p, args.compile_for)
     return args
+
+
+def _compile_target(p: argparse.ArgumentParser, name: str) -> str:
+    """The ``jaxgpu.targets`` name of the GPU ``name`` reads as (the same resolver as --target's)."""
+    from jaxgpu import hardware, targets
+
+    try:
+        hw = hardware.find_gpu(name)
+    except KeyError as err:
+        p.error(f"--compile-for: {err.args[0]}")
+    found = next((t.name for t in targets.TARGETS.values() if t.hardware == hw.name), None)
+    if found is None:
+        p.error(f"--compile-for: no XLA:GPU target for the {hw.name} yet; compile targets: "
+                + ", ".join(f"{t.name} ({t.hardware})" for t in targets.TARGETS.values()))
+    return found
+
+
+def ignored(args: argparse.Namespace, names: list[str]) -> list[str]:
+    """The flags this command line sets that nothing will read, each with why (a warning, not an error)."""
+    out = []
+    gpu = args.backend == "gpu" or bool(args.compile_for)
+    if args.devices is not None and args.backend == "gpu":
+        out.append("--devices sets CPU host devices; a GPU run uses the GPUs JAX sees")
+    if args.processes is not None and "distributed" not in names:
+        out.append("--processes is read by the distributed experiment, which is not selected")
+    if args.allocator and gpu:
+        out.append("--allocator sets the host allocator of a CPU run")
+    if args.dry_run:
+        out += [f"{flag} does nothing with --dry-run (nothing runs)" for flag, on in
+                (("--out", args.out), ("--resume", args.resume), ("--profile-trace", args.profile_trace),
+                 ("--budget-s", args.budget_s), ("--no-report", args.no_report)) if on]
+    if args.compile_for and args.budget_s is not None:
+        out.append("--budget-s orders timed cases; --compile-for times nothing")
+    return out
 
 
 def max_processes() -> int:
@@ -163,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     except experiments.BadSetting as err:
         return _fail(str(err))
 
+    for why in ignored(args, names):
+        print(f"experiments.run: warning: {why}; ignored", file=sys.stderr)
     if args.devices is None and any(n in experiments.multi_device() for n in names):
         args.devices = experiments.DEFAULT_HOST_DEVICES  # only the CPU platform reads it
 
@@ -231,7 +280,10 @@ def main(argv: list[str] | None = None) -> int:
         where = _report(out, False)
         if not where.startswith(", report"):
             return 1
+        from experiments import report
+
         print(f"jaxgpu:{where.lstrip(',')}", file=sys.stderr)
+        print("\n".join(f"jaxgpu: {line}" for line in report.closing_lines(out)), file=sys.stderr)
     return 0
 
 

@@ -254,7 +254,7 @@ def _nvidia_smi() -> dict[str, str]:
 
 
 def fingerprint(platform_name: str) -> dict[str, Any]:
-    """The environment of a run, as ../shared/RESULTS.md lists it (no hostname)."""
+    """The environment of a run, as docs/results.md lists it (no hostname)."""
     import jax
 
     devs = devices_of(platform_name)

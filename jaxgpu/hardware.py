@@ -123,6 +123,32 @@ def gpu_spec(device_kind: str) -> Hardware | None:
     return None
 
 
+def _squash(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def find_gpu(name: str) -> Hardware:
+    """The hardware table's GPU a person names, however they spell it: "H200", "h200", "h200 sxm", "H100-SXM",
+    "a100", "rtx4090", or a JAX ``device_kind`` ("NVIDIA H200"). The one resolver of every command's GPU names.
+
+    Raises:
+      KeyError: no GPU matches; the message says which one was probably meant, and lists them all.
+    """
+    want = _squash(name)
+    if want:
+        for hw_name, hw in GPUS.items():
+            if _squash(hw_name) == want:
+                return hw
+        for pattern, hw_name in _KIND_PATTERNS:  # the family alone ("h200", "nvidia h200") names its SXM part
+            if re.search(pattern.replace(" ", ""), want, re.IGNORECASE):
+                return GPUS[hw_name]
+    import difflib
+
+    near = difflib.get_close_matches(want, {_squash(n): n for n in GPUS}, n=1, cutoff=0.5)
+    hint = f"did you mean {dict((_squash(n), n) for n in GPUS)[near[0]]!r}? " if near else ""
+    raise KeyError(f"unknown GPU {name!r}; {hint}known: {', '.join(GPUS)}")
+
+
 def _cpu_flags() -> set[str]:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:

@@ -145,8 +145,8 @@ def check_fits(m: int, k: int, n: int, preset: str | precision.Preset, n_sets: i
     available = devices.device_memory_bytes(device)
     needed = bytes_needed(m, k, n, preset, n_sets)
     if available and needed > available:
-        raise DoesNotFit(f"{m}x{k}x{n} {precision.get(preset).name} needs {needed / 2**30:.1f} GiB, "
-                         f"{available / 2**30:.1f} GiB available on {device.device_kind}")
+        raise DoesNotFit(f"{m}x{k}x{n} {precision.get(preset).name} needs {needed / 1e9:.1f} GB, "
+                         f"{available / 1e9:.1f} GB available on {device.device_kind}")
 
 
 def jax_matmul(preset: str = "fp32"):

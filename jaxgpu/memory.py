@@ -340,7 +340,7 @@ def bench_transfer(nbytes: int, direction: str, device=None, target_s: float = 0
         if device.platform == "cpu" and put().unsafe_buffer_pointer() == host.ctypes.data:
             from jaxgpu.results import Unsupported
 
-            raise Unsupported(f"the CPU device took the {nbytes / 2**20:.0f} MiB host array as it is (zero copy, "
+            raise Unsupported(f"the CPU device took the {nbytes / 1e6:.0f} MB host array as it is (zero copy, "
                               "asked not to alias or not): no transfer happens, so there is no bandwidth to time")
         t = timing.time_host(put, sync=jax.block_until_ready, target_s=target_s, min_iters=3)
     elif direction == "device_to_host":
@@ -354,8 +354,8 @@ def bench_transfer(nbytes: int, direction: str, device=None, target_s: float = 0
 
 
 # XLA:CPU may hand back a device array that aliases an aligned numpy array (no copy at all): a
-# "transfer" timed that way measured 24 TB/s at 1 GiB here. Asked not to alias it copies where it
-# can; where it still aliases (seen from 256 MiB up) the case is unsupported, not timed.
+# "transfer" timed that way measured 24 TB/s at 1 GB here. Asked not to alias it copies where it
+# can; where it still aliases (seen from 256 MB up) the case is unsupported, not timed.
 _NO_ALIAS = {"may_alias": False} if "may_alias" in inspect.signature(jax.device_put).parameters else {}
 
 

@@ -264,18 +264,8 @@ def bound_kernels(ks: list[Kernel], roofs: Roofs, dtype: str = "fp32") -> Predic
 
 def _hardware(on: str | hardware.Hardware | Roofs) -> hardware.Hardware | Roofs:
     if isinstance(on, str):
-        hw = hardware.GPUS.get(on) or hardware.gpu_spec(on) or _by_target(on)
-        if hw is None:
-            raise KeyError(f"unknown hardware {on!r}; known: {', '.join(hardware.GPUS)}")
-        return hw
+        return hardware.find_gpu(on)
     return on
-
-
-def _by_target(name: str) -> hardware.Hardware | None:
-    from jaxgpu import targets
-
-    t = targets.TARGETS.get(name.strip().lower())
-    return hardware.GPUS[t.hardware] if t else None
 
 
 def target_of(hw: hardware.Hardware) -> str | None:

@@ -41,6 +41,10 @@ class Table:
     caption: str = ""
     # column -> {cell text prefix: mark}: an HTML rendering colours those cells (the text stays the same)
     marks: dict[int, dict[str, str]] = dataclasses.field(default_factory=dict)
+    # per row, text a rendering folds under the row's first cell (the rule behind a verdict, say)
+    details: list[str] = dataclasses.field(default_factory=list)
+    details_title: str = "Details"  # what the folded texts are, as a whole ("The rules")
+    id: str = ""  # an HTML id for the table
 
     def mark(self, column: int, value: Any) -> str | None:
         """The mark of a cell: the longest prefix of its text that ``marks`` names for its column."""
@@ -72,8 +76,11 @@ class Section:
     anchor: str
     claims: tuple[str, ...] = ()
     paragraphs: list[str] = dataclasses.field(default_factory=list)
+    lead: str = ""  # what the section measures, in a sentence: shown beside its first figure
     plots: list[Plot] = dataclasses.field(default_factory=list)
     tables: list[Table] = dataclasses.field(default_factory=list)
+    # file name -> JSON-able data a report writes beside itself (ledger.json, summary.json)
+    exports: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +91,7 @@ class Series:
     lo: Sequence[float] | None = None  # spread band (e.g. the quartiles), same unit as y
     hi: Sequence[float] | None = None
     style: str = "-o"
+    color: str | None = None  # one colour per thing compared (a collective, a preset), whichever run drew it
 
     @classmethod
     def of(cls, label: str, points: Iterable[Sequence[float]], **kw: Any) -> Series:
@@ -127,17 +135,19 @@ def ok(pairs: Iterable[Pair], experiment: str | None = None, **params: Any) -> l
 
 
 def by_run(pairs: Iterable[Pair]) -> dict[str, tuple[Run, list[Record]]]:
-    """Groups pairs by run, keyed by the run's label (made unique if two runs share one)."""
+    """Groups pairs by run, keyed by the run's label (its folder and machine; where two folders share a
+    name, with their parent folders' names in front)."""
     groups: dict[str, tuple[Run, list[Record]]] = {}
     seen: dict[str, str] = {}
     for run, rec in pairs:
         key = str(run.path)
         if key not in seen:
             label = run.label
-            n = 2
-            while label in groups:
-                label = f"{run.label} #{n}"
-                n += 1
+            # two folders of one name (two machines' reports/runs/...): the parent folders tell them apart
+            parent = run.path.resolve().parent
+            while label in groups and parent != parent.parent:
+                label = f"{parent.name}/{label}"
+                parent = parent.parent
             seen[key] = label
             groups[label] = (run, [])
         groups[seen[key]][1].append(rec)
@@ -145,13 +155,15 @@ def by_run(pairs: Iterable[Pair]) -> dict[str, tuple[Run, list[Record]]]:
 
 
 def line_plot(series: Sequence[Series], *, xlabel: str, ylabel: str, title: str, limits: Sequence[Limit] = (),
-              logx: bool = True, logy: bool = True, size: tuple[float, float] | None = None) -> Figure:
-    """A log-log line plot of several series with dashed limit lines."""
+              logx: bool = True, logy: bool = True, size: tuple[float, float] | None = None,
+              xunit: str | None = None) -> Figure:
+    """A log-log line plot of several series with dashed limit lines (``xunit``: x ticks as SI figures in
+    that unit, "64 kB", "1.07 GB", rather than bare numbers)."""
     fig = Figure(figsize=size or ((8.5, 4.2) if len(series) > 4 else (7.0, 4.2)), dpi=100)
     ax = fig.add_subplot()
     colors = {}
     for s in series:
-        (line,) = ax.plot(s.x, s.y, s.style, label=s.label, markersize=4)
+        (line,) = ax.plot(s.x, s.y, s.style, label=s.label, markersize=4, **({"color": s.color} if s.color else {}))
         colors[s.label] = line.get_color()
         if s.lo is not None and s.hi is not None:
             ax.fill_between(s.x, s.lo, s.hi, color=line.get_color(), alpha=0.2, linewidth=0)
@@ -163,6 +175,13 @@ def line_plot(series: Sequence[Series], *, xlabel: str, ylabel: str, title: str,
     if logx:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(ScalarFormatter())
+    if xunit is not None:  # decades, each as an SI figure: "10 MB", "100 MB", "1 GB"
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+        ax.set_xscale("log", base=10)
+        ax.xaxis.set_major_locator(LogLocator(base=10))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: si(v, xunit, 2)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
@@ -209,7 +228,7 @@ def fmt(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
-def not_ok(pairs: Iterable[Pair], what: Callable[[Record], Any] = lambda x: x.params) -> list[str]:
+def not_ok(pairs: Iterable[Pair], what: Callable[[Record], Any] = lambda x: case_label(x.params)) -> list[str]:
     """One sentence per run and reason for the cases that did not run: "run: case(s): status: reason",
     cases that share a status and reason in one sentence (five collectives over one device, say)."""
     groups: dict[tuple[str, str, str | None], list[str]] = {}
@@ -257,7 +276,7 @@ def env_table(runs: Sequence[Run]) -> Table:
         row = [label]
         for v in vals:
             if key.endswith("_bytes") and isinstance(v, (int, float)):
-                v = f"{v / 2**30:.1f} GiB"
+                v = f"{v / 1e9:.1f} GB"
             elif isinstance(v, dict):
                 v = ", ".join(f"{k} {x}" for k, x in v.items()) or "-"
             elif key == "git_commit" and v:
@@ -269,3 +288,61 @@ def env_table(runs: Sequence[Run]) -> Table:
     rows.append(["experiments", *[", ".join(r.meta.get("config", {}).get("experiments", [])) or "?" for r in runs]])
     # the folder names tell two runs of one backend (two machines) apart
     return Table(["", *[f"{r.label}: {r.path.name}" for r in runs]], rows, "Environment of each run")
+
+
+# How a case's parameters read in words: names a value speaks for itself under, words for values, units.
+_SELF_EVIDENT = {"case", "variant", "kind", "kernel", "direction", "preset", "model", "shape", "mode", "impl",
+                 "dtype", "feed", "optimizer", "collective", "gpu", "allocator", "role"}
+_WORDS = {"float64": "fp64", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float8_e4m3fn": "fp8 e4m3",
+          "float8_e5m2": "fp8 e5m2", "tensorfloat32": "TF32", "highest": "full fp32", "jit_sharding": "jit + sharding",
+          "fori_loop": "fori_loop", "to_target": "to target accuracy", "mlp_step": "MLP step", "on_device_copy":
+          "on-device copy", "host_to_device": "host to device", "device_to_host": "device to host"}
+_NAMES = {"n": "n", "m": "m", "k": "k", "batch": "batch", "width": "width", "depth": "depth", "seq": "sequence",
+          "heads": "heads", "devices": "devices", "data": "data axis", "model": "model axis", "target": "target",
+          "widths": "widths", "base": "base", "epoch": "epoch", "accumulate": "accumulating in",
+          "accumulator": "accumulating in", "precision": "precision", "bytes": "size", "held_out": "held out"}
+
+
+def _value(key: str, v: Any) -> str:
+    if key == "bytes" and isinstance(v, (int, float)):
+        return si(v, "B")
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (list, tuple)):
+        return "x".join(_value("", x) for x in v)
+    if isinstance(v, int) and abs(v) >= 1000:
+        return f"{v:,}"
+    return _WORDS.get(str(v), str(v).replace("_", " "))
+
+
+def case_label(params: dict[str, Any], leave_out: Iterable[str] = ()) -> str:
+    """A case's parameters in words for a table or legend ("sweep, fp8 e4m3, n 1,024, accumulating in fp32"):
+    values that speak for themselves alone, the rest after their name, nothing as ``key=value``."""
+    out = []
+    for k, v in params.items():
+        if k in leave_out or v is None:
+            continue
+        if k == "precision" and v == "default":
+            continue
+        text = _value(k, v) if k in _SELF_EVIDENT else f"{_NAMES.get(k, k.replace('_', ' '))} {_value(k, v)}"
+        if text not in out:  # a preset and the dtype it names read alike: once
+            out.append(text)
+    return ", ".join(out)
+
+
+def si(x: float | None, unit: str = "", digits: int = 3) -> str:
+    """A number with an SI prefix and its unit, decimal throughout (1 GB = 1e9 bytes): "1.34 TB", "54 us"."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    if x == 0:
+        return f"0 {unit}".strip()
+    prefixes = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n")]
+    scale, p = next(((s, p) for s, p in prefixes if abs(x) >= s * 0.9995), prefixes[-1])
+    v = x / scale
+    text = f"{v:,.0f}" if abs(v) >= 10 ** digits else f"{v:.{digits}g}"
+    if unit and unit not in _SI_UNITS:  # a count, not a unit: "2.12 M samples/s"
+        return f"{text} {p} {unit}" if p else f"{text} {unit}"
+    return f"{text} {p}{unit}".strip()
+
+
+_SI_UNITS = {"s", "B", "B/s", "FLOP/s", "FLOP", "Hz", "W"}

@@ -1,4 +1,4 @@
-"""Result records, their JSON Lines file and ``run.json``, exactly as ../shared/RESULTS.md says.
+"""Result records, their JSON Lines file and ``run.json``, exactly as docs/results.md describes them.
 
 A record is appended and flushed to ``results.jsonl`` the moment it is measured, so a
 killed run keeps everything before the kill. Readers refuse what they do not know (an
@@ -14,6 +14,7 @@ import datetime as _dt
 import json
 import math
 import os
+import re
 import uuid
 import warnings
 from collections.abc import Iterable, Iterator
@@ -289,15 +290,26 @@ class Run:
 
     @property
     def label(self) -> str:
-        """A short name for tables and legends: backend and device kind (and "compiled, not run")."""
+        """The run's name in tables and legends: its folder and its machine ("cpu-reference: Intel Xeon, 2
+        cores"; "compiled-h200: NVIDIA H200, compiled, not run"), so two CPU runs never read alike."""
+        return f"{self.path.name}: {self.machine}"
+
+    @property
+    def machine(self) -> str:
+        """What the run ran on, in words: the CPU model and cores, or the GPU (and "compiled, not run" or
+        "predicted, not run" where nothing ran on it)."""
         env = self.env
         kind = env.get("device_kind", "?")
-        backend = env.get("backend", "?")
+        if env.get("backend") == "cpu" and not self.compiled:
+            model = re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b|@.*", "", str(env.get("cpu_model") or "CPU"))
+            cores = env.get("cpu_cores")
+            return " ".join(model.split()) + (f", {cores} cores" if cores else "")
+        name = re.sub(r",? ?(compiled|predicted)(, not run)?$", "", str(kind))
         if self.compiled:
-            return f"{backend} ({kind}, compiled, not run)"
+            return f"{name}, compiled, not run"
         if self.predicted:
-            return f"{backend} ({kind}, not run)"
-        return backend if kind == backend else f"{backend} ({kind})"
+            return f"{name}, predicted, not run"
+        return name
 
     @property
     def hardware(self) -> hardware.Hardware | None:

@@ -64,7 +64,7 @@ class Timing:
         return quantity / self.median_s / unit
 
     def metrics(self, **extra: float) -> dict[str, float]:
-        """The contract's timing metrics (../shared/RESULTS.md), plus the quartiles and ``extra``."""
+        """The contract's timing metrics (docs/results.md), plus the quartiles and ``extra``."""
         out = {"time_s_median": self.median_s, "time_s_min": self.min_s, "time_s_max": self.max_s,
                "time_s_q25": self.quantile_s(0.25), "time_s_q75": self.quantile_s(0.75),
                "n_iters": float(self.n_iters)}

@@ -41,7 +41,7 @@ def test_unknown_backend():
 
 def test_unknown_experiment_lists_the_known_ones():
     proc = _run("experiments.run", "--only", "matmull")
-    _one_line_error(proc, "unknown experiment 'matmull'; known: devices, matmul, precision")
+    _one_line_error(proc, "unknown experiment 'matmull'; did you mean matmul? known: devices, matmul, precision")
 
 
 def test_bad_device_count():
@@ -187,5 +187,42 @@ def test_resume_sets_a_cut_last_line_aside_and_keeps_every_record(tmp_path):
 
 
 def test_compile_for_a_gpu_not_in_the_table():
-    _one_line_error(_run("experiments.run", "--compile-for", "tpu"), "unknown GPU 'tpu'; known: h200, h100, a100")
+    _one_line_error(_run("experiments.run", "--compile-for", "tpu"), "unknown GPU 'tpu'; known: H100 SXM, A100 80GB")
+    _one_line_error(_run("experiments.run", "--compile-for", "l4"),
+                    "no XLA:GPU target for the L4 yet; compile targets: h200 (H200 SXM)")
     _one_line_error(_run("experiments.run", "--compile-for", "h200", "--backend", "gpu"), "drop --backend")
+
+
+@pytest.mark.parametrize("name", ["h100", "H100", "H100 SXM", "h100-sxm", "NVIDIA H100"])
+def test_one_resolver_reads_a_gpu_name_however_it_is_spelled(name):
+    from experiments import run
+
+    assert run.parse_args(["--dry-run", "--target", name]).target == "H100 SXM"
+    assert run.parse_args(["--compile-for", name]).compile_for == "h100"
+
+
+def test_a_gpu_name_typo_gets_a_suggestion():
+    _one_line_error(_run("experiments.run", "--dry-run", "--target", "h10"),
+                    "--target: unknown GPU 'h10'; did you mean 'H100 SXM'?")
+
+
+def test_a_flag_nothing_reads_is_named_as_ignored():
+    proc = _run("experiments.run", "--dry-run", "--only", "matmul", "--processes", "2", "--out", "somewhere")
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 2 and all(line.endswith("; ignored") for line in warnings), proc.stderr
+    assert "--processes" in warnings[0] and "--out" in warnings[1]
+
+
+def test_help_ends_with_examples_a_shell_can_take():
+    import shlex
+
+    out = _run("experiments.run", "--help").stdout
+    examples = [line.split("#")[0].strip() for line in out.split("examples:")[1].splitlines()
+                if line.strip().startswith("python -m")]
+    assert len(examples) >= 4
+    for cmd in examples:  # each parses as a shell would read it, and as our parser then does
+        argv = shlex.split(cmd)
+        from experiments import run
+
+        run.parse_args(argv[3:])

@@ -173,7 +173,7 @@ def test_a_size_that_cannot_fit_is_predicted_and_recorded():
     recs = [runner._measure(memory_fit.EXPERIMENT, c, ctx, "r") for c in memory_fit.cases(cfg, ctx)
             if c.params.get("widths") == list(cfg.too_big) or c.params.get("case") == "allocate_past_memory"]
     assert [r.status for r in recs] == ["does_not_fit", "does_not_fit"]
-    assert all("GiB" in r.reason and "available" in r.reason for r in recs)
+    assert all(" GB" in r.reason and "available" in r.reason for r in recs)
 
 
 def test_the_backward_walk_peaks_at_the_layer_with_the_most_kept_below_it():

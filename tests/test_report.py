@@ -1,4 +1,5 @@
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -9,6 +10,7 @@ from jaxgpu import results
 
 import experiments
 from experiments import report
+from experiments.analysis import claims as claims_mod
 from experiments.analysis import prediction
 from experiments.harness import runner
 from experiments.reporting import build
@@ -43,8 +45,9 @@ def _as_gpu_run(src, dst):
 def test_run_writes_a_report_with_computed_takeaways(tiny_run):
     md = (tiny_run / "report.md").read_text()
     page = (tiny_run / "report.html").read_text()
-    assert "## Matrix multiplication" in md and "**Takeaway:** On cpu, JAX reached" in md
-    assert "On cpu, JAX reached" in page  # the HTML is the same view, not a separate text
+    label = results.read_run(tiny_run).label  # the run by its folder and machine
+    assert "## Matrix multiplication" in md and f"**Takeaway:** On {label}, JAX reached" in md
+    assert f"On {label}, JAX reached" in page  # the HTML is the same view, not a separate text
     gflops = [r.metrics["gflops"] for r in results.read_run(tiny_run).records
               if r.params.get("impl") == "jax" and r.params.get("shape") == "square"]
     assert f"{gflops[-1]:.0f} GFLOP/s" in md  # the takeaway quotes the measured figure
@@ -55,7 +58,9 @@ def test_run_writes_a_report_with_computed_takeaways(tiny_run):
 def test_html_is_self_contained(tiny_run):
     page = (tiny_run / "report.html").read_text()
     assert 'src="data:image/png;base64,' in page
-    assert not re.search(r'(src|href)="https?://', page)
+    assert not re.search(r'src="https?://', page)  # nothing loads from elsewhere
+    # the one link out of the report is the explainer it tests
+    assert set(re.findall(r'href="(https?://[^"]+)"', page)) == {build.EXPLAINER[1]}
     assert 'name="viewport"' in page
 
 
@@ -65,7 +70,7 @@ def test_cpu_and_gpu_runs_merge_with_speedups(tiny_run, tmp_path):
     md = md_path.read_text()
     assert "GPU / CPU speed-up per case" in md
     assert "| 2x |" in md
-    assert "On gpu (NVIDIA H200), JAX reached" in md
+    assert "On gpu: NVIDIA H200, JAX reached" in md
 
 
 def test_report_is_deterministic(tiny_run, tmp_path):
@@ -161,8 +166,10 @@ def test_each_figure_draws_the_h200_prediction_beside_what_ran(every_tiny):
     assert guessed >= {"matmul", "precision", "bandwidth", "roofline", "serial_parallel", "inference", "training"}
     for name in guessed - {"op_mix"}:  # op_mix draws shares of time, which a whole-step bound cannot split
         labels = [line.get_label() for p in sections[name].plots for ax in p.figure.axes for line in ax.get_lines()]
+        labels += [t.get_text() for p in sections[name].plots for ax in p.figure.axes if ax.get_legend()
+                   for t in ax.get_legend().get_texts()]  # bars are named in the legend
         assert any("NVIDIA H200 SXM, predicted, not run" in label for label in labels), (name, labels)
-        assert any(label.startswith("cpu") for label in labels), (name, labels)
+        assert any(label.startswith(f"{run.path.name}: ") for label in labels), (name, labels)
         cells = [str(c) for t in sections[name].tables for row in t.rows for c in row]
         assert not any("predicted, not run" in c for c in cells), name  # tables list what ran
 
@@ -172,7 +179,7 @@ def test_a_merged_gpu_run_is_drawn_beside_its_own_prediction(every_tiny, tmp_pat
     gpu = _as_gpu_run(cpu, tmp_path / "gpu")
     sections = {s.anchor: s for s in report.build_sections([results.read_run(cpu), results.read_run(gpu)])}
     labels = [line.get_label() for p in sections["matmul"].plots for ax in p.figure.axes for line in ax.get_lines()]
-    assert any(label.startswith("gpu (NVIDIA H200) ") for label in labels), labels  # measured
+    assert any(label.startswith("gpu: NVIDIA H200 ") for label in labels), labels  # measured
     assert any("NVIDIA H200 SXM, predicted, not run" in label for label in labels), labels  # its prediction
 
 
@@ -244,7 +251,8 @@ def test_the_committed_report_is_reproduced_from_the_committed_runs(tmp_path):
     md = (root / "study" / "report.md").read_text()
     ledger = md.split("## Claims ledger")[1].split("\n## ")[0]
     rows = [ln for ln in ledger.splitlines() if ln.startswith("| C")]
-    assert len(rows) == 18 and all("](#" in r or "(not run)" in r for r in rows)
+    rules = [ln for ln in ledger.splitlines() if ln.startswith("- C")]  # folded: each rule and its experiments
+    assert len(rows) == 18 and len(rules) == 18 and all("](#" in r or "(not run)" in r for r in rules)
 
 
 def test_an_older_benchmark_version_is_flagged_not_mixed_silently(tiny_run, tmp_path):
@@ -271,7 +279,107 @@ def test_the_readme_headline_and_experiment_table_match_the_committed_report():
     root = Path(__file__).resolve().parents[1]
     readme = (root / "README.md").read_text()
     md = (root / "reports" / "study" / "report.md").read_text()
-    counts = re.search(r"runs below; ([^.]+)\.", md).group(1)
+    counts = re.search(r"runs named at the end; ([^.]+)\.", md.split("## Claims ledger")[1]).group(1)
     assert f"**{counts}**" in readme, counts
     for name, ids in re.findall(r"^\| `(\w+)` \| ([C\d, ]+) \|", readme, re.M):
         assert tuple(ids.split(", ")) == claims.for_experiment(name), name
+
+
+def test_the_readme_opens_on_the_committed_answer():
+    from experiments.reporting import summary
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    study = root / "reports" / "study"
+    block = summary.readme_block(json.loads((study / "summary.json").read_text()),
+                                 json.loads((study / "ledger.json").read_text()))
+    start = readme.index("<!-- summary")
+    # the answer on the first screen: before any other section, and equal to the committed report's
+    assert start < readme.index("## ") and readme.index("-->", start) < 1500
+    assert readme[readme.index("-->", start) + 4:readme.index("<!-- /summary -->")].strip() == block, (
+        "README's summary differs from reports/study: paste experiments.reporting.summary.readme_block(...) "
+        "of reports/study/summary.json and ledger.json between the markers")
+    # every figure it quotes is the report's
+    md = (study / "report.md").read_text()
+    for row in json.loads((study / "summary.json").read_text())["rows"]:
+        assert f"| {row['here']} | {row['gpu']} | {row['factor']} |" in md, row["topic"]
+    # no link that a clone cannot follow: nothing above the repository, nothing assumed online
+    links = re.findall(r"\]\(([^)]+)\)", readme)
+    assert links and not [t for t in links if t.startswith(("..", "/", "http"))], links
+    for target in links:
+        assert (root / target.split("#")[0]).exists(), target
+
+
+def test_the_claims_page_is_the_claims_in_code():
+    from experiments.analysis import claims
+
+    root = Path(__file__).resolve().parents[1]
+    assert (root / "docs" / "claims.md").read_text() == claims.as_markdown(), (
+        "docs/claims.md is generated: python -c \"from experiments.analysis import claims; "
+        "print(claims.as_markdown(), end='')\" > docs/claims.md")
+
+
+def test_a_report_writes_its_exports_and_speaks_in_words(tiny_run):
+    import csv
+
+    ledger = json.loads((tiny_run / "ledger.json").read_text())
+    assert [it["claim"] for it in ledger] == [c.id for c in claims_mod.CLAIMS]
+    with open(tiny_run / "ledger.csv") as f:
+        rows = list(csv.reader(f))
+    assert rows[0][:2] == ["claim", "verdict"] and len(rows) == len(ledger) + 1
+    summary = json.loads((tiny_run / "summary.json").read_text())
+    assert summary["rows"] and all(r["basis"] for r in summary["rows"])
+    assert any(r["topic"].startswith("A big matrix multiply") for r in summary["rows"])
+    tables = sorted((tiny_run / "tables").glob("*.csv"))
+    assert tables and all(t.read_text().count("\n") >= 2 for t in tables)  # a header and a row at least
+    md = (tiny_run / "report.md").read_text()
+    assert "case=" not in md and "#2" not in md and "{'" not in md
+    page = (tiny_run / "report.html").read_text()
+    assert page.index('id="summary"') < page.index('id="ledger"')
+    assert f'href="{tables[0].relative_to(tiny_run)}"' in page  # each folded table links its CSV
+
+
+def test_a_tiny_profile_verdict_says_it_is_indicative(tiny_run):
+    ledger = json.loads((tiny_run / "ledger.json").read_text())
+    decided = [it for it in ledger if it["verdict"] != "not run"]
+    assert decided and all(it["indicative_only"] and "indicative only: profile tiny" in it["shown"] for it in decided)
+
+
+def test_a_merge_of_profiles_is_flagged(tiny_run, tmp_path):
+    other = tmp_path / "full"
+    shutil.copytree(tiny_run, other)
+    meta = json.loads((other / "run.json").read_text())
+    meta["run_id"] += "-full"
+    meta["config"]["profile"] = "full"
+    (other / "run.json").write_text(json.dumps(meta))
+    md = report.write_report([tiny_run, other], tmp_path / "merged")[0].read_text()
+    assert "These runs used different profiles (full, tiny)" in md
+
+
+def test_the_end_of_a_run_says_where_to_look(tiny_run):
+    lines = report.closing_lines(tiny_run)
+    assert lines[0].startswith("open ") and "report.html" in lines[0]
+    assert lines[1].startswith("claims: ") and "not run" in lines[1]
+    assert any("A big matrix multiply" in line for line in lines[2:])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [390, 1400])
+def test_the_committed_report_reads_in_a_browser(width):
+    """The committed study in Debian's headless Chromium: the answer before the ledger, no page wider than the
+    screen, every figure loads, each ledger verdict on screen, the page within its height at desktop width."""
+    from tests import browser
+
+    if why := browser.available():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the browser check: {why}")
+        pytest.skip(why)
+    page = Path(__file__).resolve().parents[1] / "reports" / "study" / "report.html"
+    m = browser.measure(page, width)
+    assert m["width"] == width
+    assert m["summary_top"] is not None and m["summary_top"] < m["ledger_top"], m
+    assert m["scroll_width"] <= width, m  # no sideways scrolling of the page
+    assert m["images"] >= 15 and m["broken"] == [], m
+    assert m["verdicts"] == 18 and m["verdicts_on_screen"] == 18, m
+    if width >= 1400:
+        assert m["height"] <= 15_000, m

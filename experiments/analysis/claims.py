@@ -467,7 +467,7 @@ def _c17(e, th):
     # how they work together: the all-reduce that data parallelism sums its gradients with, at its largest size
     reduce = max(e.ok("collectives", collective="all_reduce"), key=lambda r: r.params["bytes"], default=None)
     if reduce is not None:
-        parts.append(f"an all-reduce of {reduce.params['bytes'] / 2**20:.3g} MiB over {reduce.params['devices']} "
+        parts.append(f"an all-reduce of {reduce.params['bytes'] / 1e6:.3g} MB over {reduce.params['devices']} "
                      f"{reduce.backend} devices ran at {reduce.metrics['gbytes_per_s']:.1f} GB/s bus bandwidth")
     strong = [r for r in e.ok("data_parallel", case="strong", variant="jit_sharding") if r.params["devices"] > 1]
     if bad or any(r.status != "ok" for r in dist):
@@ -741,3 +741,23 @@ def ledger(pairs: Pairs) -> list[tuple[Claim, Verdict]]:
     measured = Evidence([(r, x) for r, x in pairs if not x.compiled])
     compiled = Evidence([(r, x) for r, x in pairs if x.compiled])
     return [(c, decide(c, measured, compiled)[0]) for c in CLAIMS]
+
+
+def as_markdown() -> str:
+    """docs/claims.md: every claim, the experiments that test it and the rule that decides it, from ``CLAIMS``
+    (a test keeps the page equal to this)."""
+    lines = ["# The claims the study tests", "",
+             'jaxgpu tests what a popular explainer, "How does a GPU work for deep learning?" (Amit Shekhar, Outcome '
+             "School, https://outcomeschool.com/blog/how-does-a-gpu-work-for-deep-learning), tells its readers. Each "
+             "claim below is our paraphrase, with a stable ID; the report's ledger gives each a verdict computed by "
+             "the rule beside it from the measured records (`experiments/analysis/claims.py`, where this page is "
+             "generated from: `python -c \"from experiments.analysis import claims; print(claims.as_markdown(), "
+             "end='')\" > docs/claims.md`).", "",
+             "| ID | the claim | tested by | the rule |", "|---|---|---|---|"]
+    for c in CLAIMS:
+        lines.append(f"| {c.id} | {c.text} | {', '.join(f'`{e}`' for e in c.experiments)} | "
+                     f"{c.rule_text.replace('|', '/')} |")
+    lines += ["", "Verdicts: " + ", ".join(f"*{v}*" for v in VERDICTS) + ". \"Inconclusive\": the figure's spread (its "
+              "quartiles) straddles a threshold. A verdict that rests on a program compiled for a GPU, not run on "
+              "one, says so."]
+    return "\n".join(lines) + "\n"

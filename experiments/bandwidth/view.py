@@ -25,20 +25,20 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                      if x.params["kernel"] == "triad" and x.params["variant"] == "jit"
                      and x.params["dtype"] == "float32")
         if jit:
-            series.append(rp.Series(f"{label} JAX triad (jit)", [p[0] / 2**20 for p in jit], [p[1] for p in jit],
+            series.append(rp.Series(f"{label} JAX triad (jit)", [p[0] for p in jit], [p[1] for p in jit],
                                     style=rp.style(run)))
         for x in recs:
             if x.params["variant"] != "jit" and x.params["kernel"] == "triad" and x.params["dtype"] == "float32":
                 name = x.params["impl"] if x.params["impl"] != "jax" else f"JAX {x.params['variant']}"
                 name += f" ({x.params['allocator']} malloc)" if "allocator" in x.params else ""
-                series.append(rp.Series(f"{label} {name}", [x.params["n"] * 4 / 2**20], [x.metrics["gbytes_per_s"]],
+                series.append(rp.Series(f"{label} {name}", [x.params["n"] * 4], [x.metrics["gbytes_per_s"]],
                                         style="x" if run.predicted else "s"))
         hw = run.hardware
         if hw and hw.memory_bw_gbps:
             limits.append(rp.Limit(f"{label} HBM datasheet {hw.memory_bw_gbps:.0f} GB/s", hw.memory_bw_gbps))
         notes.append(_takeaway(label, run, recs))
     if series:
-        fig = rp.line_plot(series, xlabel="array size (MiB, each of 3 arrays)", ylabel="GB/s (STREAM counting)",
+        fig = rp.line_plot(series, xlabel="array size (each of 3 arrays)", ylabel="GB/s (STREAM counting)", xunit="B",
                            title="triad a = b + s*c: bandwidth vs size, JAX variants and peers", limits=limits,
                            logy=len({run.env.get("backend") for run, _ in good}) > 1)  # a GPU's is 100x a CPU's
         sec.plots.append(rp.Plot("bandwidth_triad", fig, " ".join(n for n in notes if n)))
@@ -48,9 +48,9 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         m = x.metrics
         variant = x.params["variant"] + (f" ({x.params['allocator']} malloc)" if "allocator" in x.params else "")
         rows.append([run.label, x.params["impl"], variant, x.params["kernel"], x.params["dtype"],
-                     rp.fmt(x.params["n"] * np.dtype(x.params["dtype"]).itemsize / 2**20), rp.fmt(m["gbytes_per_s"]),
+                     rp.fmt(x.params["n"] * np.dtype(x.params["dtype"]).itemsize / 1e6), rp.fmt(m["gbytes_per_s"]),
                      rp.fmt(m.get("peak_fraction")), rp.fmt(m.get("page_faults_per_call"))])
-    sec.tables.append(rp.Table(["run", "impl", "variant", "kernel", "dtype", "MiB/array", "GB/s", "of HBM peak",
+    sec.tables.append(rp.Table(["run", "impl", "variant", "kernel", "dtype", "MB/array", "GB/s", "of HBM peak",
                                 "page faults/call"], rows, "Every STREAM measurement"))
     sec.paragraphs += rp.not_ok(rp.measured(pairs))
     return sec
@@ -69,7 +69,7 @@ def _takeaway(label: str, run, recs) -> str:
     plain = next((x for x in jax_recs if x.params["variant"] == "jit"), jax_recs[0])
     best = max(jax_recs, key=lambda x: x.metrics["gbytes_per_s"])
     allocator = run.env.get("allocator")
-    text = (f"On {label} at {n * 4 / 2**20:.0f} MiB per array the plain JAX triad moved "
+    text = (f"On {label} at {n * 4 / 1e6:.0f} MB per array the plain JAX triad moved "
             f"{plain.metrics['gbytes_per_s']:.1f} GB/s" + (f" (host allocator: {allocator})" if allocator else "")
             + f", the best JAX variant ({best.params['variant']}) {best.metrics['gbytes_per_s']:.1f} GB/s")
     pages = n * 4 / 4096
@@ -79,7 +79,7 @@ def _takeaway(label: str, run, recs) -> str:
         text += f", {ratio:.0%} of the best peer ({peer.params['impl']}, {peer.metrics['gbytes_per_s']:.1f} GB/s)"
         faults = plain.metrics.get("page_faults_per_call", 0)
         if ratio < 0.8 and faults:
-            text += (f"; every plain JAX call took {faults:.0f} minor page faults ({faults / pages:.2f} per 4 KiB "
+            text += (f"; every plain JAX call took {faults:.0f} minor page faults ({faults / pages:.2f} per 4,096-byte "
                      f"page of its output), the peer {peer.metrics.get('page_faults_per_call', 0):.0f}")
     text += _allocators(at, pages)
     hw = run.hardware
@@ -89,7 +89,7 @@ def _takeaway(label: str, run, recs) -> str:
     info = run.meta.get("info", {}).get("bandwidth", {})
     llc = info.get("llc_bytes")
     if llc and n * 4 < 4 * llc:
-        text += (f" (arrays are {n * 4 / llc:.1f}x the {llc / 2**20:.0f} MiB last-level cache the OS reports, "
+        text += (f" (arrays are {n * 4 / llc:.1f}x the {llc / 1e6:.0f} MB last-level cache the OS reports, "
                  "capped by this profile; --profile full uses at least 4x)")
     return text + "."
 

@@ -21,21 +21,24 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                           "devices share one process and its cores: there the figure is XLA's in-memory copy "
                           "path, not a link between chips.")
     good = rp.ok(pairs, "collectives")
-    series, notes = [], []
-    for label, (_run, recs) in rp.by_run(good).items():
+    series, notes, colors = [], [], {}
+    styles = ("-o", "--s", ":^", "-.v")  # one line style per run, one colour per collective
+    for i, (label, (_run, recs)) in enumerate(rp.by_run(good).items()):
         for name in rp.first_seen(x.params["collective"] for x in recs):
             pts = sorted((x.params["bytes"], x.metrics["gbytes_per_s"]) for x in recs if x.params["collective"] == name)
             if pts:
-                series.append(rp.Series(f"{label} {name}", [p[0] / 1024 for p in pts], [p[1] for p in pts]))
+                series.append(rp.Series(f"{label} {name.replace('_', '-')}", [p[0] for p in pts],
+                                        [p[1] for p in pts], style=styles[i % len(styles)],
+                                        color=colors.setdefault(name, f"C{len(colors)}")))
         ar = sorted((x.params["bytes"], x.metrics["gbytes_per_s"], x.metrics["time_s_median"], x.params["devices"])
                     for x in recs if x.params["collective"] == "all_reduce")
         if ar:
             best = max(ar, key=lambda p: p[1])
             notes.append(f"On {label} ({ar[0][3]} devices) all-reduce took {ar[0][2] * 1e6:.0f} us at "
-                         f"{ar[0][0] // 1024} KiB (latency-bound) and peaked at {best[1]:.3g} GB/s bus bandwidth at "
-                         f"{best[0] / 2**20:.3g} MiB.")
+                         f"{rp.si(ar[0][0], 'B')} (latency-bound) and peaked at {best[1]:.3g} GB/s bus bandwidth at "
+                         f"{rp.si(best[0], 'B')}.")
     if series:
-        fig = rp.line_plot(series, xlabel="message size (KiB, NCCL-tests size)", ylabel="bus bandwidth (GB/s)",
+        fig = rp.line_plot(series, xlabel="message size (NCCL-tests size)", ylabel="bus bandwidth (GB/s)", xunit="B",
                            title="Collectives over the run's devices")
         sec.plots.append(rp.Plot("collectives", fig, " ".join(notes)))
     sec.paragraphs += rp.not_ok(pairs, lambda x: x.params["collective"])

@@ -23,17 +23,17 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         rows.append([run.label, x.params["program"], rp.fmt(m["eager_time_s"] * 1e6), rp.fmt(m["time_s_median"] * 1e6),
                      rp.fmt(m["speedup"]), rp.fmt(m["compile_s"] * 1e3), rp.fmt(m.get("runs_to_amortise_compile")),
                      f"{int(m['instructions_before'])} -> {int(m['instructions_after'])}", int(m["fusions_after"]),
-                     rp.fmt(m["unfused_bytes"] / 2**20), rp.fmt(m.get("fused_bytes", float("nan")) / 2**20)])
+                     rp.fmt(m["unfused_bytes"] / 1e6), rp.fmt(m.get("fused_bytes", float("nan")) / 1e6)])
         if x.params["program"] == "gelu_chain" and "runs_to_amortise_compile" in m:
             notes.append(f"On {run.label} the 9-op GELU chain ran {m['speedup']:.1f}x faster jitted than op by op "
                          f"({m.get('dispatch_s_per_op', 0) * 1e6:.1f} us saved per op), fused into "
                          f"{int(m['fusions_after'])} fusion(s); compiling took {m['compile_s'] * 1e3:.0f} ms, "
                          f"repaid after {m.get('runs_to_amortise_compile', float('nan')):.0f} runs. Bytes moved: "
-                         f"{m['unfused_bytes'] / 2**20:.0f} MiB unfused vs "
-                         f"{m.get('fused_bytes', float('nan')) / 2**20:.0f} "
-                         "MiB fused (XLA cost analysis).")
+                         f"{m['unfused_bytes'] / 1e6:.0f} MB unfused vs "
+                         f"{m.get('fused_bytes', float('nan')) / 1e6:.0f} "
+                         "MB fused (XLA cost analysis).")
     sec.tables.append(rp.Table(["run", "program", "op-by-op us", "jit us", "speed-up", "compile ms", "runs to amortise",
-                                "top-level HLO ops", "fusions", "MiB unfused", "MiB fused"], rows,
+                                "top-level HLO ops", "fusions", "MB unfused", "MB fused"], rows,
                                "Op by op vs jit; fusion before and after XLA's optimisation"))
     for label, (run, _) in rp.by_run(pairs).items():
         info = run.meta.get("info", {}).get("compiler")

@@ -67,11 +67,11 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
 def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
     """The collectives XLA:GPU inserts into the data-parallel step (compiled, not run)."""
     rows = [[run.label, x.params["variant"], x.params["devices"], int(x.metrics.get("all_reduce_count", 0)),
-             rp.fmt(x.metrics.get("all_reduce_bytes", 0) / 2**20), rp.fmt(x.metrics["gradient_bytes"] / 2**20),
-             rp.fmt(x.metrics["bytes_compiled"] / 2**20)] for run, x in rp.ok(pairs)]
+             rp.fmt(x.metrics.get("all_reduce_bytes", 0) / 1e6), rp.fmt(x.metrics["gradient_bytes"] / 1e6),
+             rp.fmt(x.metrics["bytes_compiled"] / 1e6)] for run, x in rp.ok(pairs)]
     if rows:
-        sec.tables.append(rp.Table(["run", "variant", "GPUs", "all-reduces", "all-reduce MiB", "gradients MiB",
-                                    "MiB per GPU"], rows, "Compiled, not run: the all-reduce each step needs, "
+        sec.tables.append(rp.Table(["run", "variant", "GPUs", "all-reduces", "all-reduce MB", "gradients MB",
+                                    "MB per GPU"], rows, "Compiled, not run: the all-reduce each step needs, "
                                                           "against the gradients' bytes"))
 
 

@@ -6,6 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
+from jaxgpu import hardware
 from jaxgpu import report as rp
 
 from experiments.analysis.claims import for_experiment
@@ -25,31 +26,53 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
             continue
         seen.add(key)
         m = x.metrics
-        name = x.params["device"] if x.params["device"] != "cpu" and x.params["device"] != "host cpu" else \
-            f"{run.env.get('cpu_model', 'CPU')} ({int(m['cores'])} cores)"
+        name = x.params["device"] if x.params["device"] not in ("cpu", "host cpu") else run.machine
         rows.append([name, int(m["cores"]), rp.fmt(m.get("clock_ghz")), int(m["lanes_per_core"]),
                      int(m["parallel_lanes"]),
                      rp.fmt(m.get("memory_gb")), rp.fmt(m.get("memory_bw_gbps")), rp.fmt(m["peak_fp32_tflops"]),
                      "estimate" if m["estimate"] else "datasheet"])
-        bars.append((name[:28], m["parallel_lanes"]))
+        bars.append((name if len(name) <= 34 else name[:33] + "…", m["parallel_lanes"]))
     sec.tables.append(rp.Table(["device", "cores / SMs", "clock GHz", "fp32 lanes per core", "parallel lanes",
                                 "memory GB", "bandwidth GB/s", "fp32 TFLOP/s", "source"], rows,
                                "Parallel lanes = cores x fp32 lanes (SIMD width on a CPU, FP32 units per SM on a GPU)"))
     if bars:
-        fig = rp.Figure(figsize=(6.5, 3.0), dpi=100)
-        ax = fig.add_subplot()
-        ax.barh([b[0] for b in bars], [b[1] for b in bars])
-        ax.set_xscale("log")
-        ax.set_xlabel("parallel fp32 lanes")
-        ax.tick_params(axis="y", labelsize=7)
-        fig.tight_layout()
-        cpu = [r for r in rows if r[-1] == "estimate"]
-        gpu = [r for r in rows if r[-1] == "datasheet"]
-        text = "; ".join(f"{r[0]}: {r[1]} cores x {r[3]} lanes = {r[4]} lanes" for r in rows)
-        if cpu and gpu:
-            text += f". The GPU has {gpu[0][4] / cpu[0][4]:.0f}x the CPU's parallel lanes."
-        sec.plots.append(rp.Plot("devices", fig, text + "."))
+        sec.plots.append(rp.Plot("devices", _figure(bars), _takeaway(rows)))
     return sec
+
+
+def _figure(measured: list[tuple[str, float]]) -> rp.Figure:
+    """Parallel fp32 lanes: each device the run saw (measured introspection), then every GPU of the hardware
+    table from its datasheet (SMs x FP32 units per SM), so that "thousands of cores" has its scale."""
+    sheet = [(f"{hw.name} (datasheet)", hw.cores * hw.lanes_per_core) for hw in hardware.GPUS.values()
+             if hw.lanes_per_core and hw.name not in {n for n, _ in measured}]
+    bars = measured + sorted(sheet, key=lambda b: b[1])
+    fig = rp.Figure(figsize=(7.0, 0.45 * len(bars) + 1.2), dpi=100)
+    ax = fig.add_subplot()
+    colors = ["#4a7ab5" if i < len(measured) else "#b0b0b0" for i in range(len(bars))]
+    ax.barh([b[0] for b in bars], [b[1] for b in bars], color=colors)
+    for i, (_, v) in enumerate(bars):
+        ax.annotate(f"{v:,.0f}", (v, i), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlim(right=max(b[1] for b in bars) * 4)
+    ax.tick_params(axis="y", labelsize=8)
+    return rp.finish(fig, ax, xlabel="parallel fp32 lanes (cores x SIMD lanes; SMs x FP32 units)",
+                     title="Lanes that work at once: measured devices (blue) and the GPUs of the hardware table "
+                           "(grey, datasheet)", grid="x")
+
+
+def _takeaway(rows: list[list]) -> str:
+    text = "; ".join(f"{r[0]}: {r[1]} cores x {r[3]} lanes = {r[4]:,} lanes" for r in rows)
+    cpu = [r for r in rows if r[-1] == "estimate"]
+    gpu = [r for r in rows if r[-1] == "datasheet"]
+    if cpu and gpu:
+        text += f". The GPU has {gpu[0][4] / cpu[0][4]:,.0f}x the CPU's parallel lanes"
+    elif cpu:
+        most = max((hw for hw in hardware.GPUS.values() if hw.lanes_per_core), key=lambda h: h.cores * h.lanes_per_core)
+        lanes = most.cores * most.lanes_per_core
+        text += (f". By its datasheet an {most.name} has {lanes:,} ({most.cores} SMs x {most.lanes_per_core}), "
+                 f"{lanes / cpu[0][4]:,.0f}x this CPU's: a datasheet figure, not measured here")
+    return text + "."
 
 
 VIEW = View(section, None)

@@ -23,16 +23,23 @@ _measure = Deferred(f"{__name__}.measure")
 _COMPILE_S = {"gemm": 0.3, "stream": 0.2, "dot": 0.2, "decode": 9.0, "prefill": 2.0, "train": 14.0}
 
 
+# the report's summary programs (``measure.headline``), at the sizes the study's CPU profiles time them
+HEADLINE = (("matmul_fp32", (2048, 4096)), ("matmul_bf16", (1024, 4096)), ("triad_fp32", (1 << 25, 1 << 28)),
+            ("train_step", (1024, 4096)), ("to_target_step", (256, 1024, 4096)))
+_HEADLINE_S = {"matmul_fp32": 0.3, "matmul_bf16": 0.3, "triad_fp32": 0.2, "train_step": 1.5, "to_target_step": 1.2}
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     kinds: tuple[str, ...] = published.KINDS  # which kinds of published case to price
+    headline_gpus: tuple[str, ...] = ("H200 SXM",)  # the GPUs the summary's programs are priced on
 
 
 PROFILES = {
-    ("tiny", "any"): Config(kinds=("gemm", "memory")),
+    ("tiny", "any"): Config(kinds=("gemm", "memory"), headline_gpus=()),
     # a train step of a GPT-2 compiles in about 14 s here, four of them a minute: the full profile's
     ("quick", "any"): Config(kinds=("gemm", "memory", "decode", "prefill")),
-    ("full", "any"): Config(),
+    ("full", "any"): Config(headline_gpus=("H100 SXM", "H200 SXM", "A100 80GB", "L4", "RTX 4090")),
 }
 
 
@@ -41,9 +48,14 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
         # a GPU run measures; this CPU-side check of the model belongs to the runs that cannot (a GPU's own
         # timing of these programs, beside the published figures, is work not done yet)
         return []
-    return [Case({"case": c.id, "gpu": c.gpu, "kind": c.kind}, functools.partial(_measure.price, c.id),
-                 Cost(compiles=0, min_iters=0, warmup=0, calls=0, fixed_s=_COMPILE_S[c.program[0]]))
-            for c in published.CASES if c.kind in cfg.kinds]
+    out = [Case({"case": c.id, "gpu": c.gpu, "kind": c.kind}, functools.partial(_measure.price, c.id),
+                Cost(compiles=0, min_iters=0, warmup=0, calls=0, fixed_s=_COMPILE_S[c.program[0]]))
+           for c in published.CASES if c.kind in cfg.kinds]
+    out += [Case({"case": "headline", "program": name, "size": size, "gpu": gpu},
+                 functools.partial(_measure.headline, name, size, gpu),
+                 Cost(compiles=0, min_iters=0, warmup=0, calls=0, fixed_s=_HEADLINE_S[name]))
+            for gpu in cfg.headline_gpus for name, sizes in HEADLINE for size in sizes]
+    return out
 
 
 EXPERIMENT = Experiment(

@@ -22,3 +22,47 @@ def price(case_id: str) -> dict[str, float]:
                 out.update(gpu_plan=float(p.plan.startswith("xla:gpu")), launches=float(p.kernels),
                            flops_plan=p.flops, bytes_plan=p.bytes)
     return out
+
+
+# ---- the summary's programs ----------------------------------------------------------------------------------
+# The report's answer-first table sets this machine's measured figure beside a GPU's; these are the programs
+# behind its GPU column, each the same JAX program the study times on the CPU (at the sizes named), priced on
+# XLA:GPU's plan for the GPU as the published cases are.
+
+
+def _headline_program(name: str, size: int):
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from jaxgpu import data, matmul, memory, mlp
+
+    S = jax.ShapeDtypeStruct
+    if name in ("matmul_fp32", "matmul_bf16"):
+        dtype = jnp.float32 if name == "matmul_fp32" else jnp.bfloat16
+        return matmul.jax_matmul(name.split("_")[1]), (S((size, size), dtype), S((size, size), dtype)), 2.0 * size**3
+    if name == "triad_fp32":
+        return jax.jit(memory.stream_kernel("triad")), (S((size,), jnp.float32),) * 3, 12.0 * size
+    # the training experiment's steps: its throughput sweep (3 layers, batch 1024, 784 inputs) and its
+    # time-to-target students (2 layers, batch 256, on data.teacher's 64 inputs)
+    if name == "train_step":
+        widths, batch, inputs = (size,) * 3, 1024, 784
+    elif name == "to_target_step":
+        widths, batch, inputs = (size, size), 256, 64
+    else:
+        raise ValueError(f"no summary program {name!r}")
+    model, opt = mlp.MLP(widths=widths), optax.adamw(1e-3)
+    state = jax.eval_shape(lambda: mlp.init_state(model, opt, jax.random.key(0), inputs))
+    x, y = data.synthetic(8, inputs)  # only the dtypes are read
+    args = (state, S((batch, inputs), x.dtype), S((batch,), y.dtype))
+    return jax.jit(mlp.train_step_fn(model, opt)), args, float(batch)
+
+
+def headline(name: str, size: int, gpu: str) -> dict[str, float]:
+    """A summary program priced on ``gpu``: seconds per call (a call as the study times it, dispatch
+    included) with bounds, the plan priced, and the work one call does (FLOPs, bytes or samples)."""
+    fn, args, work = _headline_program(name, size)
+    p = prediction.predict(fn, *args, on=gpu)
+    return {"predicted_s": p.estimate_s, "lower_s": p.lower_s, "upper_s": p.upper_s, "work": work,
+            "gpu_plan": float(p.plan.startswith("xla:gpu")), "launches": float(p.kernels),
+            "flops_plan": p.flops, "bytes_plan": p.bytes}

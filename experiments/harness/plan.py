@@ -110,9 +110,7 @@ def machine(platform: str, target: str | None = None) -> Machine:
         return Machine("this CPU", "cpu", hardware.cpu_estimate(), **_CPU)
     if platform == "compile":
         return Machine("this CPU, compiling for a GPU", "cpu", hardware.cpu_estimate(), **_COMPILE)
-    hw = hardware.gpu_spec(target or "H200")
-    if hw is None:
-        raise KeyError(f"unknown GPU {target!r}; known: {', '.join(hardware.GPUS)}")
+    hw = hardware.find_gpu(target or "H200 SXM")
     return Machine(hw.name, "gpu", hw, bandwidth_gbps=(hw.memory_bw_gbps or 0) * predict.BANDWIDTH_FRACTION, **_GPU)
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxgpu import devices, hardware, results
+from jaxgpu import report as rp
 
 import experiments
 from experiments.contract import Case, Experiment, RunContext
@@ -379,7 +380,7 @@ def _allowances(plans: list[_Plan], budget_s: float | None, machine: plan_mod.Ma
 
 
 def _short(params: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in params.items())[:60]
+    return rp.case_label(params)[:60]
 
 
 def _measure(exp: Experiment, case: Case, ctx: RunContext, run_id: str) -> results.Record:

@@ -20,7 +20,7 @@ def validate(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, f
     est = fit.mlp_train(cfg.input_dim, widths, 10, batch, "adamw", preset)
     available = devices.device_memory_bytes(ctx.device)
     if available and est.total > available:
-        raise DoesNotFit(f"predicted {est.total / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available")
+        raise DoesNotFit(f"predicted {est.total / 1e9:.1f} GB, {available / 1e9:.1f} GB available")
     model = mlp.MLP(widths=widths, n_out=10)
     opt = optax.adamw(1e-3)
     in_use_before = _stats(ctx.device).get("bytes_in_use", 0)
@@ -71,7 +71,7 @@ def too_big(cfg: Config, ctx: RunContext) -> dict[str, float]:
     est = fit.mlp_train(cfg.input_dim, cfg.too_big, 10, 1024, "adamw", "fp32")
     available = devices.device_memory_bytes(ctx.device) or 0
     if est.total > available:
-        raise DoesNotFit(f"predicted {est.total / 2**30:.0f} GiB, {available / 2**30:.1f} GiB available; not compiled")
+        raise DoesNotFit(f"predicted {est.total / 1e9:.0f} GB, {available / 1e9:.1f} GB available; not compiled")
     return {"bytes_predicted": float(est.total)}
 
 
@@ -79,7 +79,7 @@ def overallocate(ctx: RunContext) -> dict[str, float]:
     available = devices.device_memory_bytes(ctx.device) or 0
     want = int(available * 1.1)
     if ctx.platform == "cpu":
-        raise DoesNotFit(f"needs {want / 2**30:.1f} GiB, {available / 2**30:.1f} GiB of host memory available: "
+        raise DoesNotFit(f"needs {want / 1e9:.1f} GB, {available / 1e9:.1f} GB of host memory available: "
                          "predicted, not "
                          "attempted on CPU (the OS would kill the process rather than refuse the allocation)")
     try:
@@ -88,7 +88,7 @@ def overallocate(ctx: RunContext) -> dict[str, float]:
     except Exception as err:  # noqa: BLE001 - the allocator's refusal is the measurement
         # the limit is JAX's allocator pool (75% of the card by default: XLA_PYTHON_CLIENT_MEM_FRACTION), not
         # the card: the refusal says how much past the pool, which a caller can raise
-        raise DoesNotFit(f"needs {want / 2**30:.1f} GiB, {available / 2**30:.1f} GiB in JAX's allocator pool (its "
+        raise DoesNotFit(f"needs {want / 1e9:.1f} GB, {available / 1e9:.1f} GB in JAX's allocator pool (its "
                          f"bytes_limit, a share of the card's memory): "
                          f"{(str(err).splitlines() or [''])[0][:160]}") from None
     del x

@@ -25,8 +25,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         ax = fig.add_subplot()
         notes = []
         for label, (_run, recs) in rp.by_run(val).items():
-            ax.plot([x.metrics["bytes_measured"] / 2**20 for x in recs],
-                    [x.metrics["bytes_predicted"] / 2**20 for x in recs],
+            ax.plot([x.metrics["bytes_measured"] / 1e6 for x in recs],
+                    [x.metrics["bytes_predicted"] / 1e6 for x in recs],
                     "o", label=label, markersize=4)
             errs = [abs(x.metrics["prediction_error"]) for x in recs]
             worst = max(recs, key=lambda x: abs(x.metrics["prediction_error"]))
@@ -35,9 +35,9 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                          f"{len(errs)} MLP train steps (median error {rp.median(errs):.1%}; worst "
                          f"{worst.metrics['prediction_error']:+.1%} at widths {worst.params['widths']}, batch "
                          f"{worst.params['batch']}, {worst.params['preset']})." + _held_out(recs))
-        lim = max(x.metrics["bytes_measured"] for _, x in val) / 2**20 * 1.2
+        lim = max(x.metrics["bytes_measured"] for _, x in val) / 1e6 * 1.2
         ax.plot([0.1, lim], [0.1, lim], "k--", linewidth=1, label="prediction = XLA")
-        rp.finish(fig, ax, xlabel="XLA memory analysis (MiB)", ylabel="estimate (MiB)", logx=10, logy=True,
+        rp.finish(fig, ax, xlabel="XLA memory analysis (MB)", ylabel="estimate (MB)", logx=10, logy=True,
                   title="MLP train step (AdamW): estimate vs XLA")
         sec.plots.append(rp.Plot("memory_fit", fig, " ".join(notes)))
         kept = {}
@@ -54,11 +54,11 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                     f"layer), {m['lowering_input_copy']:g} per input, {m['lowering_weight_copy']:g} per weight"
                     for preset, m in kept.items()) + ".")
         rows = [[run.label, "x".join(map(str, x.params["widths"])), x.params["batch"], x.params["preset"],
-                 rp.fmt(x.metrics["bytes_predicted"] / 2**20), rp.fmt(x.metrics["bytes_measured"] / 2**20),
-                 f"{x.metrics['prediction_error']:+.1%}", rp.fmt(x.metrics.get("peak_bytes", float("nan")) / 2**20)]
+                 rp.fmt(x.metrics["bytes_predicted"] / 1e6), rp.fmt(x.metrics["bytes_measured"] / 1e6),
+                 f"{x.metrics['prediction_error']:+.1%}", rp.fmt(x.metrics.get("peak_bytes", float("nan")) / 1e6)]
                 for run, x in val]
-        sec.tables.append(rp.Table(["run", "widths", "batch", "preset", "estimate MiB", "XLA MiB", "error",
-                                    "device peak MiB"], rows, "Estimate vs compiled.memory_analysis()"))
+        sec.tables.append(rp.Table(["run", "widths", "batch", "preset", "estimate MB", "XLA MB", "error",
+                                    "device peak MB"], rows, "Estimate vs compiled.memory_analysis()"))
     tab = [x for _, x in rp.ok(pairs) if x.params.get("case") == "transformer"]
     if tab:
         seen, rows = set(), []
@@ -102,7 +102,7 @@ def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
     if not good:
         return
     rows = [[run.label, "x".join(map(str, x.params["widths"])), x.params["batch"], x.params["preset"],
-             rp.fmt(x.metrics["bytes_predicted"] / 2**20), rp.fmt(x.metrics["bytes_compiled"] / 2**20),
+             rp.fmt(x.metrics["bytes_predicted"] / 1e6), rp.fmt(x.metrics["bytes_compiled"] / 1e6),
              f"{x.metrics['prediction_error']:+.1%}",
              ", ".join(f"{gb} GB" for gb in fit.GPU_MEMORY_GB if x.metrics.get(f"fits_{gb}gb")) or "none"]
             for run, x in good]
@@ -113,7 +113,7 @@ def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
         f"{TOLERANCE:.0%} of XLA:GPU's own plan on {within} of {len(errs)} train steps (median error "
         f"{rp.median(errs):.1%}): out of sample, the CPU's lowering does not carry over to the GPU's. What fits "
         "where is decided by XLA:GPU's count (arguments + outputs + temporaries - aliased), not by the estimate.")
-    sec.tables.append(rp.Table(["run", "widths", "batch", "preset", "estimate MiB", "XLA:GPU MiB", "error",
+    sec.tables.append(rp.Table(["run", "widths", "batch", "preset", "estimate MB", "XLA:GPU MB", "error",
                                 "fits on"], rows, "Compiled, not run: the train step's memory as XLA:GPU plans it"))
 
 

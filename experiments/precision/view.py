@@ -25,25 +25,9 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     sec = rp.Section("Precision and Tensor Cores: one matmul in every format", "precision", CLAIMS)
     sweep = rp.ok(_sel(pairs, "sweep"))
     groups = rp.by_run(sweep)
-    series, takeaways, limits = [], [], []
-    for label, (run, recs) in groups.items():
-        for impl in ("jax", "torch"):
-            for preset in [p for p in presets.PRESETS if any(x.params["preset"] == p and x.params["impl"] == impl
-                                                              for x in recs)]:
-                pts = sorted((x.params["n"], x.metrics["gflops"]) for x in recs
-                             if x.params["preset"] == preset and x.params["impl"] == impl)
-                style = rp.style(run, "-o" if impl == "jax" else ":s")
-                series.append(rp.Series(f"{label} {preset}" + (" (torch)" if impl == "torch" else ""),
-                                        [p[0] for p in pts], [p[1] for p in pts], style=style))
-        takeaways.append(_sweep_takeaway(label, recs))
-        hw = run.hardware
-        for dt in ("fp32", "bf16"):
-            if hw and hw.peak_gflops(dt):
-                limits.append(rp.Limit(f"{label} {dt} peak ({hw.kind})", hw.peak_gflops(dt)))
-    if series:
-        fig = rp.line_plot(series, xlabel="n (square n x n x n)", ylabel="GFLOP/s (int8: GOP/s)", limits=limits,
-                           title="matmul throughput per precision preset, with peaks from the hardware table")
-        sec.plots.append(rp.Plot("precision_gflops", fig, " ".join(t for t in takeaways if t)))
+    takeaways = [_sweep_takeaway(label, recs) for label, (run, recs) in groups.items()]
+    if groups:
+        sec.plots.append(rp.Plot("precision_gflops", _rate_bars(groups), " ".join(t for t in takeaways if t)))
         sec.plots.append(_error_plot(rp.by_run(rp.measured(sweep))))
     pairs = rp.measured(pairs)  # below: what ran
     sec.tables.append(_sweep_table(rp.measured(sweep)))
@@ -94,6 +78,42 @@ def _upcast_note(m: dict) -> str:
     if m.get("upcast_to_fp32"):
         return ", upcast to fp32"
     return f", upcast to {int(m['upcast_bits'])}-bit" if m.get("upcast_bits") else ""
+
+
+def _rate_bars(groups) -> rp.Figure:
+    """JAX's GFLOP/s per preset at each run's largest n, a bar per run (a predicted run hatched), each bar's
+    peak from the hardware table as a black tick above it and its speed-up over the run's fp32 on it: one
+    colour per run, the presets in one order for every run."""
+    names = list(presets.PRESETS)
+    fig = rp.Figure(figsize=(8.0, 4.0), dpi=100)
+    ax = fig.add_subplot()
+    width = 0.8 / max(len(groups), 1)
+    for i, (label, (run, recs)) in enumerate(groups.items()):
+        jax_recs = [x for x in recs if x.params["impl"] == "jax"]
+        if not jax_recs:
+            continue
+        n = max(x.params["n"] for x in jax_recs)
+        rate = {x.params["preset"]: x.metrics["gflops"] for x in jax_recs if x.params["n"] == n}
+        at = [(j + i * width, name) for j, name in enumerate(names) if name in rate]
+        ax.bar([x for x, _ in at], [rate[nm] for _, nm in at], width=width * 0.95,
+                      label=f"{label}, n={n:,}", hatch="//" if run.predicted else None,
+                      alpha=0.55 if run.predicted else 1.0)
+        for x, name in at:
+            if "fp32" in rate and name != "fp32":
+                ax.annotate(f"{rate[name] / rate['fp32']:.2g}x", (x, rate[name]), xytext=(0, 2),
+                            textcoords="offset points", ha="center", fontsize=6)
+            hw = run.hardware
+            peak = hw.peak_gflops(presets.PRESETS[name].hardware_dtype) if hw else None
+            if peak:
+                ax.plot([x - width * 0.45, x + width * 0.45], [peak, peak], color="black", linewidth=1.2)
+    ax.plot([], [], color="black", linewidth=1.2, label="peak (datasheet or CPU estimate)")
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], [n.replace("_", " ") for n in names],
+                  fontsize=8)
+    rp.finish(fig, ax, ylabel="GFLOP/s (int8: GOP/s)", logy=True, grid="y",
+              title="one matmul per precision preset at the largest n: rate, speed-up over fp32, peak")
+    ax.set_ylim(top=ax.get_ylim()[1] * 30)  # room above the bars for the legend
+    ax.legend(fontsize=7, loc="upper left", ncols=2)
+    return fig
 
 
 def _error_plot(groups) -> rp.Plot:
@@ -226,7 +246,7 @@ def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
         peak = hw.peak_gflops(presets.PRESETS[preset].hardware_dtype) if hw and preset in presets.PRESETS else None
         up = int(m.get("upcast_bits", 0))
         rows.append([run.label, preset, x.params["n"], rp.libraries(m), f"to {up}-bit" if up else "kept",
-                     rp.fmt(peak / 1e3 if peak else None), rp.fmt(m.get("bytes_compiled", 0) / 2**20)])
+                     rp.fmt(peak / 1e3 if peak else None), rp.fmt(m.get("bytes_compiled", 0) / 1e6)])
         if x.params["n"] == max(y.params["n"] for _, y in pairs):
             (widened if up else kept).append(f"{preset} ({rp.libraries(m)})" if not up else f"{preset} to {up}-bit")
     if rows:
@@ -236,7 +256,7 @@ def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
                               f"in their own format: {', '.join(kept) or 'none'}; widened before the product: "
                               f"{', '.join(widened) or 'none'}. A plan, not a speed: the peaks are the datasheet's.")
         sec.tables.append(rp.Table(["run", "preset", "n", "library calls", "operands", "datasheet TFLOP/s",
-                                    "MiB"], rows, "Compiled, not run: each preset's matmul on the target GPU"))
+                                    "MB"], rows, "Compiled, not run: each preset's matmul on the target GPU"))
 
 
 VIEW = View(section, compiled)

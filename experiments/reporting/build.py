@@ -15,11 +15,13 @@ import experiments
 from experiments.analysis import claims, prediction
 from experiments.analysis.evidence import MissingField, guard
 from experiments.reporting import prediction as prediction_section
+from experiments.reporting import summary
 
 TITLE = "jaxgpu: what does a GPU really buy deep learning?"
-INTRO = ("Each section below measures one thing the popular explanation of GPUs claims, on every backend "
-         "that was run, next to its limit (a datasheet peak, a CPU estimate or the best peer measured in the "
-         "same run). Figures and takeaways are computed from the records in results.jsonl; nothing is typed in.")
+INTRO = ("A popular explainer, {explainer}, tells its readers why GPUs suit deep learning. This report puts its 18 "
+         "claims to measurement through JAX and XLA: first the answer (what a GPU buys, against this machine), then "
+         "each claim's verdict, then one section per experiment. Every figure and verdict is computed from the "
+         "records of the runs named at the end; a GPU figure that was compiled or predicted, not measured, says so.")
 # Metrics for which a larger value is better, in the order a speed-up is taken from.
 _RATE_METRICS = ("gflops", "gbytes_per_s", "samples_per_s")
 
@@ -34,7 +36,7 @@ def build_sections(runs: Sequence[results.Run], notes: Sequence[str] = ()) -> li
     present = {rec.experiment for _, rec in pairs}
     broken: list[str] = []  # what could not be drawn, in one line each (the ledger's first paragraphs)
     gpu, guessed = _drawn(lambda: predictions(runs), "The GPU predictions", broken) or (prediction.gpu_of(runs), [])
-    sections = [ledger_section(pairs, present, guessed, gpu)]
+    sections = [summary_section(runs, pairs, gpu, broken), ledger_section(pairs, present, guessed, gpu)]
     forecasts = _drawn(lambda: predicted_tables(runs, pairs, guessed, gpu), "The predicted tables", broken) or {}
     for name in experiments.names():
         if name in present:
@@ -51,13 +53,31 @@ def build_sections(runs: Sequence[results.Run], notes: Sequence[str] = ()) -> li
     predicted = _drawn(lambda: prediction_section.section(runs), "How well does the roofline predict?", broken)
     if predicted:
         sections.append(predicted)
-    sections[0].paragraphs[:0] = completion_notes(runs) + broken
+    sections[1].paragraphs[:0] = completion_notes(runs) + broken
     tables = [rp.env_table(list(runs))]
     plan = plan_table(runs)
     if plan.rows:
         tables.append(plan)
     sections.append(rp.Section("Runs", "runs", tables=tables, paragraphs=[*notes, _status_summary(runs)]))
     return sections
+
+
+def summary_section(runs, pairs, gpu: str, broken: list[str]) -> rp.Section:
+    """What a GPU buys, first: ``summary.rows`` as a table, the machine named, each row's source below."""
+    rows = _drawn(lambda: summary.rows(runs, pairs, gpu), "The summary", broken) or []
+    cpu = next((r for r in runs if r.env.get("backend") == "cpu" and not r.compiled), None)
+    hw = cpu.hardware if cpu else None
+    machine = cpu.machine if cpu else "this machine"
+    peak = (f", fp32 peak {rp.si(hw.peak_flops('fp32'), 'FLOP/s')} ({hw.kind})" if hw and hw.peak_flops("fp32")
+            else "")
+    sec = rp.Section("What does a GPU buy? The answer first", "summary", paragraphs=[
+        f"Here is {machine}{peak}: {cpu.path.name if cpu else '-'}, measured. The GPU column is {gpu}: measured where "
+        "a GPU run is merged, otherwise compiled for it or predicted, never measured, and said so in the last "
+        "column."])
+    if rows:
+        sec.tables.append(summary.table(rows, machine, gpu))
+    sec.exports["summary.json"] = {"machine": machine, "gpu": gpu, "rows": [r.as_dict() for r in rows]}
+    return sec
 
 
 def _drawn(make, what: str, broken: list[str]):
@@ -102,6 +122,8 @@ def experiment_section(name: str, pairs, predicted=()) -> rp.Section:
         except MissingField as err:
             sec.paragraphs.append(f"What runs compiled for a GPU planned could not be drawn: {err}.")
     _version_warning(sec, name, pairs)
+    spec = experiments.load(name)
+    sec.lead = sec.lead or f"{spec.description[0].upper()}{spec.description[1:]}."
     return sec
 
 
@@ -134,7 +156,7 @@ def _predicted_table(name: str, pairs, guessed, gpu: str, on_gpu: dict[str, floa
     for _, g in guessed:
         if g.experiment == name and g.key in measured:
             run, x = measured[g.key]
-            params = ", ".join(f"{k}={v}" for k, v in x.params.items() if k != "impl")
+            params = rp.case_label(x.params, ("impl",))
             t, p = prediction.measured_s(x), prediction.measured_s(g)
             row = [run.path.name, params, rp.fmt(t * 1e3), rp.fmt(p * 1e3), f"{t / p:.3g}x"]
             if on_gpu:
@@ -153,51 +175,82 @@ def _predicted_table(name: str, pairs, guessed, gpu: str, on_gpu: dict[str, floa
 
 
 def _compiled_table(pairs) -> rp.Table:
-    rows = [[run.label, ", ".join(f"{k}={v}" for k, v in x.params.items() if k != "case"),
-             rp.fmt(x.metrics.get("bytes_compiled", float("nan")) / 2**20), rp.libraries(x.metrics),
+    rows = [[run.label, rp.case_label(x.params, ("case",)),
+             rp.fmt(x.metrics.get("bytes_compiled", float("nan")) / 1e6), rp.libraries(x.metrics),
              x.status if x.status != "ok" else ""] for run, x in pairs]
-    return rp.Table(["run", "case", "MiB (XLA memory analysis)", "library calls", "status"], rows,
+    return rp.Table(["run", "case", "MB (XLA memory analysis)", "library calls", "status"], rows,
                     "Compiled for the GPU, not run: what XLA:GPU planned")
+
+
+EXPLAINER = ('"How does a GPU work for deep learning?" (Amit Shekhar, Outcome School)',
+             "https://outcomeschool.com/blog/how-does-a-gpu-work-for-deep-learning")
+
+
+def ledger_rows(pairs, guessed_pairs, gpu: str) -> list[dict]:
+    """Every claim as the ledger shows it and ledger.json holds it: the verdict on the merged runs, the same
+    rule on the CPU programs as predicted on ``gpu`` (where the GPU was not run, or beside what it measured),
+    the deciding figure, the claim's wording, the rule, its experiments, and whether a small profile decided it."""
+    runs = list({id(r): r for r, _ in pairs}.values())
+    cpu_pairs = [(r, x) for r, x in pairs if r.env.get("backend") == "cpu"]
+    guessed = {c.id: v for c, v in claims.ledger(cpu_pairs + list(guessed_pairs))}
+    gpu_ran = any(r.env.get("backend") == "gpu" and not r.compiled for r in runs)
+    tiny = {r.path.name for r in runs if r.meta.get("config", {}).get("profile") == "tiny"}
+    out = []
+    for c, v in claims.ledger(pairs):
+        g = guessed[c.id]
+        predicted = "-"
+        if g.verdict != "not run" and (v.verdict == "not run" or gpu_ran):
+            predicted = g.verdict
+        small = sorted({r.path.name for r, x in pairs if r.path.name in tiny and x.experiment in c.experiments})
+        verdict = v.shown + (f" (indicative only: profile tiny, {', '.join(small)})" if small and
+                             v.verdict != "not run" else "")
+        out.append({"claim": c.id, "text": c.text, "verdict": v.verdict, "shown": verdict, "basis": v.basis,
+                    "evidence": v.evidence.replace("; " + claims.GPU_HINT, "").replace(claims.GPU_HINT,
+                                                                                      "needs a GPU run"),
+                    "predicted_on": gpu, "predicted_verdict": g.verdict if predicted != "-" else None,
+                    "predicted_evidence": g.evidence if predicted != "-" else None, "rule": c.rule_text,
+                    "experiments": list(c.experiments), "indicative_only": bool(small)})
+    return out
 
 
 def ledger_section(pairs, present: set[str] | None = None, guessed_pairs=None, gpu: str | None = None
                    ) -> rp.Section:
-    """One row per claim: the rule, the deciding figure and the verdict the rule computed.
-
-    Each experiment named links to its section (and so to its figure) where it ran. The forecast column
-    applies the same rules to the CPU runs' programs as predicted on ``gpu`` (``guessed_pairs``; times
-    only): where a GPU was not run.
-    """
-    rows, verdicts = [], []
+    """One row per claim: claim, verdict, the verdict predicted on a GPU, the deciding figure; the explainer's
+    wording, the rule and its experiments folded under each claim (``ledger_rows``; ledger.json and .csv)."""
     runs = list({id(r): r for r, _ in pairs}.values())
     present = {rec.experiment for _, rec in pairs} if present is None else present
     if guessed_pairs is None:
         gpu, guessed_pairs = predictions(runs)
-    cpu_pairs = [(r, x) for r, x in pairs if r.env.get("backend") == "cpu"]
-    guessed = {c.id: v for c, v in claims.ledger(cpu_pairs + list(guessed_pairs))}
+    items = ledger_rows(pairs, guessed_pairs, gpu)
     gpu_ran = any(r.env.get("backend") == "gpu" and not r.compiled for r in runs)
-    for c, v in claims.ledger(pairs):
-        links = ", ".join(f"[{e}](#{e})" if e in present else f"{e} (not run)" for e in c.experiments)
-        g = guessed[c.id]
-        forecast = "-"
-        if g.verdict != "not run" and v.verdict == "not run":
-            forecast = f"{g.verdict}: {g.evidence}"
-        elif g.verdict != "not run" and gpu_ran:
-            # a GPU run is merged: the forecast is now checked, not shown as if it were still open
-            forecast = f"predicted {g.verdict}, measured {v.verdict}" + (
-                "" if g.verdict == v.verdict else f" (the prediction said: {g.evidence})")
-        rows.append([c.id, c.text, links, v.evidence, v.shown, forecast, c.rule_text])
-        verdicts.append(v)
-    counts = {k: sum(v.verdict == k for v in verdicts) for k in claims.VERDICTS}
-    compiled = sum(v.basis == "compiled" for v in verdicts)
-    return rp.Section("Claims ledger", "ledger", paragraphs=[
-        "Each verdict is computed by the rule beside it from the records of the runs below; "
-        + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + "."
-        + (f" {compiled} of them rest in part on programs compiled for a GPU that did not run them; their "
-           "verdict says so." if compiled else "")],
-        tables=[rp.Table(["claim", "the explainer says", "experiments", "deciding figure", "verdict",
-                          f"predicted on {gpu}" + ("" if gpu_ran else " (not run)"), "rule"], rows,
-                         marks={4: VERDICT_MARKS})])
+    rows, details = [], []
+    for it in items:
+        links = ", ".join(f"[{e}](#{e})" if e in present else f"{e} (not run)" for e in it["experiments"])
+        rows.append([f"{it['claim']}: {it['text']}", it["shown"], it["predicted_verdict"] or "-", it["evidence"]])
+        details.append(f"Rule: {it['rule']}. Experiments: {links}."
+                       + (f" Predicted on {gpu}, not run: {it['predicted_evidence']}." if it["predicted_evidence"]
+                          else ""))
+    counts = {k: sum(it["verdict"] == k for it in items) for k in claims.VERDICTS}
+    compiled = sum(it["basis"] == "compiled" for it in items)
+    profiles = sorted({str(r.meta.get("config", {}).get("profile", "?")) for r in runs
+                       if not (r.predicted or r.compiled)})
+    paras = ["Each verdict is computed by the rule folded under its claim, from the records of the runs named at the "
+             "end; " + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + "."
+             + (f" {compiled} rest in part on programs compiled for a GPU that did not run them, and say so."
+                if compiled else "")]
+    if counts["not run"] and not gpu_ran:
+        paras.append(f"A verdict \"not run\" needs a GPU run: {claims.GPU_HINT.split(': ', 1)[1]}. Until one is "
+                     f"merged, the third column applies the same rule to this CPU's programs predicted on {gpu} (not "
+                     "run).")
+    if len(profiles) > 1:
+        paras.append(f"These runs used different profiles ({', '.join(profiles)}): a verdict that compares them "
+                     "compares different sizes.")
+    return rp.Section("Claims ledger", "ledger", paragraphs=paras,
+                      tables=[rp.Table(["claim", "verdict", f"predicted on {gpu}" + ("" if gpu_ran else
+                                                                                     " (not run)"),
+                                        "deciding figure"], rows, marks={1: VERDICT_MARKS, 2: VERDICT_MARKS},
+                                       details=details, details_title="The rules", id="ledger-table")],
+                      exports={"ledger.json": items})
 
 
 def _version_warning(sec: rp.Section, name: str, pairs) -> None:
@@ -240,7 +293,7 @@ def speedup_table(pairs) -> rp.Table:
                 metric, ratio = "time_s_median", c.metrics["time_s_median"] / g.metrics["time_s_median"]
             else:
                 continue
-            params = ", ".join(f"{k}={v}" for k, v in c.params.items())
+            params = rp.case_label(c.params)
             rows.append([c.experiment, params, metric, rp.fmt(c.metrics[metric]), rp.fmt(g.metrics[metric]),
                          rp.fmt(ratio) + "x" if ratio else "-", where])
     return rp.Table(["experiment", "case", "metric", "CPU", "GPU", "GPU/CPU", "CPU run"], rows)

@@ -68,7 +68,7 @@ def section(runs: list[results.Run]) -> rp.Section | None:
 
 
 def _case(r: results.Record) -> str:
-    return r.experiment + " " + " ".join(f"{k}={v}" for k, v in r.params.items() if k not in ("impl", "dtype"))[:48]
+    return f"{r.experiment} {rp.case_label(r.params, ('impl',))}"
 
 
 # What the roofline leaves out, by the kind of program a record timed.

@@ -6,8 +6,10 @@ Re-rendering the same sections gives byte-identical files (no dates, no software
 from __future__ import annotations
 
 import base64
+import csv
 import html
 import io
+import json
 import os
 import re
 import sys
@@ -17,24 +19,40 @@ from pathlib import Path
 from jaxgpu import report as rp
 from jaxgpu import results
 
-from experiments.reporting.build import INTRO, TITLE, build_sections
+from experiments.reporting.build import EXPLAINER, INTRO, TITLE, build_sections
 
 
 def _png(fig) -> bytes:
     buf = io.BytesIO()
-    # No Software/date metadata: re-running the report gives byte-identical figures.
-    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    # 2x resolution (text stays sharp on a phone's or a laptop's dense screen); no Software/date metadata:
+    # re-running the report gives byte-identical figures
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     return buf.getvalue()
 
 
-def _md_table(t: rp.Table) -> list[str]:
-    def cell(x):
-        return str(x).replace("|", "\\|").replace("\n", " ")
+DPI = 200
 
+
+def alt_text(plot: rp.Plot) -> str:
+    """What a figure shows, for a reader who cannot see it: its title, its axes and its takeaway."""
+    parts = []
+    for ax in plot.figure.get_axes():
+        title, x, y = ax.get_title(), ax.get_xlabel(), ax.get_ylabel()
+        if title or x or y:
+            parts.append(" ".join(filter(None, [title + ":" if title else "", f"{y} against {x}" if x and y else
+                                                y or x])))
+    return "; ".join(parts) + ". " + plot.takeaway if parts else plot.takeaway
+
+
+def _cell(x) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(t: rp.Table) -> list[str]:
     out = [f"*{t.caption}*", ""] if t.caption else []
-    out.append("| " + " | ".join(cell(h) for h in t.headers) + " |")
+    out.append("| " + " | ".join(_cell(h) for h in t.headers) + " |")
     out.append("|" + "---|" * len(t.headers))
-    out += ["| " + " | ".join(cell(x) for x in row) + " |" for row in t.rows]
+    out += ["| " + " | ".join(_cell(x) for x in row) + " |" for row in t.rows]
     return out + [""]
 
 
@@ -46,54 +64,154 @@ def _html_text(x) -> str:
     return _MD_LINK.sub(lambda m: f'<a href="{m.group(2)}">{m.group(1)}</a>', html.escape(str(x)))
 
 
+def _md_text(x) -> str:
+    return _MD_LINK.sub(lambda m: m.group(1), str(x))
+
+
 def _html_table(t: rp.Table) -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in t.headers)
 
-    def td(i, x):
+    def td(i, x, r):
         mark = t.mark(i, x)
-        return f'<td class="v-{mark}">' if mark else "<td>"
+        classes = [f"v-{mark}"] if mark else []
+        if t.id == "ledger-table" and i in (1, 2):
+            classes.append("verdict" if i == 1 else "pred")
+        if t.id == "ledger-table" and i == 1 and "compiled" in str(x):
+            classes.append("compiled")
+        text = _html_text(x)
+        if i == 0 and r < len(t.details):
+            text = f"<details><summary>{text}</summary><p>{_html_text(t.details[r])}</p></details>"
+        return (f'<td class="{" ".join(classes)}">' if classes else "<td>") + text + "</td>"
 
-    body = "".join("<tr>" + "".join(f"{td(i, x)}{_html_text(x)}</td>" for i, x in enumerate(row)) + "</tr>"
-                   for row in t.rows)
+    body = "".join("<tr>" + "".join(td(i, x, r) for i, x in enumerate(row)) + "</tr>" for r, row in enumerate(t.rows))
     cap = f"<caption>{html.escape(t.caption)}</caption>" if t.caption else ""
-    return f'<div class="tw"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    ident = f' id="{t.id}"' if t.id else ""
+    return f'<div class="tw"><table{ident}>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-# the page's CSS, one rule set to a line as the browser reads it (not Python: the noqa below)
-_CSS = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:auto;padding:0 1rem;line-height:1.45;color:#222}
-img{max-width:100%;height:auto}.tw{overflow-x:auto}table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}
-td,th{border:1px solid #ccc;padding:.2rem .45rem;text-align:left}caption{text-align:left;font-style:italic;padding:.2rem 0}
-.takeaway{background:#f3f6fa;border-left:4px solid #4a7ab5;padding:.4rem .7rem}nav li{margin:.1rem 0}
+def _csv(t: rp.Table) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(t.headers)
+    w.writerows([[_md_text(x) for x in row] for row in t.rows])
+    return buf.getvalue()
+
+
+# the page's CSS, one rule set to a line as the browser reads it (not Python: the noqa below). Wide screens set
+# a section's figure beside its words; on a phone the ledger's rows become cards, the verdict under the claim.
+_CSS = """body{font-family:system-ui,sans-serif;max-width:78rem;margin:auto;padding:0 1rem;line-height:1.45;color:#222}
+img{max-width:100%;height:auto;display:block}.tw{overflow-x:auto;max-width:100%}table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}
+td,th{border:1px solid #ccc;padding:.2rem .45rem;text-align:left;vertical-align:top}caption{text-align:left;font-style:italic;padding:.2rem 0}
+.takeaway{background:#f3f6fa;border-left:4px solid #4a7ab5;padding:.4rem .7rem;margin:.4rem 0}figure{margin:0}
+details.more{margin:.4rem 0 1rem}details.more>summary,details.toc>summary{cursor:pointer;color:#2a5a95}
 .v-yes{background:#dcefd9;font-weight:600}.v-caveat{background:#fbf1cf;font-weight:600}
-.v-no{background:#f6d5d5;font-weight:600}.v-unsure{background:#e6e0f2;font-weight:600}.v-none{color:#777}"""  # noqa: E501
+.v-no{background:#f6d5d5;font-weight:600}.v-unsure{background:#e6e0f2;font-weight:600}.v-none{color:#777}
+td.pred{font-style:italic;border-style:dashed;font-weight:400}td.compiled{border:2px dashed #888}
+#summary table{font-size:.95rem}#summary td:first-child{font-weight:600}section{border-top:1px solid #ddd;margin-top:1rem}
+@media (min-width:1000px){.pair{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1.25fr);gap:1.5rem;align-items:start}}
+@media (max-width:700px){#ledger-table thead{display:none}#ledger-table tr{display:block;border-top:2px solid #999;padding:.3rem 0}
+#ledger-table td{display:block;border:none;padding:.1rem .2rem}#ledger-table td.pred:before{content:"predicted on the GPU: "}
+#summary table{font-size:.8rem}}"""  # noqa: E501
+
+# the sections shown whole: the answer and the ledger; every other section shows its first paragraph and figure
+_WHOLE = ("summary", "ledger")
 
 
-def render(sections: Sequence[rp.Section], out_dir: Path, sources: Sequence[str]) -> tuple[str, str]:
-    """Writes the figures into out_dir; returns (markdown, html)."""
-    raw = ", ".join(f"[{s}]({s}/{results.RESULTS_FILE})" for s in sources)
-    md = [f"# {TITLE}", "", INTRO, "", f"Runs (raw records): {raw}", "", "## Contents", ""]
-    md += [f"- [{s.title}](#{s.anchor})" for s in sections] + [""]
-    toc = "".join(f'<li><a href="#{s.anchor}">{html.escape(s.title)}</a></li>' for s in sections)
-    body = [f"<h1>{html.escape(TITLE)}</h1><p>{html.escape(INTRO)}</p>",
-            f"<p>Runs (raw records): {_html_text(raw)}</p>",
-            f"<nav><h2>Contents</h2><ul>{toc}</ul></nav>"]
-    for s in sections:
-        claims = f" (claims {', '.join(s.claims)})" if s.claims else ""
-        md += [f'<a id="{s.anchor}"></a>', f"## {s.title}{claims}", ""]
-        body.append(f'<h2 id="{s.anchor}">{html.escape(s.title + claims)}</h2>')
-        for p in s.paragraphs:
-            md += [p, ""]
-            body.append(f"<p>{_html_text(p)}</p>")
-        for plot in s.plots:
-            png = _png(plot.figure)
-            (out_dir / f"{plot.name}.png").write_bytes(png)
-            md += [f"![{plot.name}]({plot.name}.png)", "", f"> **Takeaway:** {plot.takeaway}", ""]
-            b64 = base64.b64encode(png).decode("ascii")
-            body.append(f'<figure><img alt="{plot.name}" src="data:image/png;base64,{b64}"></figure>'
-                        f'<p class="takeaway"><b>Takeaway:</b> {html.escape(plot.takeaway)}</p>')
+def _figure(plot: rp.Plot, out_dir: Path) -> tuple[list[str], tuple[str, str]]:
+    png = _png(plot.figure)
+    (out_dir / f"{plot.name}.png").write_bytes(png)
+    alt = alt_text(plot)
+    md = [f"[![{_cell(alt)}]({plot.name}.png)]({plot.name}.png)", "", f"> **Takeaway:** {plot.takeaway}", ""]
+    b64 = base64.b64encode(png).decode("ascii")
+    figure = (f'<figure><a href="{plot.name}.png" title="full size"><img alt="{html.escape(alt)}" '
+              f'src="data:image/png;base64,{b64}"></a></figure>')
+    return md, (figure, f'<p class="takeaway"><b>Takeaway:</b> {html.escape(plot.takeaway)}</p>')
+
+
+def _table_files(s: rp.Section, t: rp.Table, i: int, out_dir: Path) -> str:
+    """Writes a folded table as CSV beside the report; returns its file name."""
+    name = f"{s.anchor}-{i + 1}.csv" if len(s.tables) > 1 else f"{s.anchor}.csv"
+    (out_dir / "tables").mkdir(exist_ok=True)
+    (out_dir / "tables" / name).write_text(_csv(t), encoding="utf-8")
+    return f"tables/{name}"
+
+
+def _section(s: rp.Section, out_dir: Path) -> tuple[list[str], list[str]]:
+    claims = f" (claims {', '.join(s.claims)})" if s.claims else ""
+    md = [f'<a id="{s.anchor}"></a>', f"## {s.title}{claims}", ""]
+    head = f'<section id="{s.anchor}"><h2>{html.escape(s.title + claims)}</h2>'
+    figures = [_figure(p, out_dir) for p in s.plots]
+    if s.anchor in _WHOLE:
+        body = [head] + [f"<p>{_html_text(p)}</p>" for p in s.paragraphs[:1]]
+        md += sum(([p, ""] for p in s.paragraphs[:1]), [])
         for t in s.tables:
             md += _md_table(t)
             body.append(_html_table(t))
+            if t.details:
+                md += [f"<details><summary>{t.details_title}</summary>", ""]
+                md += [f"- {row[0].split(':')[0]}: {_md_text(d)}" for row, d in zip(t.rows, t.details)]
+                md += ["", "</details>", ""]
+        for p in s.paragraphs[1:]:
+            md += [p, ""]
+            body.append(f"<p>{_html_text(p)}</p>")
+        for fmd, fpage in figures:
+            md += fmd
+            body.append("".join(fpage))
+        return md, body + ["</section>"]
+    lead, rest = ([s.lead], s.paragraphs) if s.lead else (s.paragraphs[:1], s.paragraphs[1:])
+    words = "".join(f"<p>{_html_text(p)}</p>" for p in lead)
+    md += sum(([p, ""] for p in lead), [])
+    body = [head]
+    if figures:  # the words and the takeaway beside the figure (under it on a narrow screen)
+        md += figures[0][0]
+        figure, takeaway = figures[0][1]
+        body.append(f'<div class="pair"><div>{words}{takeaway}</div><div>{figure}</div></div>')
+    else:
+        body.append(words)
+    more = len(rest) + len(figures[1:]) + len(s.tables)
+    if more:
+        what = ", ".join(f"{n} {w}{'s' if n > 1 else ''}" for n, w in ((len(rest), "note"), (len(figures) - 1 if
+                         figures else 0, "figure"), (len(s.tables), "table")) if n)
+        md += ["<details><summary>More: " + what + "</summary>", ""]
+        fold = [f'<details class="more"><summary>More: {what}</summary>']
+        for p in rest:
+            md += [p, ""]
+            fold.append(f"<p>{_html_text(p)}</p>")
+        for fmd, fpage in figures[1:]:
+            md += fmd
+            fold.append("".join(fpage))
+        for i, t in enumerate(s.tables):
+            path = _table_files(s, t, i, out_dir)
+            md += _md_table(t) + [f"([{path}]({path}))", ""]
+            fold.append(_html_table(t) + f'<p><a href="{path}">{path}</a> ({len(t.rows)} rows)</p>')
+        md += ["</details>", ""]
+        body.append("".join(fold) + "</details>")
+    return md, body + ["</section>"]
+
+
+def render(sections: Sequence[rp.Section], out_dir: Path, sources: Sequence[str]) -> tuple[str, str]:
+    """Writes the figures, the folded tables as CSV and each section's exports into out_dir; returns
+    (markdown, html)."""
+    raw = ", ".join(f"[{s}]({s}/{results.RESULTS_FILE})" for s in sources)
+    explainer = f"[{EXPLAINER[0]}]({EXPLAINER[1]})"
+    intro = INTRO.format(explainer=explainer)
+    md = [f"# {TITLE}", "", intro, ""]
+    toc = "".join(f'<li><a href="#{s.anchor}">{html.escape(s.title)}</a></li>' for s in sections)
+    body = [f"<h1>{html.escape(TITLE)}</h1><p>{_html_text(intro)}</p>"]
+    for i, s in enumerate(sections):
+        if i == 2:  # after the answer and the ledger: where to go next, folded
+            md += ["<details><summary>Contents</summary>", ""] + [f"- [{x.title}](#{x.anchor})" for x in sections]
+            md += ["", "</details>", ""]
+            body.append(f'<details class="toc"><summary>Contents</summary><ul>{toc}</ul></details>')
+        smd, sbody = _section(s, out_dir)
+        md += smd
+        body += sbody
+        for name, data in s.exports.items():
+            (out_dir / name).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        if s.anchor == "ledger" and s.tables:
+            (out_dir / "ledger.csv").write_text(_csv(s.tables[0]), encoding="utf-8")
+    md += [f"Runs (raw records): {raw}", ""]
+    body.append(f"<p>Runs (raw records): {_html_text(raw)}</p>")
     page = ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{html.escape(TITLE)}</title><style>{_CSS}</style></head><body>"

@@ -26,32 +26,32 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                      for x in recs if x.params["data"] == 1)
         if not pts:
             continue
-        ax.plot([p[0] for p in pts], [p[1] / 2**20 for p in pts], "-o", markersize=4, label=f"{label} XLA")
-        ax.plot([p[0] for p in pts], [p[2] / 2**20 for p in pts], "--", linewidth=1, label=f"{label} estimate")
+        ax.plot([p[0] for p in pts], [p[1] / 1e6 for p in pts], "-o", markersize=4, label=f"{label} XLA")
+        ax.plot([p[0] for p in pts], [p[2] / 1e6 for p in pts], "--", linewidth=1, label=f"{label} estimate")
         one = next((p for p in pts if p[0] == 1), None)
         if one and len(pts) > 1:
             last = pts[-1]
             notes.append(f"On {label}, split over {last[0]} devices each holds {last[1] / one[1]:.0%} of the "
-                         f"single-device train step's memory ({last[1] / 2**20:.1f} of {one[1] / 2**20:.1f} MiB; "
+                         f"single-device train step's memory ({last[1] / 1e6:.1f} of {one[1] / 1e6:.1f} MB; "
                          f"1/{last[0]} would be {1 / last[0]:.0%}), with outputs equal to the unsharded MLP's.")
         for x in sorted(recs, key=lambda r: (r.params["data"], r.params["model"])):
             mm = x.metrics
-            rows.append([run.label, f"{x.params['data']} x {x.params['model']}", rp.fmt(mm["bytes_measured"] / 2**20),
-                         rp.fmt(mm["bytes_predicted"] / 2**20), f"{mm['prediction_error']:+.1%}",
+            rows.append([run.label, f"{x.params['data']} x {x.params['model']}", rp.fmt(mm["bytes_measured"] / 1e6),
+                         rp.fmt(mm["bytes_predicted"] / 1e6), f"{mm['prediction_error']:+.1%}",
                          f"{mm['rel_error']:.1e}", rp.fmt(mm["time_s_median"] * 1e3)])
     if notes:
         from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-        rp.finish(fig, ax, xlabel="model-axis devices", ylabel="MiB per device (train step, AdamW)", logx=True,
+        rp.finish(fig, ax, xlabel="model-axis devices", ylabel="MB per device (train step, AdamW)", logx=True,
                   logy=True, title="Megatron-style MLP: memory per device")
-        counts = sorted({x.params["model"] for _, x in good})  # ticks 1, 2, 4, 8 and plain MiB, not powers
+        counts = sorted({x.params["model"] for _, x in good})  # ticks 1, 2, 4, 8 and plain MB, not powers
         ax.set_xticks(counts, [str(c) for c in counts])
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.yaxis.set_minor_formatter(NullFormatter())
         sec.plots.append(rp.Plot("tensor_parallel", fig, " ".join(notes)))
     if rows:
-        sec.tables.append(rp.Table(["run", "mesh data x model", "XLA MiB/device", "estimate MiB", "error",
+        sec.tables.append(rp.Table(["run", "mesh data x model", "XLA MB/device", "estimate MB", "error",
                                     "output rel. error", "ms per step"], rows,
                                    "Per-device memory from compiled.memory_analysis(); outputs vs the unsharded MLP"))
     sec.paragraphs += rp.not_ok(pairs)
@@ -61,19 +61,19 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
 def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
     """Bytes per device of the split step on 1..8 GPUs of a target, from XLA:GPU's plans (compiled, not run)."""
     good = rp.ok(pairs)
-    rows = [[run.label, f"{x.params['data']} x {x.params['model']}", rp.fmt(x.metrics["bytes_compiled"] / 2**20),
-             rp.fmt(x.metrics["bytes_predicted"] / 2**20), f"{x.metrics['prediction_error']:+.1%}",
-             int(x.metrics.get("all_reduce_count", 0)), rp.fmt(x.metrics.get("all_reduce_bytes", 0) / 2**20)]
+    rows = [[run.label, f"{x.params['data']} x {x.params['model']}", rp.fmt(x.metrics["bytes_compiled"] / 1e6),
+             rp.fmt(x.metrics["bytes_predicted"] / 1e6), f"{x.metrics['prediction_error']:+.1%}",
+             int(x.metrics.get("all_reduce_count", 0)), rp.fmt(x.metrics.get("all_reduce_bytes", 0) / 1e6)]
             for run, x in sorted(good, key=lambda p: (p[1].params["data"], p[1].params["model"]))]
     one = {x.params["model"]: x.metrics["bytes_compiled"] for _, x in good if x.params["data"] == 1}
     if 1 in one and len(one) > 1:
         m = max(one)
         sec.paragraphs.append(f"Compiled for {good[0][0].label}: split over {m} GPUs each would hold "
-                              f"{one[m] / one[1]:.0%} of the one-GPU train step ({one[m] / 2**20:.0f} of "
-                              f"{one[1] / 2**20:.0f} MiB), by XLA:GPU's memory plan.")
+                              f"{one[m] / one[1]:.0%} of the one-GPU train step ({one[m] / 1e6:.0f} of "
+                              f"{one[1] / 1e6:.0f} MB), by XLA:GPU's memory plan.")
     if rows:
-        sec.tables.append(rp.Table(["run", "mesh data x model", "XLA:GPU MiB/device", "estimate MiB", "error",
-                                    "all-reduces", "all-reduce MiB"], rows,
+        sec.tables.append(rp.Table(["run", "mesh data x model", "XLA:GPU MB/device", "estimate MB", "error",
+                                    "all-reduces", "all-reduce MB"], rows,
                                    "Compiled, not run: per-device memory and collectives of the split step"))
 
 

@@ -22,27 +22,34 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     curves = [(r, x) for r, x in good if x.params.get("case") == "curve"]
     runs_ = [(r, x) for r, x in good if x.params.get("case") == "run"]
     if curves:
+        # against seconds of training (compile apart), not epochs: what C07's "days into hours" is about
         fig = rp.Figure(figsize=(8.5, 3.6), dpi=100)
         ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+        colors = {}
         for label, (_run, recs) in rp.by_run(curves).items():
             for v in rp.first_seen(x.params["variant"] for x in recs):
-                pts = sorted((x.params["epoch"], x.metrics["loss"], x.metrics["accuracy"]) for x in recs
-                             if x.params["variant"] == v)
+                pts = sorted((x.metrics["train_s"], x.metrics["loss"], x.metrics["accuracy"]) for x in recs
+                             if x.params["variant"] == v and x.metrics.get("train_s", 0) > 0)
                 if pts:
-                    ax1.plot([p[0] for p in pts], [p[1] for p in pts], label=f"{label} {v}")
-                    ax2.plot([p[0] for p in pts], [p[2] for p in pts], label=f"{label} {v}")
+                    color = colors.setdefault(v, f"C{len(colors)}")  # one colour per preset, whichever run
+                    style = "-" if len(colors) <= 10 else "--"
+                    ax1.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=f"{label} {v}")
+                    ax2.plot([p[0] for p in pts], [p[2] for p in pts], style, color=color, label=f"{label} {v}")
         ax1.set_yscale("log")
-        ax1.set_xlabel("epoch")
         ax1.set_ylabel("train loss")
-        ax2.set_xlabel("epoch")
         ax2.set_ylabel("test accuracy")
         ax2.set_ylim(0.8, 1.0)
         for ax in (ax1, ax2):
-            ax.grid(True, alpha=0.3)
+            ax.set_xscale("log")
+            ax.set_xlabel("seconds of training (compile apart)")
+            ax.grid(True, which="both", alpha=0.3)
         ax2.legend(fontsize=6)
-        fig.suptitle("digits MLP per precision", fontsize=10)
+        fig.suptitle("digits MLP per precision, against time", fontsize=10)
         fig.tight_layout()
         sec.plots.append(rp.Plot("training_curves", fig, _curve_takeaway(runs_)))
+    targets = [(r, x) for r, x in good if x.params.get("case") == "to_target"]
+    if targets:
+        sec.plots.append(_to_target_plot(targets))
     rows = []
     for run, x in runs_:
         m = x.metrics
@@ -96,6 +103,20 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     _to_target(sec, [(r, x) for r, x in good if x.params.get("case") == "to_target"])
     sec.paragraphs += rp.not_ok(rp.measured(pairs))
     return sec
+
+
+def _to_target_plot(pairs) -> rp.Plot:
+    """C07 drawn: seconds to the target accuracy against the student's width, per run (a predicted run dashed)."""
+    series, parts = [], []
+    for label, (run, recs) in rp.by_run(pairs).items():
+        pts = sorted((x.params["width"], x.metrics["time_s_to_target"]) for x in recs)
+        series.append(rp.Series.of(label, pts, style=rp.style(run)))
+        parts.append(f"{label}: " + ", ".join(f"width {w:,}: {rp.si(t, 's')}" for w, t in pts))
+    target = pairs[0][1].params["target"]
+    fig = rp.line_plot(series, xlabel="student width (2 hidden layers)",
+                       ylabel=f"seconds to {target:.0%} test accuracy",
+                       title=f"C07: time to {target:.0%} accuracy on the teacher task (compile apart)")
+    return rp.Plot("training_to_target", fig, f"Time to {target:.0%}: " + "; ".join(parts) + ".")
 
 
 def _to_target(sec: rp.Section, pairs) -> None:

@@ -149,7 +149,7 @@ def _section(s: rp.Section, out_dir: Path) -> tuple[list[str], list[str]]:
             body.append(_html_table(t))
             if t.details:
                 md += [f"<details><summary>{t.details_title}</summary>", ""]
-                md += [f"- {row[0].split(':')[0]}: {_md_text(d)}" for row, d in zip(t.rows, t.details)]
+                md += [f"- {row[0].split(':')[0]}: {d}" for row, d in zip(t.rows, t.details)]
                 md += ["", "</details>", ""]
         for p in s.paragraphs[1:]:
             md += [p, ""]

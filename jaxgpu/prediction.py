@@ -268,6 +268,22 @@ def _hardware(on: str | hardware.Hardware | Roofs) -> hardware.Hardware | Roofs:
     return on
 
 
+# GPUs of the hardware table with no XLA:GPU target of their own, and the target whose plan stands in for theirs:
+# the H200 NVL is the H200's GH100 at a lower power limit; Ada (L4, RTX 4090, compute capability 8.9) is
+# planned as Ampere's A100 (8.0), the nearest target, whose GEMM and fusion choices Ada shares but FP8
+# (priced at the wider format there)
+STAND_IN = {"H200 NVL": "h200", "L4": "a100", "RTX 4090": "a100"}
+
+
+def plan_target(hw: hardware.Hardware) -> tuple[str | None, str]:
+    """The ``jaxgpu.targets`` name whose XLA:GPU plan is priced for ``hw``, and how the plan is labelled."""
+    own = target_of(hw)
+    if own:
+        return own, f"xla:gpu {own}"
+    other = STAND_IN.get(hw.name)
+    return other, (f"xla:gpu {other}, standing in for the {hw.name}" if other else "")
+
+
 def target_of(hw: hardware.Hardware) -> str | None:
     """The ``jaxgpu.targets`` name XLA:GPU compiles for this GPU with (None: no target for it)."""
     from jaxgpu import targets
@@ -290,7 +306,7 @@ def plan_for(fn: Callable, *args: Any, on: str | hardware.Hardware, plan: str = 
     from jaxgpu import stack, targets
 
     hw = _hardware(on)
-    name = target_of(hw) if isinstance(hw, hardware.Hardware) else None
+    name, label = plan_target(hw) if isinstance(hw, hardware.Hardware) else (None, "")
     why = "no XLA:GPU target for this GPU" if name is None else None
     if why is None and plan != "cpu":
         why = targets.unavailable()
@@ -305,8 +321,7 @@ def plan_for(fn: Callable, *args: Any, on: str | hardware.Hardware, plan: str = 
             jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
             gpu = targets.compile_plan(jitted, *targets.specs_like(list(args), dev),
                                        options={"xla_gpu_enable_triton_gemm": triton_gemm})
-            return stack.kernels(gpu.hlo), stack.loop_steps(gpu.hlo), \
-                f"xla:gpu {name}" + (", triton gemm" if triton_gemm else "")
+            return stack.kernels(gpu.hlo), stack.loop_steps(gpu.hlo), label + (", triton gemm" if triton_gemm else "")
     if plan == "gpu":
         raise RuntimeError(f"no XLA:GPU plan for {hw.name if isinstance(hw, hardware.Hardware) else on}: {why}")
     ks, steps, _ = _cpu_plan(fn, args)

@@ -258,4 +258,44 @@ def test_without_the_extra_predict_falls_back_to_the_cpu_plan_and_says_so(monkey
     assert p.plan == "xla:cpu, estimate (the CUDA plugin is not installed)" and p.bound == "memory"
     with pytest.raises(RuntimeError, match="the CUDA plugin is not installed"):
         predict.predict(lambda a: a * 2, S((1 << 20,), jnp.float32), on="H200 SXM", plan="gpu")
-    assert predict.predict(lambda a: a * 2, S((16,), jnp.float32), on="L4").plan.startswith("xla:cpu, estimate (no")
+    assert predict.predict(lambda a: a * 2, S((16,), jnp.float32), on="L4").plan == (
+        "xla:cpu, estimate (the CUDA plugin is not installed)")
+
+
+def test_a_gpu_without_a_target_is_priced_on_its_nearest_targets_plan():
+    from jaxgpu import targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    S = jax.ShapeDtypeStruct
+    p = predict.predict(lambda a, b: a @ b, S((1024, 1024), jnp.bfloat16), S((1024, 1024), jnp.bfloat16), on="L4")
+    assert p.plan.startswith("xla:gpu a100, standing in for the L4"), p.plan
+    nvl = predict.predict(lambda a: a * 2, S((1 << 20,), jnp.float32), on="h200 nvl")
+    assert nvl.plan == "xla:gpu h200, standing in for the H200 NVL"
+
+
+def test_on_gpus_prices_a_step_from_its_shapes_on_every_gpu():
+    import optax
+
+    import jaxgpu
+
+    model, opt = jaxgpu.MLP(widths=(64, 64)), optax.adamw(1e-3)
+    state = jax.eval_shape(lambda: jaxgpu.init_state(model, opt, jax.random.key(0), 32))
+    S = jax.ShapeDtypeStruct
+    x, y = S((128, 32), jnp.float32), S((128,), jnp.int32)
+    step = jaxgpu.make_train_step(model, opt, donate=False)
+    table = jaxgpu.on_gpus(step, state, x, y, measure=True, target_s=0.02)
+    rows = list(table)
+    assert rows[0].measured and rows[0].seconds > 0 and rows[0].plan == "measured"
+    assert [r.device for r in rows[1:]] == list(jaxgpu.GPUS)
+    for r in rows[1:]:
+        assert not r.measured and r.fits and 0 < r.lower_s <= r.seconds <= r.upper_s, r
+        # what one device holds: at least the state the step takes and gives back (XLA may alias it)
+        params = sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(state))
+        assert r.bytes_per_device >= params, r
+    assert table["H200 SXM"].seconds == pytest.approx(jaxgpu.predict(step, state, x, y, on="h200").estimate_s)
+    # the same step named in any spelling, and a step too large for a 24 GB card but not for an H200
+    big = S((60_000, 60_000), jnp.float32)  # 14.4 GB in, 14.4 GB out
+    fits = {r.device: r.fits for r in jaxgpu.on_gpus(lambda a: a * 2, big, gpus=["h200", "rtx4090"])}
+    assert fits == {"H200 SXM": True, "RTX 4090": False}
+    assert "predicted, not run" in table._repr_html_()

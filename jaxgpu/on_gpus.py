@@ -1,0 +1,162 @@
+"""What a GPU buys your step: any JAX function and its argument shapes, priced on every GPU of the hardware table.
+
+``on_gpus(step, *specs)`` answers "which of these GPUs holds this step, and how long would it take there?" for a
+program given as ``jax.ShapeDtypeStruct``s (nothing is allocated, so a 70B step is as cheap to ask about as a
+small one). Per GPU: the bytes one device holds (XLA:GPU's own memory plan for that GPU where the gpu-compile
+extra can compile it here, else XLA:CPU's plan of the same program standing in, and the row says which), whether
+that fits the card's memory after the share JAX's allocator leaves unused, the predicted seconds with their
+bounds (``jaxgpu.predict``), and what binds the step. With ``measure=True`` a first row times the step on this
+machine, on random inputs of those shapes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from jaxgpu import hardware
+
+# JAX preallocates this share of a GPU's memory for its arrays (XLA_PYTHON_CLIENT_MEM_FRACTION's default): a
+# step that needs more does not fit as JAX is started by default (the rest is the CUDA context, cuBLAS and
+# cuDNN workspaces, other processes)
+USABLE_FRACTION = 0.75
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuRow:
+    """One device's answer. ``bytes_per_device``: what the step holds on one device (arguments, outputs and
+    temporaries, less what XLA aliases), from ``memory_plan``; ``fits``: within ``USABLE_FRACTION`` of its
+    memory; ``seconds`` (with ``lower_s``, ``upper_s``) per call of the step, predicted, or measured here;
+    ``binds``: "compute", "memory" or "launches"; ``plan``: the program priced ("xla:gpu h200", or
+    "xla:cpu, estimate (why)"); ``memory_plan``: the same for the bytes."""
+
+    device: str
+    memory_gb: float
+    bytes_per_device: float
+    fits: bool
+    seconds: float
+    lower_s: float
+    upper_s: float
+    binds: str
+    plan: str
+    memory_plan: str
+    measured: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class OnGpus:
+    """The rows of ``on_gpus``; a notebook shows them as a table."""
+
+    rows: tuple[GpuRow, ...]
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __getitem__(self, device: str) -> GpuRow:
+        return next(r for r in self.rows if r.device == device)
+
+    def table(self):
+        from jaxgpu import report as rp
+
+        return rp.Table(
+            ["device", "memory", "step holds", "fits", "seconds per step", "bounds", "binds", "figures from"],
+            [[r.device, rp.si(r.memory_gb * 1e9, "B"), rp.si(r.bytes_per_device, "B"), "yes" if r.fits else "no",
+              rp.si(r.seconds, "s"), f"{rp.si(r.lower_s, 's')} - {rp.si(r.upper_s, 's')}", r.binds,
+              "measured here" if r.measured else f"predicted, not run: {r.plan}; memory: {r.memory_plan}"]
+             for r in self.rows],
+            f"A step on each GPU (fits: within {USABLE_FRACTION:.0%} of the card, JAX's default share)")
+
+    def _repr_html_(self) -> str:
+        return self.table()._repr_html_()
+
+    def as_dicts(self) -> list[dict]:
+        return [dataclasses.asdict(r) for r in self.rows]
+
+
+def _memory(step: Callable, specs: Sequence[Any], hw: hardware.Hardware) -> tuple[float, str]:
+    """Bytes one device holds and whose plan says so: XLA:GPU's for ``hw`` where it compiles here, else XLA:CPU's."""
+    import jax
+
+    from jaxgpu import prediction, targets
+
+    name, label = prediction.plan_target(hw)
+    why = "no XLA:GPU target for this GPU" if name is None else targets.unavailable()
+    if why is None:
+        try:
+            prediction._cpu_only_if_no_driver()
+            dev = targets.devices(name)[0]
+        except (NotImplementedError, RuntimeError) as err:
+            why = f"XLA:GPU cannot compile in this process ({type(err).__name__})"
+        else:
+            plan = targets.compile_plan(step, *targets.specs_like(list(specs), dev))
+            return float(plan.total_bytes), label
+    shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), list(specs))
+    m = (step if hasattr(step, "lower") else jax.jit(step)).lower(*shapes).compile().memory_analysis()
+    total = m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes
+    return float(total), f"xla:cpu, estimate ({why})"
+
+
+def _random_like(specs: Sequence[Any]) -> list[Any]:
+    """Inputs of the specs' shapes and dtypes, random (never zeros XLA could fold or a cache could flatter)."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves, tree = jax.tree.flatten(list(specs))
+    keys = jax.random.split(jax.random.key(0), max(len(leaves), 1))
+    out = []
+    for k, s in zip(keys, leaves):
+        if jnp.issubdtype(s.dtype, jnp.floating):
+            out.append(jax.random.normal(k, s.shape, jnp.float32).astype(s.dtype))
+        elif jnp.issubdtype(s.dtype, jnp.integer):
+            out.append(jax.random.randint(k, s.shape, 0, 8).astype(s.dtype))
+        elif jnp.issubdtype(s.dtype, jax.dtypes.prng_key):
+            out.append(jax.random.split(k, s.shape) if s.shape else k)
+        else:
+            out.append(jnp.ones(s.shape, s.dtype))
+    return jax.tree.unflatten(tree, out)
+
+
+def on_gpus(step: Callable, *specs: Any, gpus: Sequence[str] | None = None, measure: bool = False,
+            target_s: float = 0.3) -> OnGpus:
+    """``step(*specs)`` on every GPU of the hardware table (or those named in ``gpus``, any spelling
+    ``hardware.find_gpu`` reads): one ``GpuRow`` each, predicted, never run; with ``measure``, a first row
+    timed on this machine (compile apart, warm-up, repeats), on random inputs of the specs' shapes.
+
+    ``specs`` are ``jax.ShapeDtypeStruct``s (or arrays: only their shapes and dtypes are read), in a pytree as
+    the step takes them. One device per GPU: a step sharded over several is priced per device by compiling
+    it with its shardings (``jaxgpu.targets``).
+
+    Raises:
+      KeyError: a name in ``gpus`` is no GPU of the hardware table.
+    """
+    from jaxgpu import prediction
+
+    hws = [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values())
+    rows = []
+    if measure:
+        rows.append(_measured_here(step, specs, target_s))
+    for hw in hws:
+        nbytes, mem_plan = _memory(step, specs, hw)
+        p = prediction.predict(step, *specs, on=hw)
+        rows.append(GpuRow(hw.name, hw.memory_gb, nbytes, nbytes <= USABLE_FRACTION * hw.memory_gb * 1e9,
+                           p.estimate_s, p.lower_s, p.upper_s, p.bound, p.plan, mem_plan))
+    return OnGpus(tuple(rows))
+
+
+def _measured_here(step: Callable, specs: Sequence[Any], target_s: float) -> GpuRow:
+    import jax
+
+    from jaxgpu import devices, timing
+
+    args = _random_like(specs)
+    jitted = step if hasattr(step, "lower") else jax.jit(step)
+    t = timing.time_jitted(jitted, *args, target_s=target_s)
+    m = jitted.lower(*args).compile().memory_analysis()
+    nbytes = float(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
+    dev = jax.devices()[0]
+    mem = (devices.host_memory_bytes() or 0) / 1e9 if dev.platform == "cpu" else \
+        (dev.memory_stats() or {}).get("bytes_limit", 0) / 1e9
+    name = f"this {dev.platform} ({dev.device_kind})"
+    return GpuRow(name, mem, nbytes, nbytes <= mem * 1e9, t.median_s, t.quantile_s(0.25), t.quantile_s(0.75),
+                  "-", "measured", "xla memory analysis", measured=True)

@@ -217,13 +217,16 @@ def finish(fig: Figure, ax, *, xlabel: str | None = None, ylabel: str | None = N
 
 
 def fmt(x: float | None, digits: int = 3) -> str:
-    """A number for a table: 3 significant digits, scientific when tiny or huge."""
+    """A number for a table: 3 significant digits, thousands separated from 1,000 ("1,790"), scientific only
+    when tiny (an error of 2.4e-03) or past 10^15."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "-"
-    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e6):
-        return str(int(x))
     ax = abs(x)
-    if ax != 0 and (ax < 1e-2 or ax >= 1e6):
+    if 1000 <= ax < 1e15:
+        return f"{x:,.0f}"
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and ax < 1000):
+        return str(int(x))
+    if ax != 0 and (ax < 1e-2 or ax >= 1e15):
         return f"{x:.{digits - 1}e}"
     return f"{x:.{digits}g}"
 

@@ -172,6 +172,11 @@ def test_each_figure_draws_the_h200_prediction_beside_what_ran(every_tiny):
         assert any(label.startswith(f"{run.path.name}: ") for label in labels), (name, labels)
         cells = [str(c) for t in sections[name].tables for row in t.rows for c in row]
         assert not any("predicted, not run" in c for c in cells), name  # tables list what ran
+        # the words about a prediction say so first: "Predicted on H200 SXM, not run (the programs of ...)"
+        words = sections[name].paragraphs + [p.takeaway for p in sections[name].plots]
+        assert not any("NVIDIA H200 SXM, predicted, not run" in w for w in words), name
+    matmul = sections["matmul"].plots[0].takeaway
+    assert f"Predicted on H200 SXM, not run (the programs of {run.path.name}): JAX reached" in matmul, matmul
 
 
 def test_a_merged_gpu_run_is_drawn_beside_its_own_prediction(every_tiny, tmp_path):

@@ -57,8 +57,7 @@ def _figure(measured: list[tuple[str, float]]) -> rp.Figure:
     ax.set_xlim(right=max(b[1] for b in bars) * 4)
     ax.tick_params(axis="y", labelsize=8)
     return rp.finish(fig, ax, xlabel="parallel fp32 lanes (cores x SIMD lanes; SMs x FP32 units)",
-                     title="Lanes that work at once: measured devices (blue) and the GPUs of the hardware table "
-                           "(grey, datasheet)", grid="x")
+                     title="Lanes that work at once: devices of the run (blue), GPU datasheets (grey)", grid="x")
 
 
 def _takeaway(rows: list[list]) -> str:

@@ -6,6 +6,7 @@ experiment's records; ``experiments.reporting.render`` writes the result. Import
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from jaxgpu import report as rp
@@ -122,9 +123,28 @@ def experiment_section(name: str, pairs, predicted=()) -> rp.Section:
         except MissingField as err:
             sec.paragraphs.append(f"What runs compiled for a GPU planned could not be drawn: {err}.")
     _version_warning(sec, name, pairs)
+    _say_predicted(sec, list({id(run): run for run, _ in predicted}.values()))
     spec = experiments.load(name)
     sec.lead = sec.lead or f"{spec.description[0].upper()}{spec.description[1:]}."
     return sec
+
+
+def _said_predicted(text: str, twin: results.Run) -> str:
+    """``text`` with each mention of the predicted ``twin`` (a view's "On <its label>, JAX reached ...") made to
+    begin as every predicted clause in the report does: "Predicted on <GPU>, not run (the programs of <CPU run>)"."""
+    gpu = twin.hardware.name if twin.hardware else "a GPU"
+    said = f"predicted on {gpu}, not run (the programs of {twin.path.name.split('-predicted-')[0]})"
+    label = re.escape(twin.label)
+    text = re.sub(rf"\bOn {label},? ", f"{said[0].upper()}{said[1:]}: ", text)
+    return re.sub(rf"\b[Oo]n {label}", said, text).replace(twin.label, said)
+
+
+def _say_predicted(sec: rp.Section, twins) -> None:
+    """The section's sentences about predicted twins in the report's words (``_said_predicted``); figures keep
+    the twin's label, whose legend says "predicted, not run"."""
+    for twin in twins:
+        sec.paragraphs = [_said_predicted(p, twin) for p in sec.paragraphs]
+        sec.plots = [rp.Plot(p.name, p.figure, _said_predicted(p.takeaway, twin)) for p in sec.plots]
 
 
 def predictions(runs: Sequence[results.Run]) -> tuple[str, list[tuple[results.Run, results.Record]]]:

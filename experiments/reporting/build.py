@@ -227,7 +227,8 @@ def ledger_rows(pairs, guessed_pairs, gpu: str) -> list[dict]:
         out.append({"claim": c.id, "text": c.text, "verdict": v.verdict, "shown": verdict, "basis": v.basis,
                     "evidence": v.evidence.replace("; " + claims.GPU_HINT, "").replace(claims.GPU_HINT,
                                                                                       "needs a GPU run"),
-                    "predicted_on": gpu, "predicted_verdict": g.verdict if predicted != "-" else None,
+                    "predicted_on": gpu, "predicted_verdict": (g.verdict + (" (indicative only: profile tiny)" if small
+                                                                            else "")) if predicted != "-" else None,
                     "predicted_evidence": g.evidence if predicted != "-" else None, "rule": c.rule_text,
                     "experiments": list(c.experiments), "indicative_only": bool(small)})
     return out

@@ -109,9 +109,11 @@ details.more{margin:.4rem 0 1rem}details.more>summary,details.toc>summary{cursor
 td.pred{font-style:italic;border-style:dashed;font-weight:400}td.compiled{border:2px dashed #888}
 #summary table{font-size:.95rem}#summary td:first-child{font-weight:600}section{border-top:1px solid #ddd;margin-top:1rem}
 @media (min-width:1000px){.pair{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1.25fr);gap:1.5rem;align-items:start}}
-@media (max-width:700px){#ledger-table thead{display:none}#ledger-table tr{display:block;border-top:2px solid #999;padding:.3rem 0}
-#ledger-table td{display:block;border:none;padding:.1rem .2rem}#ledger-table td.pred:before{content:"predicted on the GPU: "}
-#summary table{font-size:.8rem}}"""  # noqa: E501
+@media (max-width:700px){#ledger-table thead,#summary-table thead{display:none}
+#ledger-table tr,#summary-table tr{display:block;border-top:2px solid #999;padding:.3rem 0}
+#ledger-table td,#summary-table td{display:block;border:none;padding:.1rem .2rem}#ledger-table td.pred:before{content:"predicted on the GPU: "}
+#summary-table td:nth-child(2):before{content:"here: "}#summary-table td:nth-child(3):before{content:"GPU: "}
+#summary-table td:nth-child(4):before{content:"GPU / here: "}#summary-table td:nth-child(5){color:#555}}"""  # noqa: E501
 
 # the sections shown whole: the answer and the ledger; every other section shows its first paragraph and figure
 _WHOLE = ("summary", "ledger")

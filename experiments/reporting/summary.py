@@ -245,7 +245,7 @@ def table(rows_: Sequence[Row], machine: str, gpu: str) -> rp.Table:
                     [[r.topic, r.here, r.gpu, r.factor, r.shown] for r in rows_],
                     "What a GPU buys: this machine measured; the GPU measured, compiled or predicted (open a row "
                     "for where its figures come from)", details=[r.source + "." for r in rows_],
-                    details_title="Where each figure comes from")
+                    details_title="Where each figure comes from", id="summary-table")
 
 
 def readme_block(summary: dict, ledger: list[dict], report: str = "reports/study/report.md") -> str:

@@ -393,3 +393,37 @@ def test_the_committed_report_reads_in_a_browser(width):
     assert m["verdicts"] == 18 and m["verdicts_on_screen"] == 18, m
     if width >= 1400:
         assert m["height"] <= 15_000, m
+
+
+def test_the_summary_says_which_plan_priced_the_gpu_and_prefers_a_measurement(tiny_run, tmp_path):
+    from experiments.reporting import summary
+
+    run = results.read_run(tiny_run)
+    mm = max((x for x in run.records if x.experiment == "matmul" and x.params.get("impl") == "jax"
+              and x.params.get("shape") == "square" and x.status == "ok"), key=lambda x: x.params["n"])
+    n = mm.params["n"]
+
+    def priced(gpu_plan: float) -> results.Run:
+        rec = results.Record("gpu_model", {"case": "headline", "program": "matmul_fp32", "size": n, "gpu": "H200 SXM"},
+                             {"predicted_s": 1e-5, "lower_s": 1e-5, "upper_s": 2e-5, "work": 2.0 * n**3,
+                              "gpu_plan": gpu_plan})
+        return results.Run(tmp_path / f"priced{int(gpu_plan)}", {"env": {"backend": "cpu"}}, (rec,))
+
+    for gpu_plan, said in ((1.0, "on XLA:GPU's plan"), (0.0, "on this CPU's plan standing in for XLA:GPU's")):
+        runs = [run, priced(gpu_plan)]
+        row = summary.rows(runs, results.merge(runs), "H200 SXM")[0]
+        assert row.topic.startswith("A big matrix multiply") and row.basis == "predicted, not run", row
+        assert said in row.source and row.gpu == report_si(2.0 * n**3 / 1e-5, "FLOP/s"), row
+        factor = 2.0 * n**3 / 1e-5 / (mm.metrics["gflops"] * 1e9)
+        assert row.factor == (f"{factor:,.0f}x" if factor >= 100 else f"{factor:.3g}x")
+    # a GPU run that measured the same case: its figure, measured, replaces the prediction
+    gpu = results.read_run(_as_gpu_run(tiny_run, tmp_path / "gpu"))
+    runs = [run, priced(1.0), gpu]
+    row = summary.rows(runs, results.merge(runs), "H200 SXM")[0]
+    assert row.basis == "measured" and row.factor == "2x", row
+
+
+def report_si(x, unit):
+    from jaxgpu import report as rp
+
+    return rp.si(x, unit)

@@ -112,10 +112,20 @@ def _rate_row(topic: str, cpu: Pair | None, metric: str, unit: str, scale: float
         return Row(topic, rp.si(here * scale, unit), "-", "-", "not run",
                    f"{shape}: measured in {run.path.name}; no GPU run and no gpu_model price of it", here * scale)
     g = h.metrics["work"] / h.metrics["predicted_s"]  # FLOP/s, B/s or samples/s: the unit the row shows
+    plan, scores = _plan(h, scores)
     return Row(topic, rp.si(here * scale, unit), rp.si(g, unit), _factor(g, here * scale), "predicted, not run",
                f"{shape}: measured in {run.path.name}; predicted on {gpu_name}, not run (the same program at "
-               f"{_size(h)} on XLA:GPU's plan; {_error_of(scores, kind)})", here * scale, g, unit,
+               f"{_size(h)} on {plan}; {_error_of(scores, kind)})", here * scale, g, unit,
                _checked(scores, kind))
+
+
+def _plan(h: results.Record, scores: dict) -> tuple[str, dict]:
+    """Which plan priced a summary program, and the published check of predictions priced that way: XLA:GPU's
+    own, or (without the gpu-compile extra) this CPU's standing in for it, whose check is the CPU plan's."""
+    if h.metrics.get("gpu_plan", 1.0):
+        return "XLA:GPU's plan", scores
+    return ("this CPU's plan standing in for XLA:GPU's (install the gpu-compile extra for the GPU's own)",
+            scores.get("cpu_plan", {}))
 
 
 def _size(x: results.Record) -> str:
@@ -134,6 +144,8 @@ def rows(runs: Sequence[results.Run], pairs: Sequence[Pair], gpu: str) -> list[R
 
     cpu = _cpu(pairs)
     scores = gpu_model_scores(list(pairs))
+    # the same cases priced on this CPU's plan: what a run without the gpu-compile extra predicts with
+    scores["cpu_plan"] = gpu_model_scores(list(pairs), "cpu_plan_error")
     out: list[Row | None] = []
     # 1. a big matrix multiply, fp32 both sides
     mm = _largest(cpu, "matmul", lambda p: p.get("n", 0), _priced(pairs, "matmul_fp32", gpu), impl="jax",
@@ -182,9 +194,10 @@ def _to_target(cpu, pairs, gpu: str, scores: dict) -> Row | None:
     if h is None or "steps" not in x.metrics:
         return Row(topic, rp.si(here, "s"), "-", "-", "not run", f"measured in {run.path.name}", here, None, "s")
     g = x.metrics["steps"] * h.metrics["predicted_s"]
+    plan, scores = _plan(h, scores)
     return Row(topic, rp.si(here, "s"), rp.si(g, "s"), _factor(here, g), "predicted, not run",
                f"measured in {run.path.name} ({x.metrics['steps']:,.0f} steps, compile apart); predicted on {gpu}, "
-               f"not run: the same steps on XLA:GPU's plan ({_error_of(scores, 'train')})", here, g, "s",
+               f"not run: the same steps on {plan} ({_error_of(scores, 'train')})", here, g, "s",
                _checked(scores, "train"))
 
 

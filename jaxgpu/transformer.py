@@ -214,9 +214,12 @@ def loss(c: Config, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16
 
 
 def train_step(c: Config, *, compute: Any = jnp.bfloat16, micro_batches: int = 1, shards: int = 1,
-               lr: float = 3e-4, flash: bool = False):
+               lr: float = 3e-4, flash: bool = False, sharding: tuple | None = None):
     """A jitted ``step(params, opt_state, tokens) -> (params', opt_state', loss)``: gradients over
-    ``micro_batches`` slices of the batch (a scan), AdamW on ``update_share(params, shards)``."""
+    ``micro_batches`` slices of the batch (a scan), AdamW on ``update_share(params, shards)``.
+
+    ``sharding``: the (params, opt_state, tokens) shardings (``shard_specs``) the step takes and gives back,
+    for a step split over a mesh of devices by ``jax.sharding`` (XLA inserts the collectives)."""
     import optax
 
     opt = optax.adamw(lr, weight_decay=0.1)
@@ -235,7 +238,64 @@ def train_step(c: Config, *, compute: Any = jnp.bfloat16, micro_batches: int = 1
         updates, opt_state = opt.update(g_mine, opt_state, mine)
         return optax.apply_updates(mine, updates), opt_state, lv / micro_batches
 
-    return jax.jit(step), opt
+    if sharding is None:
+        return jax.jit(step), opt
+    p_sh, o_sh, t_sh = sharding
+    scalar = jax.sharding.NamedSharding(t_sh.mesh, jax.sharding.PartitionSpec())
+    return jax.jit(step, in_shardings=sharding, out_shardings=(p_sh, o_sh, scalar), donate_argnums=(0, 1)), opt
+
+
+# ---- split over devices ---------------------------------------------------------------------------------------
+# Two ways, through jax.sharding, on a one-axis mesh of N devices: "fsdp" (each array cut in N along its largest
+# dimension N divides, the batch split N ways: the parameters, gradients and optimizer state of a train step
+# spread as ZeRO-3 / FSDP spread them) and "tp" (Megatron's tensor parallelism: the products that open a block
+# cut by columns, those that close it by rows, the vocabulary cut; norms and the batch whole).
+AXIS = "devices"
+_COLUMNS = ("wqkv", "w_gate", "w_up", "w_qkv", "b_qkv", "w_fc", "b_fc", "head")  # cut along their last dimension
+_ROWS = ("wo", "w_down", "w_o", "w_proj")  # cut along their input dimension (the one after the layer axis)
+
+
+def _fsdp_spec(shape: tuple[int, ...], n: int) -> jax.sharding.PartitionSpec:
+    P = jax.sharding.PartitionSpec
+    dims = sorted(range(len(shape)), key=lambda i: -shape[i])
+    cut = next((i for i in dims if shape[i] % n == 0 and shape[i] >= n), None)
+    return P(*[AXIS if i == cut else None for i in range(len(shape))])
+
+
+def _tp_spec(name: str, shape: tuple[int, ...], n: int) -> jax.sharding.PartitionSpec:
+    P = jax.sharding.PartitionSpec
+    cut = None
+    if name in _COLUMNS or name.startswith(tuple(c + "_" for c in _COLUMNS)):
+        cut = len(shape) - 1
+    elif name in _ROWS:
+        cut = len(shape) - 2
+    elif name == "embed":
+        cut = 0
+    if cut is None or shape[cut] % n:
+        return P()
+    return P(*[AXIS if i == cut else None for i in range(len(shape))])
+
+
+def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bool = False) -> Any:
+    """``NamedSharding``s for every array of ``tree`` (parameters, optimizer state, a KV cache: arrays or specs)
+    on ``mesh``'s one axis, split ``how`` ("fsdp" or "tp"); ``batch``: the tree is a batch (tokens), split
+    along its first dimension under fsdp and kept whole under tp."""
+    n = mesh.devices.size
+    P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
+
+    def one(path, a):
+        shape = tuple(a.shape)
+        if not shape or n == 1:
+            return NS(mesh, P())
+        if batch:
+            return NS(mesh, P(AXIS) if how == "fsdp" and shape[0] % n == 0 else P())
+        if how == "fsdp":
+            return NS(mesh, _fsdp_spec(shape, n))
+        keys = [getattr(k, "key", getattr(k, "name", None)) for k in path]
+        name = next((k for k in reversed(keys) if isinstance(k, str)), "")
+        return NS(mesh, _tp_spec(name, shape, n))
+
+    return jax.tree_util.tree_map_with_path(one, tree)
 
 
 def update_share(tree: dict, shards: int) -> dict:

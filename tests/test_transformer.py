@@ -1,0 +1,123 @@
+"""The library's transformer: one layer against a float64 numpy reference written apart from it, and the same
+gradients and train step whether the parameters are whole or split over host devices (fsdp and tensor parallel)."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxgpu import transformer as tf
+
+LLAMA = tf.Config("test-llama", 2, 64, 4, 2, 128, 256, 64, "llama")
+GPT2 = tf.Config("test-gpt2", 2, 64, 4, 4, 256, 256, 64, "gpt2")
+
+
+def _np_norm(x, g, b, style):
+    if style == "gpt2":
+        mu = x.mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * g + b
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5) * g
+
+
+def _np_rope(x, pos):
+    hd = x.shape[-1]
+    freq = 10000.0 ** (-np.arange(0, hd // 2) * 2 / hd)
+    ang = pos[:, :, None, None] * freq
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+    return np.concatenate([x1 * np.cos(ang) - x2 * np.sin(ang), x1 * np.sin(ang) + x2 * np.cos(ang)], -1)
+
+
+def _np_block(c, x, w):
+    """One decoder layer in float64 numpy, causal, written from the models' papers rather than from tf._block."""
+    b, t, d = x.shape
+    hd = d // c.heads
+    pos = np.broadcast_to(np.arange(t), (b, t)).astype(np.float64)
+    if c.style == "gpt2":
+        h = _np_norm(x, w["ln1_g"], w["ln1_b"], "gpt2")
+        q, k, v = np.split(h @ w["w_qkv"] + w["b_qkv"], 3, -1)
+        q, k, v = (a.reshape(b, t, c.heads, hd) for a in (q, k, v))
+    else:
+        h = _np_norm(x, w["attn_norm"], None, "llama")
+        qkv = h @ w["wqkv"]
+        q = _np_rope(qkv[..., : c.heads * hd].reshape(b, t, c.heads, hd), pos)
+        k = _np_rope(qkv[..., c.heads * hd:(c.heads + c.kv_heads) * hd].reshape(b, t, c.kv_heads, hd), pos)
+        v = qkv[..., (c.heads + c.kv_heads) * hd:].reshape(b, t, c.kv_heads, hd)
+        k, v = (np.repeat(a, c.heads // c.kv_heads, axis=2) for a in (k, v))  # each KV head serves its group
+    s = np.einsum("bthd,bshd->bhts", q, k) / np.sqrt(hd)
+    s = np.where(np.tril(np.ones((t, t), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    a = np.einsum("bhts,bshd->bthd", p, v).reshape(b, t, d)
+    if c.style == "gpt2":
+        x = x + a @ w["w_o"] + w["b_o"]
+        h = _np_norm(x, w["ln2_g"], w["ln2_b"], "gpt2")
+        u = h @ w["w_fc"] + w["b_fc"]
+        gelu = 0.5 * u * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u**3)))
+        return x + gelu @ w["w_proj"] + w["b_proj"]
+    x = x + a @ w["wo"]
+    h = _np_norm(x, w["mlp_norm"], None, "llama")
+    g = h @ w["w_gate"]
+    return x + (g / (1 + np.exp(-g)) * (h @ w["w_up"])) @ w["w_down"]
+
+
+@pytest.mark.parametrize("c", [LLAMA, GPT2], ids=lambda c: c.style)
+def test_one_layer_agrees_with_a_float64_reference(c):
+    params = tf.init(c, jax.random.key(1))
+    w = {k: v[0] for k, v in params["layers"].items()}
+    for i, k in enumerate(sorted(w)):  # weights large enough that the layer changes x; norms and biases off
+        noise = jax.random.normal(jax.random.key(10 + i), w[k].shape)  # their defaults, so they are tested too
+        w[k] = w[k] + 0.1 * noise if w[k].ndim == 1 else 10 * w[k]
+    x = jax.random.normal(jax.random.key(2), (2, 16, c.d_model), jnp.float32)
+    b, t = x.shape[:2]
+    positions = jnp.broadcast_to(jnp.arange(t), (b, t))
+    got, _ = jax.jit(lambda x, w: tf._block(c, x, w, positions, jnp.tril(jnp.ones((t, t), bool))))(x, w)
+    ref = _np_block(c, np.asarray(x, np.float64), {k: np.asarray(v, np.float64) for k, v in w.items()})
+    change = ref - np.asarray(x, np.float64)  # what the layer adds to its input: the error is measured on it
+    assert np.linalg.norm(change) > 0.3 * np.linalg.norm(ref)
+    err = np.linalg.norm(np.asarray(got, np.float64) - ref) / np.linalg.norm(change)
+    assert err < 1e-5, err
+
+
+def _mesh(n):
+    return jax.sharding.Mesh(np.array(jax.devices()[:n]), (tf.AXIS,))
+
+
+@pytest.mark.parametrize("how", ["fsdp", "tp"])
+@pytest.mark.parametrize("c", [LLAMA, GPT2], ids=lambda c: c.style)
+def test_sharded_and_whole_gradients_agree(c, how):
+    n = 4
+    assert len(jax.devices()) >= n
+    params = tf.init(c, jax.random.key(0))
+    tokens = jax.random.randint(jax.random.key(3), (8, 33), 0, c.vocab)
+    loss = lambda p, t: tf.loss(c, p, t, compute=jnp.float32)
+    whole = jax.jit(jax.value_and_grad(loss))(params, tokens)
+    mesh = _mesh(n)
+    p_sh, t_sh = tf.shard_specs(params, mesh, how), tf.shard_specs(tokens, mesh, how, batch=True)
+    split = jax.jit(jax.value_and_grad(loss), in_shardings=(p_sh, t_sh))(jax.device_put(params, p_sh),
+                                                                          jax.device_put(tokens, t_sh))
+    cut = [s for s in jax.tree.leaves(p_sh) if any(a is not None for a in s.spec)]
+    assert len(cut) >= 4  # most weights really are split
+    assert float(split[0]) == pytest.approx(float(whole[0]), rel=1e-5)
+    for g1, g2 in zip(jax.tree.leaves(whole[1]), jax.tree.leaves(split[1])):
+        np.testing.assert_allclose(np.asarray(g2), np.asarray(g1), rtol=2e-4, atol=1e-6)
+
+
+def test_a_sharded_train_step_keeps_its_layout_and_matches_the_whole_one():
+    c = dataclasses.replace(LLAMA, name="test-step")
+    mesh = _mesh(4)
+    params = tf.init(c, jax.random.key(0))
+    tokens = jax.random.randint(jax.random.key(3), (8, 33), 0, c.vocab)
+    step, opt = tf.train_step(c, compute=jnp.float32)
+    new, _, lv = step(params, opt.init(params), tokens)
+    p_sh = tf.shard_specs(params, mesh, "fsdp")
+    o_sh = tf.shard_specs(opt.init(params), mesh, "fsdp")
+    t_sh = tf.shard_specs(tokens, mesh, "fsdp", batch=True)
+    sstep, _ = tf.train_step(c, compute=jnp.float32, sharding=(p_sh, o_sh, t_sh))
+    snew, sopt, slv = sstep(jax.device_put(params, p_sh), jax.device_put(opt.init(params), o_sh),
+                            jax.device_put(tokens, t_sh))
+    assert float(slv) == pytest.approx(float(lv), rel=1e-5)
+    for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(snew)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-6)
+    assert jax.tree.leaves(snew)[0].sharding.is_equivalent_to(jax.tree.leaves(p_sh)[0], 3)

@@ -44,6 +44,7 @@ REGISTRY: dict[str, str] = {
     "tensor_parallel": "experiments.tensor_parallel",
     "distributed": "experiments.distributed",
     "gpu_model": "experiments.gpu_model",
+    "transformer": "experiments.transformer",
 }
 
 # On CPU a run that selects a multi-device experiment (``Experiment.multi_device``) and leaves

@@ -39,6 +39,7 @@ class Hardware:
     source: str
     estimate: bool = False
     lanes_per_core: int | None = None  # fp32 lanes: SIMD width on CPU, FP32 units per SM on GPU
+    link_gbps: float | None = None  # GPU to GPU, both directions together, per GPU (NVLink, else PCIe): datasheet
 
     @classmethod
     def from_dict(cls, d: dict) -> Hardware:
@@ -68,6 +69,9 @@ class Hardware:
         return peak / (self.memory_bw_gbps * 1e9)
 
 
+# link_gbps: NVLink per GPU where eight are joined by it (H100 and H200 SXM: NVLink 4, 900 GB/s; A100 SXM: NVLink 3,
+# 600 GB/s), else PCIe (L4 and RTX 4090: Gen4 x16, 64 GB/s; H200 NVL: its NVLink bridge joins 2 or 4 cards, so
+# eight talk over PCIe Gen5 x16, 128 GB/s), from the same datasheets.
 # Sources: NVIDIA H100 Tensor Core GPU datasheet (SXM5 column) and H200 datasheet
 # (SXM); A100 datasheet (80GB SXM); L4 datasheet; Ada Lovelace architecture whitepaper
 # v2.02, Table 2 (RTX 4090, FP32-accumulate rates). fp64 is the FP64 Tensor Core rate
@@ -76,19 +80,21 @@ GPUS: dict[str, Hardware] = {
     "H100 SXM": Hardware(
         "H100 SXM", {"fp64": 67.0, "fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9,
                      "int8": 1978.9},
-        80, 3350, 132, 1.98, "NVIDIA H100 datasheet (SXM5), dense", lanes_per_core=128),
+        80, 3350, 132, 1.98, "NVIDIA H100 datasheet (SXM5), dense", lanes_per_core=128, link_gbps=900),
     "A100 80GB": Hardware(
         "A100 80GB", {"fp64": 19.5, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "fp8": None,
                       "int8": 624.0},
-        80, 2039, 108, 1.41, "NVIDIA A100 datasheet (80GB SXM), dense", lanes_per_core=64),
+        80, 2039, 108, 1.41, "NVIDIA A100 datasheet (80GB SXM), dense", lanes_per_core=64, link_gbps=600),
     "L4": Hardware(
         "L4", {"fp64": 0.47, "fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5,
                "int8": 242.5},
-        24, 300, 58, 2.04, "NVIDIA L4 datasheet, dense (fp64: 1/64 of fp32, Ada)", lanes_per_core=128),
+        24, 300, 58, 2.04, "NVIDIA L4 datasheet, dense (fp64: 1/64 of fp32, Ada)", lanes_per_core=128,
+        link_gbps=64),
     "RTX 4090": Hardware(
         "RTX 4090", {"fp64": 1.29, "fp32": 82.6, "tf32": 82.6, "bf16": 165.2, "fp16": 165.2, "fp8": 330.3,
                      "int8": 660.6},
-        24, 1008, 128, 2.52, "Ada Lovelace whitepaper, Table 2, FP32 accumulate, dense", lanes_per_core=128),
+        24, 1008, 128, 2.52, "Ada Lovelace whitepaper, Table 2, FP32 accumulate, dense", lanes_per_core=128,
+        link_gbps=64),
 }
 
 # The H200 is the H100's processor with more and faster memory: the same arithmetic rates.
@@ -100,7 +106,7 @@ GPUS["H200 SXM"] = dataclasses.replace(GPUS["H100 SXM"], name="H200 SXM", memory
 GPUS["H200 NVL"] = Hardware(
     "H200 NVL", {"fp64": 60.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5,
                  "int8": 1670.5},
-    141, 4800, 132, None, "NVIDIA H200 datasheet (NVL), dense", lanes_per_core=128)
+    141, 4800, 132, None, "NVIDIA H200 datasheet (NVL), dense", lanes_per_core=128, link_gbps=128)
 
 # device_kind strings as JAX reports them, matched in order (the first pattern wins): the NVL
 # says so in its name ("NVIDIA H200 NVL"), the SXM part is plain "NVIDIA H200".

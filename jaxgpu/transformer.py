@@ -293,6 +293,8 @@ def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bo
             return NS(mesh, _fsdp_spec(shape, n))
         keys = [getattr(k, "key", getattr(k, "name", None)) for k in path]
         name = next((k for k in reversed(keys) if isinstance(k, str)), "")
+        if not name and len(shape) >= 4 and shape[-2] % n == 0:  # a KV cache [.., S, KV heads, hd]: by heads
+            return NS(mesh, P(*[AXIS if i == len(shape) - 2 else None for i in range(len(shape))]))
         return NS(mesh, _tp_spec(name, shape, n))
 
     return jax.tree_util.tree_map_with_path(one, tree)
@@ -317,7 +319,7 @@ def train_specs(c: Config, batch: int, seq: int, shards: int = 1) -> tuple:
     return params, state, jax.ShapeDtypeStruct((batch, seq + 1), jnp.int32)
 
 
-def decode_step(c: Config, compute: Any = jnp.bfloat16, weights: str = "bf16"):
+def decode_step(c: Config, compute: Any = jnp.bfloat16, weights: str = "bf16", sharding: tuple | None = None):
     """A jitted ``step(params, cache, token, index) -> (logits, cache')``: one token for each of B sequences
     against a KV cache (k, v: [L, B, S, KV, hd]) holding ``index`` tokens; attention over the whole cache,
     masked. ``weights="int8"``: the layers' matrices are int8 with a per-output-channel scale, widened to
@@ -351,7 +353,10 @@ def decode_step(c: Config, compute: Any = jnp.bfloat16, weights: str = "bf16"):
         head = p["embed"].T if c.style == "gpt2" else p["head"]
         return (x @ head).astype(jnp.float32), (ks, vs)
 
-    return jax.jit(step, donate_argnums=(1,))
+    if sharding is None:
+        return jax.jit(step, donate_argnums=(1,))
+    whole = jax.sharding.NamedSharding(jax.tree.leaves(sharding[0])[0].mesh, jax.sharding.PartitionSpec())
+    return jax.jit(step, in_shardings=sharding, out_shardings=(whole, sharding[1]), donate_argnums=(1,))
 
 
 def _widen(v, w, name, compute):

@@ -121,3 +121,83 @@ def test_a_sharded_train_step_keeps_its_layout_and_matches_the_whole_one():
     for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(snew)):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-6)
     assert jax.tree.leaves(snew)[0].sharding.is_equivalent_to(jax.tree.leaves(p_sh)[0], 3)
+
+
+@pytest.mark.slow
+def test_the_experiment_measures_the_smallest_and_compiles_every_size(tmp_path):
+    from jaxgpu import results, targets
+
+    from experiments.harness import runner
+
+    runner.run_study(["transformer"], platform="cpu", profile="tiny", out_dir=tmp_path / "cpu", progress=False,
+                     log=lambda m: None)
+    recs = {(x.params["mode"]): x for x in results.read_run(tmp_path / "cpu").records}
+    assert {r.status for r in recs.values()} == {"ok"}, [r.reason for r in recs.values()]
+    for mode in ("train", "serve"):
+        m = recs[mode].metrics
+        assert m["time_s_median"] > 0 and m["tokens_per_s"] > 0 and m["bytes_measured"] > m["params"] * 2
+        assert m["flops_xla"] > 0  # the CPU check of the prediction model prices it
+    if why := targets.unavailable():
+        pytest.skip(why)
+    runner.run_study(["transformer"], platform="cpu", profile="tiny", out_dir=tmp_path / "h200", progress=False,
+                     log=lambda m: None, compile_for="h200")
+    plans = {(x.params["model"], x.params["mode"], x.params["devices"]): x
+             for x in results.read_run(tmp_path / "h200").records}
+    assert set(plans) == {(m, mode, n) for m in ("gpt2-124m", "llama-1b") for mode in ("train", "serve")
+                          for n in (1, 8)}
+    for (_model, mode, n), x in plans.items():
+        m = x.metrics
+        assert x.status == "ok" and x.compiled and m["gpu_plan"] == 1.0
+        assert m["bytes_compiled"] > 0 and m["predicted_step_s"] > 0 and 0 < m["predicted_mfu"] < 1
+        assert [m[f"fits_{gb}gb"] for gb in (24, 40, 80, 141)] == sorted(m[f"fits_{gb}gb"] for gb in (24, 40, 80, 141))
+        if n > 1 and mode == "train":  # fsdp gathers the weights and scatters the gradients
+            assert m["all_gather_count"] > 0 and m["reduce_scatter_count"] + m.get("all_reduce_count", 0) > 0
+    one, eight = plans[("llama-1b", "train", 1)].metrics, plans[("llama-1b", "train", 8)].metrics
+    assert eight["bytes_compiled"] < one["bytes_compiled"] / 4  # split eight ways, less what every device keeps
+
+
+def test_the_command_prices_a_described_decoder_as_the_library_does(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from jaxgpu import sizing, targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    dims = dict(layers=2, d_model=256, heads=8, kv_heads=2, ffn=512, vocab=1000)
+    cmd = [sys.executable, "-m", "experiments.model", "--serve", "--batch", "2", "--seq", "256", "--devices", "1,2",
+           "--gpus", "h200,a100", "--out", str(tmp_path / "plan")]
+    cmd += [a for k, v in dims.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "H200 SXM" in proc.stdout and "A100 80GB" in proc.stdout and "predicted, not run" in proc.stdout
+    got = json.loads((tmp_path / "plan.json").read_text())
+    c = tf.Config("described", dims["layers"], dims["d_model"], dims["heads"], dims["kv_heads"], dims["ffn"],
+                  dims["vocab"], 2048, "llama")
+    want = [dataclasses.asdict(p) for p in sizing.model_on_gpus(c, train=False, batch=2, seq=256, devices=(1, 2),
+                                                                gpus=["h200", "a100"])]
+    assert len(got) == 4
+    for g, w in zip(got, want):
+        assert g["gpu"] == w["gpu"] and g["devices"] == w["devices"] and g["plan"] == w["plan"]
+        for key in ("bytes_per_device", "seconds", "tokens_per_s", "mfu", "comm_s"):
+            assert g[key] == pytest.approx(w[key], rel=1e-9), key
+    assert (tmp_path / "plan.csv").read_text().startswith("gpu,devices,bytes_per_device")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--model", "llama7b"], "unknown model 'llama7b'; did you mean 'llama-7b'?"),
+    (["--layers", "2"], "name a model (--model llama-7b; --list shows them) or describe one"),
+    (["--model", "llama-7b", "--devices", "0"], "--devices takes counts from 1 to 64"),
+    (["--model", "llama-7b", "--gpus", "tpu"], "--gpus: unknown GPU 'tpu'"),
+    (["--model", "llama-7b", "--batch", "0"], "--batch must be at least 1"),
+])
+def test_the_command_refuses_bad_input_in_one_line(argv, said):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "experiments.model", *argv], capture_output=True, text=True,
+                          timeout=120)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("experiments.model")]
+    assert proc.returncode == 2 and len(lines) == 1 and said in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -169,7 +169,7 @@ def measured_on(runs: list[results.Run], gpu: str) -> dict[str, float]:
 
 
 # rates a prediction carries over, scaled by measured time / predicted time (the same work in less time)
-_RATES = ("gflops", "gbytes_per_s", "samples_per_s")
+_RATES = ("gflops", "gbytes_per_s", "samples_per_s", "tokens_per_s")
 # counts of the work, which do not depend on the hardware
 _COUNTS = ("flops_xla", "bytes_xla", "steps", "step_flops_xla", "step_bytes_xla", "intensity_flop_per_byte")
 

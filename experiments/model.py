@@ -1,0 +1,147 @@
+"""``python -m experiments.model``: what a GPU buys a transformer: each GPU of the hardware table, on 1 and 8
+devices, for a named or described decoder, trained or served.
+
+Examples (GPU names in any spelling: h200, "H200 SXM", a100)::
+
+    python -m experiments.model --model llama-7b --train --batch 8 --seq 2048 --devices 1,8
+    python -m experiments.model --model llama-70b --serve --batch 16 --seq 4096 --gpus h100,h200
+    python -m experiments.model --layers 24 --d-model 2048 --heads 16 --kv-heads 4 --ffn 5632 --vocab 32000 --train
+
+Each row is compiled for that GPU by XLA:GPU on this CPU (the gpu-compile extra) and priced, never run: bytes per
+GPU from XLA's memory plan, whether that fits 75% of the card (JAX's default share), the predicted step time with
+its bounds, tokens/s, MFU and what binds it. The table is printed and written as CSV and JSON (``--out``).
+Bad input is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        self.exit(2, f"experiments.model: error: {message}\n")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    examples = __doc__.split("::")[1].split("\n\n")[1]
+    p = _Parser(prog="python -m experiments.model", description=__doc__.split("\n\n")[0],
+                epilog="examples:\n" + examples, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="a named config (see --list), or describe one with --layers ... --vocab")
+    p.add_argument("--list", action="store_true", help="list the named configs and exit")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--train", action="store_true", help="one AdamW step (the default)")
+    mode.add_argument("--serve", action="store_true", help="one decode step against a KV cache of --seq tokens")
+    p.add_argument("--batch", type=int, default=8, help="sequences per step (default 8)")
+    p.add_argument("--seq", type=int, default=2048, help="tokens per sequence, or the cache's context (default 2048)")
+    p.add_argument("--devices", default="1,8", help="GPU counts, comma separated (default 1,8)")
+    p.add_argument("--gpus", help="GPUs of the hardware table, comma separated (default: all)")
+    p.add_argument("--out", metavar="PATH", help="write PATH.csv and PATH.json (default: no files)")
+    for dim in ("layers", "d-model", "heads", "kv-heads", "ffn", "vocab"):
+        p.add_argument(f"--{dim}", type=int, help=f"a described decoder's {dim.replace('-', ' ')}")
+    p.add_argument("--style", choices=("llama", "gpt2"), default="llama", help="a described decoder's block")
+    args = p.parse_args(argv)
+    dims = [args.layers, args.d_model, args.heads, args.kv_heads, args.ffn, args.vocab]
+    if args.list:
+        return args
+    if args.model and any(d is not None for d in dims):
+        p.error("--model names a config; drop --layers ... --vocab, or drop --model to describe one")
+    if not args.model and not all(d is not None for d in dims):
+        p.error("name a model (--model llama-7b; --list shows them) or describe one with all of --layers, "
+                "--d-model, --heads, --kv-heads, --ffn and --vocab")
+    for name in ("batch", "seq"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    try:
+        args.devices = [int(n) for n in args.devices.split(",") if n.strip()]
+    except ValueError:
+        p.error(f"--devices takes counts like 1,8, got {args.devices!r}")
+    if not args.devices or min(args.devices) < 1 or max(args.devices) > 64:
+        p.error(f"--devices takes counts from 1 to 64, got {args.devices}")
+    from jaxgpu import hardware
+
+    try:
+        args.gpus = [hardware.find_gpu(g).name for g in args.gpus.split(",")] if args.gpus else None
+    except KeyError as err:
+        p.error(f"--gpus: {err.args[0]}")
+    if not args.model:
+        if args.d_model % args.heads or args.heads % args.kv_heads:
+            p.error(f"--d-model ({args.d_model}) must split into --heads ({args.heads}), and those into --kv-heads "
+                    f"({args.kv_heads})")
+    return args
+
+
+def config(args: argparse.Namespace):
+    """The decoder the command line names or describes."""
+    from jaxgpu import transformer as tf
+
+    if args.model:
+        return args.model
+    return tf.Config("described", args.layers, args.d_model, args.heads, args.kv_heads, args.ffn, args.vocab,
+                     max(args.seq, 2048), args.style)
+
+
+COLUMNS = ("gpu", "devices", "bytes_per_device", "fits", "seconds", "lower_s", "upper_s", "tokens_per_s", "mfu",
+           "binds", "comm_s", "estimate_bytes", "plan")
+
+
+def table(plans) -> list[list[str]]:
+    from jaxgpu import report as rp
+
+    rows = [["GPU", "GPUs", "per GPU", "fits", "step", "bounds", "tokens/s", "MFU", "binds", "plan"]]
+    for p in plans:
+        rows.append([p.gpu, str(p.devices), rp.si(p.bytes_per_device, "B"), "yes" if p.fits else "no",
+                     rp.si(p.seconds, "s"), f"{rp.si(p.lower_s, 's')}-{rp.si(p.upper_s, 's')}",
+                     rp.si(p.tokens_per_s, "tokens/s"), f"{p.mfu:.0%}", p.binds, p.plan])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.list:
+        from jaxgpu import transformer as tf
+
+        for c in tf.CONFIGS.values():
+            print(f"{c.name:12s} {c.style:6s} {c.layers:3d} layers, width {c.d_model:5d}, {c.heads} heads "
+                  f"({c.kv_heads} KV), ffn {c.ffn}, vocab {c.vocab}, {c.params() / 1e9:.2f} B parameters")
+        return 0
+    from jaxgpu import devices
+
+    devices.configure("cpu", max(args.devices))  # compile on this CPU; its host devices stand in without the extra
+    from jaxgpu import sizing
+
+    try:
+        plans = sizing.model_on_gpus(config(args), train=not args.serve, batch=args.batch, seq=args.seq,
+                                     devices=args.devices, gpus=args.gpus)
+    except KeyError as err:
+        print(f"experiments.model: error: {err.args[0]}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:
+        print(f"experiments.model: error: {err}", file=sys.stderr)
+        return 2
+    rows = table(plans)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    what = "train step" if not args.serve else "decode step"
+    print(f"{args.model or 'described decoder'}, one {what}, batch {args.batch} x {args.seq:,} tokens "
+          "(compiled for each GPU on this CPU, predicted, not run):")
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out.with_suffix(".csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(COLUMNS)
+            w.writerows([[getattr(p, c) for c in COLUMNS] for p in plans])
+        out.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(p) for p in plans], indent=1) + "\n")
+        print(f"written: {out.with_suffix('.csv')} and {out.with_suffix('.json')}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

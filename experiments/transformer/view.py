@@ -1,0 +1,112 @@
+"""The transformer section of the report: the smallest configs measured here, and every config's train and serve
+steps as XLA:GPU plans them for 1 and 8 GPUs (compiled, not run). Imports no JAX."""
+
+from __future__ import annotations
+
+import statistics
+
+from jaxgpu import report as rp
+
+from experiments.analysis.claims import for_experiment
+from experiments.contract import View
+
+CLAIMS = for_experiment("transformer")
+CARDS_GB = (24, 40, 80, 141)
+USABLE = 0.75  # jaxgpu.sizing.USABLE_FRACTION: JAX's default share of a card
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("Transformers from 124M to 70B: train and serve", "transformer", CLAIMS)
+    good = [(r, x) for r, x in rp.ok(pairs, "transformer") if "mode" in x.params and "case" not in x.params]
+    rows, notes = [], []
+    for run, x in sorted(rp.measured(good), key=lambda p: (p[0].label, p[1].params["model"], p[1].params["mode"])):
+        m = x.metrics
+        rows.append([run.label, x.params["model"], x.params["mode"], f"{x.params['batch']} x {x.params['seq']}",
+                     rp.si(m["time_s_median"], "s"), rp.si(m["tokens_per_s"], "tokens/s"),
+                     f"{m['mfu']:.0%}" if "mfu" in m else "-", rp.si(m["bytes_measured"], "B")])
+    for label, (_run, recs) in rp.by_run(rp.measured(good)).items():
+        for x in recs:
+            if x.params["mode"] == "train":
+                notes.append(f"On {label} a {x.params['model']} train step ({x.params['batch']} x {x.params['seq']} "
+                             f"tokens) took {rp.si(x.metrics['time_s_median'], 's')}: "
+                             f"{rp.si(x.metrics['tokens_per_s'], 'tokens/s')}"
+                             + (f", {x.metrics['mfu']:.0%} of the device's peak (MFU)" if "mfu" in x.metrics else "")
+                             + f", holding {rp.si(x.metrics['bytes_measured'], 'B')} by XLA's count.")
+    if rows:
+        sec.paragraphs += notes
+        sec.tables.append(rp.Table(["run", "model", "step", "batch x tokens", "median", "tokens/s", "MFU",
+                                    "memory (XLA)"], rows,
+                                   "Measured here: one train step (AdamW) and one decode step, checked first"))
+    sec.paragraphs += rp.not_ok([(r, x) for r, x in pairs if x.experiment == "transformer" and not x.compiled])
+    return sec
+
+
+def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+    """Every config on 1 and 8 GPUs of a target: bytes per device against the cards, the estimate's error,
+    collectives and the predicted step (compiled, not run)."""
+    plans = [(r, x) for r, x in rp.ok(pairs, "transformer", case="plan")]
+    if not plans:
+        return
+    run = plans[0][0]
+    gpu = run.hardware.name if run.hardware else run.machine
+    by = {(x.params["model"], x.params["mode"], x.params["devices"]): x for _, x in plans}
+    models = rp.first_seen(x.params["model"] for _, x in plans)
+    sec.plots.insert(0, rp.Plot("transformer_memory", _figure(by, models, gpu), _takeaway(by, models, gpu)))
+    rows = []
+    for (model, mode, n), x in by.items():
+        m = x.metrics
+        comm = sum(v for k, v in m.items() if k.endswith("_bytes") and not k.startswith("bytes"))
+        rows.append([model, mode, n, f"{int(m['batch'])} x {int(m['seq']):,}", rp.si(m["bytes_compiled"], "B"),
+                     f"{m['prediction_error']:+.0%}", ", ".join(f"{gb} GB" for gb in CARDS_GB if m[f"fits_{gb}gb"])
+                     or "none", rp.si(comm, "B"), rp.si(m["predicted_step_s"], "s"),
+                     rp.si(m["predicted_tokens_per_s"], "tokens/s"), f"{m['predicted_mfu']:.0%}"])
+    sec.tables.append(rp.Table(
+        ["model", "step", "GPUs", "batch x tokens", "per GPU (XLA:GPU)", "estimate error", f"fits ({USABLE:.0%} of)",
+         "collectives", "step", "tokens/s", "MFU"], rows,
+        f"Compiled for {gpu}: train = AdamW, fp32 master weights, bf16 products, split fsdp; serve = one decode step, "
+        "bf16 weights and KV cache, tensor parallel. Step times predicted, not run (collectives at the datasheet "
+        "link bandwidth)"))
+
+
+def _figure(by: dict, models: list[str], gpu: str) -> rp.Figure:
+    fig = rp.Figure(figsize=(8.0, 4.2), dpi=100)
+    ax = fig.add_subplot()
+    xs = range(len(models))
+    for (mode, n), style in {("train", 1): "-o", ("train", 8): "--o", ("serve", 1): "-s", ("serve", 8): "--s"}.items():
+        pts = [(i, by[(m, mode, n)].metrics["bytes_compiled"] / 1e9) for i, m in enumerate(models)
+               if (m, mode, n) in by]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color="C0" if mode == "train" else "C1",
+                    label=f"{mode}, {n} GPU{'s' if n > 1 else ''} (per GPU)", markersize=4)
+    for gb in CARDS_GB:
+        ax.axhline(USABLE * gb, color="0.5", linewidth=0.8, linestyle=":")
+        ax.annotate(f"{gb} GB card", (len(models) - 1, USABLE * gb), fontsize=7, color="0.3", ha="right",
+                    va="bottom")
+    ax.set_xticks(list(xs), models, rotation=30, ha="right", fontsize=8)
+    return rp.finish(fig, ax, ylabel="GB per GPU (XLA:GPU's plan)", logy=True, grid="y",
+                     title=f"What each model holds per GPU, compiled for {gpu} (dotted: 75% of each card)")
+
+
+def _takeaway(by: dict, models: list[str], gpu: str) -> str:
+    def fits(model, mode, n, gb=141):
+        x = by.get((model, mode, n))
+        return x is not None and x.metrics[f"fits_{gb}gb"]
+
+    train1 = [m for m in models if fits(m, "train", 1)]
+    train8 = [m for m in models if not fits(m, "train", 1) and fits(m, "train", 8)]
+    never = [m for m in models if (m, "train", 8) in by and not fits(m, "train", 8)]
+    serve1 = [m for m in models if fits(m, "serve", 1)]
+    errs = [abs(x.metrics["prediction_error"]) for x in by.values()]
+    parts = [f"Compiled for the {gpu}, not run: on one 141 GB card (75% usable) training fits "
+             f"{', '.join(train1) or 'none'}; 8 GPUs (fsdp) add {', '.join(train8) or 'none'}"]
+    if never:
+        parts.append(f"{', '.join(never)} does not fit even on 8 at this batch without activation checkpointing")
+    parts.append(f"serving (batch and context as listed) fits {', '.join(serve1) or 'none'} on one card")
+    if errs:
+        parts.append(f"jaxgpu.fit's estimate missed XLA:GPU's plans by a median {statistics.median(errs):.0%} "
+                     f"(worst {max(errs):.0%}): the formula counts no temporaries beyond its activation model and "
+                     "no workspace")
+    return "; ".join(parts) + "."
+
+
+VIEW = View(section, compiled)

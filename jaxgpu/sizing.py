@@ -1,0 +1,318 @@
+"""What a GPU buys your step: any JAX function and its argument shapes, priced on every GPU of the hardware table.
+
+``on_gpus(step, *specs)`` answers "which of these GPUs holds this step, and how long would it take there?" for a
+program given as ``jax.ShapeDtypeStruct``s (nothing is allocated, so a 70B step is as cheap to ask about as a
+small one). Per GPU: the bytes one device holds (XLA:GPU's own memory plan for that GPU where the gpu-compile
+extra can compile it here, else XLA:CPU's plan of the same program standing in, and the row says which), whether
+that fits the card's memory after the share JAX's allocator leaves unused, the predicted seconds with their
+bounds (``jaxgpu.predict``), and what binds the step. With ``measure=True`` a first row times the step on this
+machine, on random inputs of those shapes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from jaxgpu import hardware
+
+# JAX preallocates this share of a GPU's memory for its arrays (XLA_PYTHON_CLIENT_MEM_FRACTION's default): a
+# step that needs more does not fit as JAX is started by default (the rest is the CUDA context, cuBLAS and
+# cuDNN workspaces, other processes)
+USABLE_FRACTION = 0.75
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuRow:
+    """One device's answer. ``bytes_per_device``: what the step holds on one device (arguments, outputs and
+    temporaries, less what XLA aliases), from ``memory_plan``; ``fits``: within ``USABLE_FRACTION`` of its
+    memory; ``seconds`` (with ``lower_s``, ``upper_s``) per call of the step, predicted, or measured here;
+    ``binds``: "compute", "memory" or "launches"; ``plan``: the program priced ("xla:gpu h200", or
+    "xla:cpu, estimate (why)"); ``memory_plan``: the same for the bytes."""
+
+    device: str
+    memory_gb: float
+    bytes_per_device: float
+    fits: bool
+    seconds: float
+    lower_s: float
+    upper_s: float
+    binds: str
+    plan: str
+    memory_plan: str
+    measured: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class OnGpus:
+    """The rows of ``on_gpus``; a notebook shows them as a table."""
+
+    rows: tuple[GpuRow, ...]
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __getitem__(self, device: str) -> GpuRow:
+        return next(r for r in self.rows if r.device == device)
+
+    def table(self):
+        from jaxgpu import report as rp
+
+        return rp.Table(
+            ["device", "memory", "step holds", "fits", "seconds per step", "bounds", "binds", "figures from"],
+            [[r.device, rp.si(r.memory_gb * 1e9, "B"), rp.si(r.bytes_per_device, "B"), "yes" if r.fits else "no",
+              rp.si(r.seconds, "s"), f"{rp.si(r.lower_s, 's')} - {rp.si(r.upper_s, 's')}", r.binds,
+              "measured here" if r.measured else f"predicted, not run: {r.plan}; memory: {r.memory_plan}"]
+             for r in self.rows],
+            f"A step on each GPU (fits: within {USABLE_FRACTION:.0%} of the card, JAX's default share)")
+
+    def _repr_html_(self) -> str:
+        return self.table()._repr_html_()
+
+    def as_dicts(self) -> list[dict]:
+        return [dataclasses.asdict(r) for r in self.rows]
+
+
+def _memory(step: Callable, specs: Sequence[Any], hw: hardware.Hardware) -> tuple[float, str]:
+    """Bytes one device holds and whose plan says so: XLA:GPU's for ``hw`` where it compiles here, else XLA:CPU's."""
+    import jax
+
+    from jaxgpu import prediction, targets
+
+    name, label = prediction.plan_target(hw)
+    why = "no XLA:GPU target for this GPU" if name is None else targets.unavailable()
+    if why is None:
+        try:
+            prediction._cpu_only_if_no_driver()
+            dev = targets.devices(name)[0]
+        except (NotImplementedError, RuntimeError) as err:
+            why = f"XLA:GPU cannot compile in this process ({type(err).__name__})"
+        else:
+            plan = targets.compile_plan(step, *targets.specs_like(list(specs), dev))
+            return float(plan.total_bytes), label
+    shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), list(specs))
+    m = (step if hasattr(step, "lower") else jax.jit(step)).lower(*shapes).compile().memory_analysis()
+    total = m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes
+    return float(total), f"xla:cpu, estimate ({why})"
+
+
+def _random_like(specs: Sequence[Any]) -> list[Any]:
+    """Inputs of the specs' shapes and dtypes, random (never zeros XLA could fold or a cache could flatter)."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves, tree = jax.tree.flatten(list(specs))
+    keys = jax.random.split(jax.random.key(0), max(len(leaves), 1))
+    out = []
+    for k, s in zip(keys, leaves):
+        if jnp.issubdtype(s.dtype, jnp.floating):
+            out.append(jax.random.normal(k, s.shape, jnp.float32).astype(s.dtype))
+        elif jnp.issubdtype(s.dtype, jnp.integer):
+            out.append(jax.random.randint(k, s.shape, 0, 8).astype(s.dtype))
+        elif jnp.issubdtype(s.dtype, jax.dtypes.prng_key):
+            out.append(jax.random.split(k, s.shape) if s.shape else k)
+        else:
+            out.append(jnp.ones(s.shape, s.dtype))
+    return jax.tree.unflatten(tree, out)
+
+
+def on_gpus(step: Callable, *specs: Any, gpus: Sequence[str] | None = None, measure: bool = False,
+            target_s: float = 0.3) -> OnGpus:
+    """``step(*specs)`` on every GPU of the hardware table (or those named in ``gpus``, any spelling
+    ``hardware.find_gpu`` reads): one ``GpuRow`` each, predicted, never run; with ``measure``, a first row
+    timed on this machine (compile apart, warm-up, repeats), on random inputs of the specs' shapes.
+
+    ``specs`` are ``jax.ShapeDtypeStruct``s (or arrays: only their shapes and dtypes are read), in a pytree as
+    the step takes them. One device per GPU: a step sharded over several is priced per device by compiling
+    it with its shardings (``jaxgpu.targets``).
+
+    Raises:
+      KeyError: a name in ``gpus`` is no GPU of the hardware table.
+    """
+    from jaxgpu import prediction
+
+    hws = [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values())
+    rows = []
+    if measure:
+        rows.append(_measured_here(step, specs, target_s))
+    for hw in hws:
+        nbytes, mem_plan = _memory(step, specs, hw)
+        p = prediction.predict(step, *specs, on=hw)
+        rows.append(GpuRow(hw.name, hw.memory_gb, nbytes, nbytes <= USABLE_FRACTION * hw.memory_gb * 1e9,
+                           p.estimate_s, p.lower_s, p.upper_s, p.bound, p.plan, mem_plan))
+    return OnGpus(tuple(rows))
+
+
+def _measured_here(step: Callable, specs: Sequence[Any], target_s: float) -> GpuRow:
+    import jax
+
+    from jaxgpu import devices, timing
+
+    args = _random_like(specs)
+    jitted = step if hasattr(step, "lower") else jax.jit(step)
+    t = timing.time_jitted(jitted, *args, target_s=target_s)
+    m = jitted.lower(*args).compile().memory_analysis()
+    nbytes = float(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
+    dev = jax.devices()[0]
+    mem = (devices.host_memory_bytes() or 0) / 1e9 if dev.platform == "cpu" else \
+        (dev.memory_stats() or {}).get("bytes_limit", 0) / 1e9
+    name = f"this {dev.platform} ({dev.device_kind})"
+    return GpuRow(name, mem, nbytes, nbytes <= mem * 1e9, t.median_s, t.quantile_s(0.25), t.quantile_s(0.75),
+                  "-", "measured", "xla memory analysis", measured=True)
+
+
+# ---- a transformer on N GPUs ----------------------------------------------------------------------------------
+# How many bytes each device sends over its links for a collective, per byte the kernel list counts for it
+# (operands + results): all-reduce ring 2(n-1)/n of its S, counted 2S; all-gather and reduce-scatter (n-1)/n of the
+# full S, counted S(1 + 1/n); all-to-all (n-1)/n of S, counted 2S; a permute S, counted 2S.
+_LINK_SHARE = {"all-reduce": lambda n: (n - 1) / n, "all-gather": lambda n: (n - 1) / (n + 1),
+               "reduce-scatter": lambda n: (n - 1) / (n + 1), "all-to-all": lambda n: (n - 1) / (2 * n),
+               "collective-permute": lambda n: 0.5}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelPlan:
+    """A transformer's step on ``devices`` GPUs of one kind, compiled for them and priced, never run.
+
+    ``bytes_per_device`` from XLA:GPU's memory plan (``memory_plan`` names it; XLA:CPU's stands in without the
+    gpu-compile extra) beside ``estimate_bytes``, ``jaxgpu.fit``'s formula for the whole model divided by the
+    devices; ``fits`` within ``USABLE_FRACTION`` of the card; ``seconds`` per step (``lower_s`` to ``upper_s``),
+    of which ``comm_s`` is the step's collectives at the datasheet link bandwidth (one direction, not overlapped
+    with compute); ``tokens_per_s`` and ``mfu`` (model FLOPs, 6 x parameters per trained token or 2 x per served
+    one, over the devices' bf16 peak) follow from it."""
+
+    model: str
+    mode: str  # "train" (AdamW, fp32 master weights, bf16 products; fsdp) or "serve" (one decode step; tp)
+    gpu: str
+    devices: int
+    batch: int
+    seq: int
+    bytes_per_device: float
+    estimate_bytes: float
+    fits: bool
+    seconds: float
+    lower_s: float
+    upper_s: float
+    comm_s: float
+    binds: str
+    tokens_per_s: float
+    mfu: float
+    collectives: dict
+    plan: str
+    memory_plan: str
+
+
+def _mesh_devices(hw: hardware.Hardware, n: int):
+    """Compile-only devices of ``hw``'s XLA:GPU target (or its stand-in) and the plan's label; (None, why)
+    where none can be had here."""
+    from jaxgpu import prediction, targets
+
+    name, label = prediction.plan_target(hw)
+    why = "no XLA:GPU target for this GPU" if name is None else targets.unavailable()
+    if why is None:
+        try:
+            prediction._cpu_only_if_no_driver()
+            return targets.devices(name, n), label
+        except (NotImplementedError, RuntimeError) as err:
+            why = f"XLA:GPU cannot compile in this process ({type(err).__name__})"
+    return None, why
+
+
+def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, batch: int = 1, seq: int = 2048,
+               devices: int = 1) -> ModelPlan:
+    """``model`` (a name of ``jaxgpu.transformer.CONFIGS``) training (one AdamW step over ``batch`` sequences of
+    ``seq`` tokens, split fsdp) or serving (one decode step for ``batch`` sequences against a ``seq``-token
+    cache, split by tensor parallelism) on ``devices`` GPUs named ``gpu``, compiled for them by XLA:GPU on this
+    CPU and priced (``ModelPlan``). Nothing is allocated.
+
+    ``model`` may also be a ``jaxgpu.transformer.Config`` (any decoder described by its dimensions).
+
+    Raises:
+      KeyError: an unknown model or GPU.
+      RuntimeError: no XLA:GPU plan can be had here (the gpu-compile extra is missing) and ``devices`` > 1.
+    """
+    import jax
+
+    from jaxgpu import fit, prediction, stack, targets
+    from jaxgpu import transformer as tf
+
+    try:
+        c = model if isinstance(model, tf.Config) else tf.CONFIGS[model]
+    except KeyError:
+        import difflib
+
+        near = difflib.get_close_matches(model.lower(), tf.CONFIGS, n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise KeyError(f"unknown model {model!r}; {hint}known: {', '.join(tf.CONFIGS)}") from None
+    hw = hardware.find_gpu(gpu)
+    devs, label = _mesh_devices(hw, devices)
+    if devs is None:
+        devs = jax.devices("cpu")[:devices]
+        if len(devs) < devices:
+            raise RuntimeError(f"no XLA:GPU plan for {devices} {hw.name}s here ({label}), and this machine has "
+                               f"{len(devs)} CPU devices to stand in: install the gpu-compile extra")
+        label = f"xla:cpu, estimate ({label})"
+    mesh = jax.sharding.Mesh(list(devs), (tf.AXIS,))
+    if train:
+        specs = tf.train_specs(c, batch, seq)
+        sh = (tf.shard_specs(specs[0], mesh, "fsdp"), tf.shard_specs(specs[1], mesh, "fsdp"),
+              tf.shard_specs(specs[2], mesh, "fsdp", batch=True))
+        step, _ = tf.train_step(c, flash=True, sharding=sh)
+        tokens, model_flops = batch * seq, 6.0 * c.params() * batch * seq
+    else:
+        specs = tf.decode_specs(c, batch, seq)
+        sh = (tf.shard_specs(specs[0], mesh, "tp"), tf.shard_specs(specs[1], mesh, "tp"),
+              tf.shard_specs(specs[2], mesh, "tp", batch=True), tf.shard_specs(specs[3], mesh, "tp", batch=True))
+        step = tf.decode_step(c, sharding=sh)
+        tokens, model_flops = batch, 2.0 * c.params() * batch
+    placed = [jax.tree.map(lambda s, h: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=h), sp, shd)
+              for sp, shd in zip(specs, sh)]
+    if label.startswith("xla:gpu"):
+        plan = targets.compile_plan(step, *placed)
+        nbytes, hlo = float(plan.total_bytes), plan.hlo
+    else:
+        compiled = step.lower(*placed).compile()
+        m = compiled.memory_analysis()
+        nbytes = float(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+                       - m.alias_size_in_bytes)
+        hlo = compiled.as_text()
+    ks = stack.kernels(hlo)
+    comm, rest, counts = 0.0, [], {}
+    link = (hw.link_gbps or 0) / 2 * 1e9  # one direction
+    for k in ks:
+        op = next((o for o in _LINK_SHARE if k.name.startswith(o)), None)
+        if op is None:
+            rest.append(k)
+            continue
+        if k.name.startswith(op + "-done"):
+            continue
+        moved = k.count * k.bytes * _LINK_SHARE[op](devices)
+        n, b = counts.get(op, (0, 0.0))
+        counts[op] = (n + k.count, b + moved)
+        comm += moved / link if link else 0.0
+    p = prediction.price(rest, prediction.roofs_for(hw), loop_steps=stack.loop_steps(hlo), plan=label)
+    est = fit.transformer_train(_fit_shape(c), "bf16", seq, batch) if train else \
+        fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
+    seconds = p.estimate_s + comm
+    peak = (hw.peak_flops("bf16") or 0) * devices
+    return ModelPlan(c.name, "train" if train else "serve", hw.name, devices, batch, seq, nbytes,
+                     sum(est.values()) / devices, nbytes <= USABLE_FRACTION * hw.memory_gb * 1e9, seconds,
+                     max(p.lower_s, comm), p.upper_s + comm, comm,
+                     "communication" if comm > max(p.compute_s, p.memory_s, p.launch_s) else p.bound,
+                     tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, label, label)
+
+
+def _fit_shape(c):
+    """The config in ``jaxgpu.fit``'s terms (layers, width, heads), for its estimate beside XLA's plan."""
+    from jaxgpu import fit
+
+    return fit.Transformer(c.name, c.layers, c.d_model, c.heads, c.vocab)
+
+
+def model_on_gpus(model: str | Any, *, train: bool = True, batch: int = 1, seq: int = 2048,
+                  devices: Sequence[int] = (1, 8), gpus: Sequence[str] | None = None) -> list[ModelPlan]:
+    """``plan_model`` for each GPU of the hardware table (or ``gpus``) and each device count: what
+    ``python -m experiments.model`` prints."""
+    hws = [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values())
+    return [plan_model(model, hw.name, train=train, batch=batch, seq=seq, devices=n) for hw in hws for n in devices]

@@ -121,7 +121,7 @@ def _layer(module: str) -> str:
         return "library"
     if module == "experiments":
         return "registry"
-    if module in ("experiments.run", "experiments.report"):
+    if module in ("experiments.run", "experiments.report", "experiments.model"):
         return "command line"
     if parts[1] in ("harness", "analysis", "reporting", "contract"):
         return parts[1]

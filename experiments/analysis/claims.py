@@ -448,7 +448,24 @@ def _c16(e, th):
             continue
         verdicts.append(_grade(min(m["time_ratio"], m["flops_ratio"]), th["good"], th["caveat"], ev))
     worst = max(verdicts, key=lambda v: VERDICTS.index(v.verdict))
-    return Verdict(worst.verdict, "; ".join(v.evidence for v in verdicts))
+    return Verdict(worst.verdict, "; ".join(v.evidence for v in verdicts) + _transformer_steps(e))
+
+
+def _transformer_steps(e: Evidence) -> str:
+    """A decoder's measured train step against its decode step (the transformer experiment), as a clause: per
+    token, the train step's time and the bytes it holds over the decode step's."""
+    by = {}
+    for r in e.ok("transformer", mode="train") + e.ok("transformer", mode="serve"):
+        if "case" not in r.params:
+            by.setdefault((r.backend, r.params["model"]), {})[r.params["mode"]] = r
+    pairs = [(k, v) for k, v in by.items() if {"train", "serve"} <= set(v)]
+    if not pairs:
+        return ""
+    (b, model), v = pairs[0]
+    t, s = v["train"].metrics, v["serve"].metrics
+    per_token = s["tokens_per_s"] / t["tokens_per_s"]  # seconds per token trained over seconds per token decoded
+    return (f"; {b}, {model}: a train step took {per_token:.2g}x a decode step's time per token and held "
+            f"{t['bytes_measured'] / s['bytes_measured']:.1f}x its memory")
 
 
 def _c17(e, th):
@@ -524,8 +541,29 @@ def _with(v: Verdict, extra: str) -> Verdict:
     return dataclasses.replace(v, evidence=f"{v.evidence}; {extra}")
 
 
+def _models_said(e: Evidence) -> str:
+    """What XLA:GPU plans for real decoders on one GPU (the transformer experiment's compiled records): each
+    model's serve and train bytes, in a clause; "" without such records."""
+    one = {(r.params["model"], r.params["mode"]): r.metrics["bytes_compiled"]
+           for r in e.ok("transformer", case="plan", devices=1)}
+    models = [m for m in dict.fromkeys(m for m, _ in one) if (m, "train") in one and (m, "serve") in one]
+    if not models:
+        return ""
+    return ("XLA:GPU's plans for real decoders on one GPU (train: AdamW, batch 8; serve: batch 8 of one decode "
+            "step): " + ", ".join(f"{m} {_gb(one[(m, 'serve')])} to serve and {_gb(one[(m, 'train')])} to train"
+                                  for m in models[-3:]))
+
+
+def _gb(nbytes: float) -> str:
+    gb = nbytes / 1e9
+    return f"{gb:,.0f} GB" if gb >= 100 else f"{gb:.3g} GB"
+
+
 def _c10_compiled(e: Evidence, v: Verdict, th: Thresholds) -> Verdict:
     plans = [r for r in e.ok("memory_fit", case="plan") if "prediction_error" in r.metrics]
+    models = _models_said(e)
+    if models:
+        v = _with(v, models) if v.verdict != "not run" else Verdict("supported with caveats", models, "compiled")
     if not plans:
         return v
     within = sum(abs(r.metrics["prediction_error"]) <= th["tolerance"] for r in plans)
@@ -541,6 +579,14 @@ def _c10_compiled(e: Evidence, v: Verdict, th: Thresholds) -> Verdict:
 
 
 def _c11_compiled(e: Evidence, v: Verdict, th: Thresholds) -> Verdict:
+    train = {(r.params["model"], r.params["devices"]): r.metrics
+             for r in e.ok("transformer", case="plan", mode="train")}
+    big = [m for m, n in train if n > 1 and (m, 1) in train and not train[(m, 1)].get("fits_141gb")]
+    if big:  # the largest decoder that one GPU cannot train: what each of N holds
+        m = big[-1]
+        n = max(k for mm, k in train if mm == m)
+        v = _with(v, f"XLA:GPU's plan for {m} training: {train[(m, 1)]['bytes_compiled'] / 1e9:.0f} GB on one GPU, "
+                     f"{train[(m, n)]['bytes_compiled'] / 1e9:.0f} GB each on {n} ({_target(e)})")
     by_m = {r.params["model"]: r.metrics["bytes_compiled"] for r in e.ok("tensor_parallel", case="plan", data=1)}
     if 1 not in by_m or len(by_m) < 2:
         return v
@@ -636,12 +682,12 @@ CLAIMS: tuple[Claim, ...] = (
           (_r("inference", case="train_vs_infer"), _r("memory_fit", case="mlp_train"),
            _r("memory_fit", case="transformer", model="7B", preset="bf16", mode="train"),
            _r("memory_fit", case="transformer", model="7B", preset="bf16", mode="inference"),
-           _r("memory_fit", case="plan")),
+           _r("memory_fit", case="plan"), _r("transformer", case="plan", devices=1)),
           "supported if a train step needs >= {ratio:g}x the memory of an inference step (XLA's count) and the "
           "estimator holds within {tolerance:.0%} of XLA on fitted and held-out configs (caveats: it misses some; "
           "contradicted below {ratio:g}x)", _c10, _c10_compiled, thresholds={"ratio": 2, "tolerance": 0.15}),
     Claim("C11", "Models too large for one GPU are split across several.",
-          (_r("tensor_parallel", data=1),),
+          (_r("tensor_parallel", data=1), _r("transformer", case="plan", mode="train")),
           "supported if outputs are unchanged (rel. error < {rel_error:g}) and each of m devices holds <= {share:g}/m "
           "of the one-device step's memory (caveats: < {caveat:.0%}; contradicted: more, or outputs differ)", _c11,
           _c11_compiled, thresholds={"rel_error": 1e-5, "share": 1.4, "caveat": 0.75}),
@@ -665,7 +711,7 @@ CLAIMS: tuple[Claim, ...] = (
           "contradicted if jit runs below {floor:g}x op-by-op)", _c15, _c15_compiled,
           thresholds={"good": 1.5, "floor": 1.0}),
     Claim("C16", "Training and inference both run on GPUs; training is the heavier job.",
-          (_r("inference", case="train_vs_infer"),),
+          (_r("inference", case="train_vs_infer"), _r("transformer", mode="train"), _r("transformer", mode="serve")),
           "supported if a train step costs >= {good:g}x an inference step in time and FLOPs (caveats >= {caveat:g}x)",
           _c16, thresholds={"good": 2, "caveat": 1.2}),
     Claim("C17", "Several GPUs work together on one job.",

@@ -211,7 +211,12 @@ def _cards(nbytes: float) -> str:
 
 
 def _model_memory(cpu, pairs, runs) -> Row | None:
-    """What a 7B model needs to serve (bf16) and to train (bf16, AdamW), and where that fits."""
+    """What a 7B model needs to serve and to train, and where that fits: XLA:GPU's plans for Llama-2 7B where a
+    compiled run holds them (the transformer experiment), else ``jaxgpu.fit``'s estimate."""
+    plans = {(x.params["mode"], x.params["devices"]): (r, x) for r, x in rp.ok(pairs, "transformer", case="plan",
+                                                                               model="llama-7b")}
+    if ("serve", 1) in plans and ("train", 1) in plans:
+        return _model_plans(plans, runs)
     serve = next((x for _, x in rp.ok(cpu, "memory_fit", case="transformer", model="7B", mode="inference",
                                      preset="bf16")), None)
     train = next((x for _, x in rp.ok(cpu, "memory_fit", case="transformer", model="7B", mode="train",
@@ -228,6 +233,32 @@ def _model_memory(cpu, pairs, runs) -> Row | None:
                f"serve {rp.si(s, 'B')}: {_cards(s)}; train {rp.si(t, 'B')}: {_cards(t)}", "-", "estimated",
                "jaxgpu.fit's estimate (weights, gradients, AdamW state, activations; bf16, batch 1, 4,096 tokens), "
                "checked against XLA's memory plans in the memory_fit section", None, t, "B")
+
+
+def _model_plans(plans: dict, runs) -> Row:
+    run, serve = plans[("serve", 1)]
+    train = plans[("train", 1)][1]
+    gpu = run.hardware.name if run.hardware else run.machine
+    s, t = serve.metrics["bytes_compiled"], train.metrics["bytes_compiled"]
+    host = next((r.env.get("host_memory_bytes") for r in runs if r.env.get("backend") == "cpu" and not r.compiled
+                 and r.env.get("host_memory_bytes")), None)
+    here = (f"{rp.si(host, 'B')} of memory: " + ("serves and trains it" if t <= host else "serves it, cannot train it"
+                                                 if s <= host else "neither") if host else "-")
+    split = {n: x.metrics["bytes_compiled"] for (mode, n), (_, x) in plans.items() if mode == "train" and n > 1}
+    gpu_text = f"serve {rp.si(s, 'B')}: {_cards(s / USABLE)}; train {rp.si(t, 'B')}: {_cards(t / USABLE)}"
+    if split:
+        n = max(split)
+        gpu_text += f"; split over {n} {gpu}s, {rp.si(split[n], 'B')} each"
+    return Row("A 7B model (Llama-2 7B): to serve / to train", here, gpu_text, "-", "compiled, not run",
+               f"XLA:GPU's memory plans compiled for {gpu} in {run.path.name} (not run): serve = one decode step, "
+               f"batch {int(serve.metrics['batch'])} against {int(serve.metrics['seq']):,}-token KV caches, bf16; "
+               f"train = one AdamW step, batch {int(train.metrics['batch'])} x {int(train.metrics['seq']):,} tokens, "
+               f"fp32 master weights and bf16 products; a card fits a step within {USABLE:.0%} of its memory "
+               "(JAX's default share)", s, t, "B")
+
+
+# JAX preallocates this share of a GPU's memory (jaxgpu.sizing.USABLE_FRACTION): a card fits a step within it
+USABLE = 0.75
 
 
 def _several(pairs) -> Row | None:

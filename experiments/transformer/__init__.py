@@ -53,8 +53,11 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
             tokens = cfg.measure_batch * (cfg.measure_seq if mode == "train" else 1)
             params = _params(name)
             flops = (6.0 if mode == "train" else 2.0) * params * tokens
-            cost = Cost(compiles=0, step_compiles=1, flops=flops, dtype="bf16", bytes=(16.0 if mode == "train" else 2.0)
-                        * params, target_s=cfg.target_s, min_iters=3, calls=2, fixed_s=2.0)
+            # on a CPU the products run in fp32 (measure.measured); the checks run the step twice more (train:
+            # and the forward pass once) or decode 8 tokens (serve)
+            cost = Cost(compiles=1, step_compiles=1, flops=flops, dtype="fp32" if ctx.platform == "cpu" else "bf16",
+                        bytes=(16.0 if mode == "train" else 4.0) * params, target_s=cfg.target_s, min_iters=3,
+                        calls=3 if mode == "train" else 9, fixed_s=2.0)
             out.append(Case({"model": name, "mode": mode, "batch": cfg.measure_batch, "seq": cfg.measure_seq},
                             functools.partial(_measure.measured, name, mode, cfg, ctx), cost))
     return out

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgpu import sizing, timing
+from jaxgpu import sizing, stack, timing
 from jaxgpu import transformer as tf
 
 CARDS_GB = (24, 40, 80, 141)  # the memory sizes a fit is asked of (L4 / RTX 4090, A100 40GB, H100 / A100 80GB, H200)
@@ -49,7 +49,13 @@ def measured(name: str, mode: str, cfg, ctx) -> dict[str, float]:
     out = t_.metrics(tokens_per_s=t_.per_s(n_tokens), gflops=t_.per_s(model_flops, 1e9), params=float(c.params()),
                      bytes_measured=float(timing.memory_bytes(compiled)))
     out["compile_s"] = compile_s
-    if flops_xla and bytes_xla:
+    # XLA's cost analysis counts a loop's body once, and the layers run in a scan: the counts a prediction
+    # prices are the compiled program's kernels, each times the trip count of the loop around it
+    ks = stack.kernels(compiled.as_text())
+    if ks:
+        out.update(flops_xla=float(sum(k.flops * k.count for k in ks)), bytes_xla=float(sum(k.bytes * k.count
+                                                                                              for k in ks)))
+    elif flops_xla and bytes_xla:
         out.update(flops_xla=flops_xla, bytes_xla=bytes_xla)
     peak = ctx.hardware.peak_flops("fp32" if compute == jnp.float32 else "bf16") if ctx.hardware else None
     if peak:

@@ -32,6 +32,8 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                              f"{rp.si(x.metrics['tokens_per_s'], 'tokens/s')}"
                              + (f", {x.metrics['mfu']:.0%} of the device's peak (MFU)" if "mfu" in x.metrics else "")
                              + f", holding {rp.si(x.metrics['bytes_measured'], 'B')} by XLA's count.")
+    if good:
+        sec.plots.append(rp.Plot("transformer_steps", _steps_figure(good), " ".join(notes) or "-"))
     if rows:
         sec.paragraphs += notes
         sec.tables.append(rp.Table(["run", "model", "step", "batch x tokens", "median", "tokens/s", "MFU",
@@ -39,6 +41,26 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                                    "Measured here: one train step (AdamW) and one decode step, checked first"))
     sec.paragraphs += rp.not_ok([(r, x) for r, x in pairs if x.experiment == "transformer" and not x.compiled])
     return sec
+
+
+def _steps_figure(good) -> rp.Figure:
+    """Tokens per second of each measured step, a bar per run (a predicted run hatched, its label saying so)."""
+    cases = rp.first_seen((x.params["model"], x.params["mode"]) for _, x in good)
+    groups = rp.by_run(good)
+    fig = rp.Figure(figsize=(7.0, 3.6), dpi=100)
+    ax = fig.add_subplot()
+    width = 0.8 / max(len(groups), 1)
+    for i, (label, (run, recs)) in enumerate(groups.items()):
+        at = {(x.params["model"], x.params["mode"]): x.metrics.get("tokens_per_s") for x in recs}
+        xs = [(j + i * width, at[c]) for j, c in enumerate(cases) if at.get(c)]
+        ax.bar([p[0] for p in xs], [p[1] for p in xs], width=width * 0.95, label=label,
+               hatch="//" if run.predicted else None, alpha=0.55 if run.predicted else 1.0)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(cases))], [f"{m} {mode}" for m, mode in cases],
+                  fontsize=8)
+    rp.finish(fig, ax, ylabel="tokens/s", logy=True, grid="y",
+              title="tokens per second: train step (all tokens at once) and decode step (one per sequence)")
+    ax.legend(fontsize=7)
+    return fig
 
 
 def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:

@@ -37,6 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--train", action="store_true", help="one AdamW step (the default)")
     mode.add_argument("--serve", action="store_true", help="one decode step against a KV cache of --seq tokens")
+    mode.add_argument("--prefill", action="store_true", help="a --seq-token prompt through every layer")
+    p.add_argument("--bf16", action="store_true", help="with --train: weights and AdamW state in bf16 too")
     p.add_argument("--batch", type=int, default=8, help="sequences per step (default 8)")
     p.add_argument("--seq", type=int, default=2048, help="tokens per sequence, or the cache's context (default 2048)")
     p.add_argument("--devices", default="1,8", help="GPU counts, comma separated (default 1,8)")
@@ -54,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.model and not all(d is not None for d in dims):
         p.error("name a model (--model llama-7b; --list shows them) or describe one with all of --layers, "
                 "--d-model, --heads, --kv-heads, --ffn and --vocab")
+    if args.bf16 and (args.serve or args.prefill):
+        p.error("--bf16 sets a train step's weights; serving already keeps them in bf16")
+    args.mode = "serve" if args.serve else "prefill" if args.prefill else "train_bf16" if args.bf16 else "train"
     for name in ("batch", "seq"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(args, name)}")
@@ -116,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     from jaxgpu import sizing
 
     try:
-        plans = sizing.model_on_gpus(config(args), train=not args.serve, batch=args.batch, seq=args.seq,
+        plans = sizing.model_on_gpus(config(args), mode=args.mode, batch=args.batch, seq=args.seq,
                                      devices=args.devices, gpus=args.gpus)
     except KeyError as err:
         print(f"experiments.model: error: {err.args[0]}", file=sys.stderr)
@@ -126,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows = table(plans)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    what = "train step" if not args.serve else "decode step"
+    what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",
+            "serve": "decode step"}[args.mode]
     print(f"{args.model or 'described decoder'}, one {what}, batch {args.batch} x {args.seq:,} tokens "
           "(compiled for each GPU on this CPU, predicted, not run):")
     for r in rows:

@@ -183,7 +183,9 @@ class ModelPlan:
     one, over the devices' bf16 peak) follow from it."""
 
     model: str
-    mode: str  # "train" (AdamW, fp32 master weights, bf16 products; fsdp) or "serve" (one decode step; tp)
+    # "train" (AdamW, fp32 master weights, bf16 products; fsdp), "train_bf16" (the same, weights and AdamW state in
+    # bf16), "prefill" (a prompt through every layer, bf16 weights; tp) or "serve" (one decode step; tp)
+    mode: str
     gpu: str
     devices: int
     batch: int
@@ -219,20 +221,26 @@ def _mesh_devices(hw: hardware.Hardware, n: int):
     return None, why
 
 
+MODES = ("train", "train_bf16", "prefill", "serve")
+
+
 def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, batch: int = 1, seq: int = 2048,
-               devices: int = 1) -> ModelPlan:
+               devices: int = 1, mode: str | None = None) -> ModelPlan:
     """``model`` (a name of ``jaxgpu.transformer.CONFIGS``) training (one AdamW step over ``batch`` sequences of
     ``seq`` tokens, split fsdp) or serving (one decode step for ``batch`` sequences against a ``seq``-token
     cache, split by tensor parallelism) on ``devices`` GPUs named ``gpu``, compiled for them by XLA:GPU on this
     CPU and priced (``ModelPlan``). Nothing is allocated.
 
-    ``model`` may also be a ``jaxgpu.transformer.Config`` (any decoder described by its dimensions).
+    ``model`` may also be a ``jaxgpu.transformer.Config`` (any decoder described by its dimensions). ``mode``, one
+    of ``MODES``, overrides ``train``: "train_bf16" keeps the weights and AdamW's state in bf16; "prefill" runs a
+    ``seq``-token prompt through every layer (tp) and gives the next token's logits.
 
     Raises:
       KeyError: an unknown model or GPU.
       RuntimeError: no XLA:GPU plan can be had here (the gpu-compile extra is missing) and ``devices`` > 1.
     """
     import jax
+    import jax.numpy as jnp
 
     from jaxgpu import fit, prediction, stack, targets
     from jaxgpu import transformer as tf
@@ -245,6 +253,9 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
         near = difflib.get_close_matches(model.lower(), tf.CONFIGS, n=1)
         hint = f"did you mean {near[0]!r}? " if near else ""
         raise KeyError(f"unknown model {model!r}; {hint}known: {', '.join(tf.CONFIGS)}") from None
+    mode = mode or ("train" if train else "serve")
+    if mode not in MODES:
+        raise KeyError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     hw = hardware.find_gpu(gpu)
     devs, label = _mesh_devices(hw, devices)
     if devs is None:
@@ -254,12 +265,17 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
                                f"{len(devs)} CPU devices to stand in: install the gpu-compile extra")
         label = f"xla:cpu, estimate ({label})"
     mesh = jax.sharding.Mesh(list(devs), (tf.AXIS,))
-    if train:
-        specs = tf.train_specs(c, batch, seq)
+    if mode.startswith("train"):
+        specs = tf.train_specs(c, batch, seq, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
         sh = (tf.shard_specs(specs[0], mesh, "fsdp"), tf.shard_specs(specs[1], mesh, "fsdp"),
               tf.shard_specs(specs[2], mesh, "fsdp", batch=True))
         step, _ = tf.train_step(c, flash=True, sharding=sh)
         tokens, model_flops = batch * seq, 6.0 * c.params() * batch * seq
+    elif mode == "prefill":
+        specs = (tf.param_specs(c, jnp.bfloat16), jax.ShapeDtypeStruct((batch, seq), jnp.int32))
+        sh = (tf.shard_specs(specs[0], mesh, "tp"), tf.shard_specs(specs[1], mesh, "tp", batch=True))
+        step = tf.prefill_step(c, sharding=sh)
+        tokens, model_flops = batch * seq, 2.0 * c.params() * batch * seq
     else:
         specs = tf.decode_specs(c, batch, seq)
         sh = (tf.shard_specs(specs[0], mesh, "tp"), tf.shard_specs(specs[1], mesh, "tp"),
@@ -292,11 +308,11 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
         counts[op] = (n + k.count, b + moved)
         comm += moved / link if link else 0.0
     p = prediction.price(rest, prediction.roofs_for(hw), loop_steps=stack.loop_steps(hlo), plan=label)
-    est = fit.transformer_train(_fit_shape(c), "bf16", seq, batch) if train else \
+    est = fit.transformer_train(_fit_shape(c), "bf16", seq, batch) if mode.startswith("train") else \
         fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
     seconds = p.estimate_s + comm
     peak = (hw.peak_flops("bf16") or 0) * devices
-    return ModelPlan(c.name, "train" if train else "serve", hw.name, devices, batch, seq, nbytes,
+    return ModelPlan(c.name, mode, hw.name, devices, batch, seq, nbytes,
                      sum(est.values()) / devices, nbytes <= USABLE_FRACTION * hw.memory_gb * 1e9, seconds,
                      max(p.lower_s, comm), p.upper_s + comm, comm,
                      "communication" if comm > max(p.compute_s, p.memory_s, p.launch_s) else p.bound,
@@ -311,8 +327,10 @@ def _fit_shape(c):
 
 
 def model_on_gpus(model: str | Any, *, train: bool = True, batch: int = 1, seq: int = 2048,
-                  devices: Sequence[int] = (1, 8), gpus: Sequence[str] | None = None) -> list[ModelPlan]:
+                  devices: Sequence[int] = (1, 8), gpus: Sequence[str] | None = None,
+                  mode: str | None = None) -> list[ModelPlan]:
     """``plan_model`` for each GPU of the hardware table (or ``gpus``) and each device count: what
     ``python -m experiments.model`` prints."""
     hws = [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values())
-    return [plan_model(model, hw.name, train=train, batch=batch, seq=seq, devices=n) for hw in hws for n in devices]
+    return [plan_model(model, hw.name, train=train, batch=batch, seq=seq, devices=n, mode=mode)
+            for hw in hws for n in devices]

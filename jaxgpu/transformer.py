@@ -309,14 +309,38 @@ def update_share(tree: dict, shards: int) -> dict:
     return {"layers": jax.tree.map(lambda a: a[:n], tree["layers"])}
 
 
-def train_specs(c: Config, batch: int, seq: int, shards: int = 1) -> tuple:
-    """(params, opt_state, tokens) specs for ``train_step``'s step."""
+def train_specs(c: Config, batch: int, seq: int, shards: int = 1, dtype: Any = jnp.float32) -> tuple:
+    """(params, opt_state, tokens) specs for ``train_step``'s step; ``dtype``: the weights' (and so the AdamW
+    moments') storage: float32 master weights, or bfloat16 for pure-bf16 training."""
     import optax
 
-    params = param_specs(c)
+    params = param_specs(c, dtype)
     opt = optax.adamw(3e-4, weight_decay=0.1)
     state = jax.eval_shape(lambda p: opt.init(update_share(p, shards)), params)
     return params, state, jax.ShapeDtypeStruct((batch, seq + 1), jnp.int32)
+
+
+def prefill_step(c: Config, compute: Any = jnp.bfloat16, sharding: tuple | None = None):
+    """A jitted ``step(params, tokens) -> logits`` of a prompt [B, T]: every layer over every token (what fills a
+    KV cache), the vocabulary head for the last position only (the next token's logits)."""
+
+    def step(params, tokens):
+        p = jax.tree.map(lambda a: a.astype(compute), params)
+        b, t = tokens.shape
+        positions = jnp.broadcast_to(jnp.arange(t), (b, t))
+        x = p["embed"][tokens]
+        if c.style == "gpt2":
+            x = x + p["pos"][:t]
+        mask = jnp.tril(jnp.ones((t, t), bool))
+        x = _layers(lambda x, w: (_block(c, x, w, positions, mask, flash=True)[0], None), x, p["layers"])
+        x = _norm(x[:, -1], p["final_norm"], p.get("final_norm_b"), c.style)
+        head = p["embed"].T if c.style == "gpt2" else p["head"]
+        return (x @ head).astype(jnp.float32)
+
+    if sharding is None:
+        return jax.jit(step)
+    whole = jax.sharding.NamedSharding(jax.tree.leaves(sharding[0])[0].mesh, jax.sharding.PartitionSpec())
+    return jax.jit(step, in_shardings=sharding, out_shardings=whole)
 
 
 def decode_step(c: Config, compute: Any = jnp.bfloat16, weights: str = "bf16", sharding: tuple | None = None):

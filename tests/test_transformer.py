@@ -201,3 +201,17 @@ def test_the_command_refuses_bad_input_in_one_line(argv, said):
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("experiments.model")]
     assert proc.returncode == 2 and len(lines) == 1 and said in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_every_mode_plans_and_pure_bf16_holds_less_than_mixed_precision():
+    from jaxgpu import sizing, targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    c = tf.Config("described", 2, 256, 8, 2, 512, 1000, 2048, "llama")
+    plans = {m: sizing.plan_model(c, "h200", mode=m, batch=4, seq=256, devices=2) for m in sizing.MODES}
+    assert all(p.plan == "xla:gpu h200" and p.bytes_per_device > 0 and p.seconds > 0 for p in plans.values())
+    assert plans["train_bf16"].bytes_per_device < plans["train"].bytes_per_device  # 2-byte weights and moments
+    assert plans["prefill"].tokens_per_s > plans["serve"].tokens_per_s  # a prompt's tokens go through at once
+    with pytest.raises(KeyError, match="unknown mode 'pretrain'"):
+        sizing.plan_model(c, "h200", mode="pretrain")

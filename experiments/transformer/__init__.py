@@ -28,6 +28,7 @@ class Config:
     measure_seq: int = 128
     models: tuple[str, ...] = MODELS  # compiled for a GPU
     devices: tuple[int, ...] = (1, 8)
+    modes: tuple[str, ...] = ("train", "serve")  # jaxgpu.sizing.MODES compiled: the full profile adds the rest
     train_batch: int = 8  # sequences per step, each of the model's context (2,048 tokens at most)
     serve_batch: int = 8  # sequences decoded at once, against caches of that context
     target_s: float = 0.3
@@ -37,13 +38,14 @@ PROFILES = {
     ("tiny", "any"): Config(measured=("gpt2-124m",), measure_seq=32, models=("gpt2-124m", "llama-1b"),
                             target_s=0.01),
     ("quick", "any"): Config(),
-    ("full", "cpu"): Config(measured=("gpt2-124m", "gpt2-350m"), measure_batch=2, measure_seq=256, target_s=1.0),
+    ("full", "cpu"): Config(measured=("gpt2-124m", "gpt2-350m"), measure_batch=2, measure_seq=256, target_s=1.0,
+                            modes=("train", "train_bf16", "prefill", "serve")),
     ("full", "gpu"): Config(measured=("gpt2-124m", "gpt2-350m", "gpt2-774m", "llama-1b"), measure_batch=8,
-                            measure_seq=1024),
+                            measure_seq=1024, modes=("train", "train_bf16", "prefill", "serve")),
 }
 
 # seconds this CPU takes to compile one config's step for an H200 (train, serve), measured on the 2-core machine
-_COMPILE_S = {"train": 4.0, "serve": 1.0}
+_COMPILE_S = {"train": 4.0, "train_bf16": 4.0, "prefill": 2.0, "serve": 1.0}
 
 
 def cases(cfg: Config, ctx: RunContext) -> list[Case]:
@@ -67,7 +69,7 @@ def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
     return [Case({"case": "plan", "model": name, "mode": mode, "devices": n},
                  functools.partial(_measure.plan, name, mode, n, cfg, ctx),
                  Cost(compiles=0, min_iters=0, warmup=0, calls=0, fixed_s=_COMPILE_S[mode] * (1.5 if n > 1 else 1)))
-            for name in cfg.models for mode in ("train", "serve") for n in cfg.devices if n <= ctx.n_devices]
+            for name in cfg.models for mode in cfg.modes for n in cfg.devices if n <= ctx.n_devices]
 
 
 def _params(name: str) -> float:

@@ -78,8 +78,8 @@ def _check_decode(c, dstep, params, cache, tokens, compute) -> None:
 def plan(name: str, mode: str, n: int, cfg, ctx) -> dict[str, float]:
     c = tf.CONFIGS[name]
     seq = min(2048, c.max_seq)
-    batch = cfg.train_batch if mode == "train" else cfg.serve_batch
-    p = sizing.plan_model(name, ctx.hardware.name, train=mode == "train", batch=batch, seq=seq, devices=n)
+    batch = cfg.train_batch if mode.startswith("train") else cfg.serve_batch
+    p = sizing.plan_model(name, ctx.hardware.name, mode=mode, batch=batch, seq=seq, devices=n)
     out = {"bytes_compiled": p.bytes_per_device, "bytes_predicted": p.estimate_bytes,
            "prediction_error": p.estimate_bytes / p.bytes_per_device - 1, "params": float(c.params()),
            "batch": float(batch), "seq": float(seq), "predicted_step_s": p.seconds, "predicted_lower_s": p.lower_s,

@@ -203,6 +203,8 @@ class ModelPlan:
     collectives: dict
     plan: str
     memory_plan: str
+    matmul_flop_share: float = 0.0  # of the plan's FLOPs, those of its matrix products
+    matmul_time_share: float = 0.0  # of its predicted device time (collectives apart), its matrix products'
 
 
 def _mesh_devices(hw: hardware.Hardware, n: int):
@@ -307,7 +309,12 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
         n, b = counts.get(op, (0, 0.0))
         counts[op] = (n + k.count, b + moved)
         comm += moved / link if link else 0.0
-    p = prediction.price(rest, prediction.roofs_for(hw), loop_steps=stack.loop_steps(hlo), plan=label)
+    roofs = prediction.roofs_for(hw)
+    p = prediction.price(rest, roofs, loop_steps=stack.loop_steps(hlo), plan=label)
+    dots = [k for k in rest if k.is_dot or k.scope == "flash_attention"]
+    others = [k for k in rest if not (k.is_dot or k.scope == "flash_attention")]
+    t_dots, t_other = (prediction.price(ks_, roofs).device_s if ks_ else 0.0 for ks_ in (dots, others))
+    all_flops = sum(k.flops * k.count for k in rest)
     est = fit.transformer_train(_fit_shape(c), "bf16", seq, batch) if mode.startswith("train") else \
         fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
     seconds = p.estimate_s + comm
@@ -316,7 +323,9 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
                      sum(est.values()) / devices, nbytes <= USABLE_FRACTION * hw.memory_gb * 1e9, seconds,
                      max(p.lower_s, comm), p.upper_s + comm, comm,
                      "communication" if comm > max(p.compute_s, p.memory_s, p.launch_s) else p.bound,
-                     tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, label, label)
+                     tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, label, label,
+                     sum(k.flops * k.count for k in dots) / all_flops if all_flops else 0.0,
+                     t_dots / (t_dots + t_other) if t_dots + t_other else 0.0)
 
 
 def _fit_shape(c):

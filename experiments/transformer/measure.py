@@ -84,7 +84,10 @@ def plan(name: str, mode: str, n: int, cfg, ctx) -> dict[str, float]:
            "prediction_error": p.estimate_bytes / p.bytes_per_device - 1, "params": float(c.params()),
            "batch": float(batch), "seq": float(seq), "predicted_step_s": p.seconds, "predicted_lower_s": p.lower_s,
            "predicted_upper_s": p.upper_s, "predicted_comm_s": p.comm_s, "predicted_tokens_per_s": p.tokens_per_s,
-           "predicted_mfu": p.mfu, "gpu_plan": float(p.plan.startswith("xla:gpu"))}
+           "predicted_mfu": p.mfu, "gpu_plan": float(p.plan.startswith("xla:gpu")),
+           "dot_flop_share": p.matmul_flop_share, "predicted_dot_time_share": p.matmul_time_share,
+           # 1 where tensor parallelism can cut the attention by heads over n devices; else XLA keeps it whole
+           "heads_split": float(c.heads % n == 0 and c.kv_heads % n == 0)}
     out.update({f"fits_{gb}gb": float(p.bytes_per_device <= sizing.USABLE_FRACTION * gb * 1e9) for gb in CARDS_GB})
     for op, (count, nbytes) in p.collectives.items():
         out[f"{op.replace('-', '_')}_count"], out[f"{op.replace('-', '_')}_bytes"] = float(count), float(nbytes)

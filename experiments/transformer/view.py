@@ -119,15 +119,26 @@ def _takeaway(by: dict, models: list[str], gpu: str) -> str:
     never = [m for m in models if (m, "train", 8) in by and not fits(m, "train", 8)]
     serve1 = [m for m in models if fits(m, "serve", 1)]
     errs = [abs(x.metrics["prediction_error"]) for x in by.values()]
+    train = [x.metrics["prediction_error"] for (_, mode, _), x in by.items() if mode.startswith("train")]
+    whole = sorted({m for (m, mode, n), x in by.items() if n > 1 and mode in ("serve", "prefill")
+                    and x.metrics.get("heads_split") == 0.0})
     parts = [f"Compiled for the {gpu}, not run: on one 141 GB card (75% usable) training fits "
              f"{', '.join(train1) or 'none'}; 8 GPUs (fsdp) add {', '.join(train8) or 'none'}"]
     if never:
         parts.append(f"{', '.join(never)} does not fit even on 8 at this batch without activation checkpointing")
     parts.append(f"serving (batch and context as listed) fits {', '.join(serve1) or 'none'} on one card")
     if errs:
+        why = []
+        if train and statistics.median(train) > 0:
+            why.append(f"for training it counts more than XLA:GPU keeps (median {statistics.median(train):+.0%}): "
+                       "its activation model stores attention scores that the fused attention recomputes in the "
+                       "backward pass")
+        if whole:
+            why.append(f"split over 8 GPUs, {', '.join(whole)} hold far more than 1/8 each: their attention heads do "
+                       "not divide by 8, so tensor parallelism keeps those weights and caches whole on every GPU, "
+                       "which the estimate (the model divided by the GPUs) ignores")
         parts.append(f"jaxgpu.fit's estimate missed XLA:GPU's plans by a median {statistics.median(errs):.0%} "
-                     f"(worst {max(errs):.0%}): the formula counts no temporaries beyond its activation model and "
-                     "no workspace")
+                     f"(worst {max(errs):.0%})" + (": " + "; ".join(why) if why else ""))
     return "; ".join(parts) + "."
 
 

@@ -19,6 +19,7 @@ import argparse
 import csv
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -68,6 +69,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--devices takes counts like 1,8, got {args.devices!r}")
     if not args.devices or min(args.devices) < 1 or max(args.devices) > 64:
         p.error(f"--devices takes counts from 1 to 64, got {args.devices}")
+    if args.out:  # checked before minutes of compiling, not after
+        parent = Path(args.out).parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            p.error(f"--out: cannot create {parent}: {err.strerror or err}")
+        if not os.access(parent, os.W_OK):
+            p.error(f"--out: cannot write to {parent}")
     from jaxgpu import hardware
 
     try:
@@ -139,12 +148,15 @@ def main(argv: list[str] | None = None) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     if args.out:
         out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with open(out.with_suffix(".csv"), "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(COLUMNS)
-            w.writerows([[getattr(p, c) for c in COLUMNS] for p in plans])
-        out.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(p) for p in plans], indent=1) + "\n")
+        try:
+            with open(out.with_suffix(".csv"), "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(COLUMNS)
+                w.writerows([[getattr(p, c) for c in COLUMNS] for p in plans])
+            out.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(p) for p in plans], indent=1) + "\n")
+        except OSError as err:  # the input was fine: the machine could not take the write
+            print(f"experiments.model: error: cannot write {out}: {err.strerror or err}", file=sys.stderr)
+            return 1
         print(f"written: {out.with_suffix('.csv')} and {out.with_suffix('.json')}", file=sys.stderr)
     return 0
 

@@ -191,6 +191,8 @@ def test_the_command_prices_a_described_decoder_as_the_library_does(tmp_path):
     (["--model", "llama-7b", "--devices", "0"], "--devices takes counts from 1 to 64"),
     (["--model", "llama-7b", "--gpus", "tpu"], "--gpus: unknown GPU 'tpu'"),
     (["--model", "llama-7b", "--batch", "0"], "--batch must be at least 1"),
+    (["--model", "llama-7b", "--out", "/proc/nowhere/plan"], "--out: cannot create /proc/nowhere"),
+    (["--model", "llama-7b", "--serve", "--bf16"], "--bf16 sets a train step's weights"),
 ])
 def test_the_command_refuses_bad_input_in_one_line(argv, said):
     import subprocess

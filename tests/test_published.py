@@ -125,3 +125,5 @@ def test_the_readme_quotes_the_committed_validation():
         assert f"median error {median}%" in flat and f"half {held.group(1)}%" in flat
         assert (f"all {n} scored cases within 2x" in flat or f"{n} of {n} scored cases within 2x" in flat) == everyone
     assert f"{cpu.group(1)}%, {cpu.group(2)}% within 2x" in " ".join(api.split())
+    flat = " ".join(readme.split())
+    assert f"the GPU plan's predictions missed by a median {median}%, the CPU plan's by {cpu.group(1)}%" in flat

@@ -243,7 +243,8 @@ def _model_plans(plans: dict, runs) -> Row:
     host = next((r.env.get("host_memory_bytes") for r in runs if r.env.get("backend") == "cpu" and not r.compiled
                  and r.env.get("host_memory_bytes")), None)
     here = (f"{rp.si(host, 'B')} of memory: " + ("serves and trains it" if t <= host else "serves it, cannot train it"
-                                                 if s <= host else "neither") if host else "-")
+                                                 if s <= host else "too small to serve it at this batch, or to train "
+                                                 "it") if host else "-")
     split = {n: x.metrics["bytes_compiled"] for (mode, n), (_, x) in plans.items() if mode == "train" and n > 1}
     gpu_text = f"serve {rp.si(s, 'B')}: {_cards(s / USABLE)}; train {rp.si(t, 'B')}: {_cards(t / USABLE)}"
     if split:

@@ -50,7 +50,7 @@ def test_run_writes_a_report_with_computed_takeaways(tiny_run):
     assert f"On {label}, JAX reached" in page  # the HTML is the same view, not a separate text
     gflops = [r.metrics["gflops"] for r in results.read_run(tiny_run).records
               if r.params.get("impl") == "jax" and r.params.get("shape") == "square"]
-    assert f"{gflops[-1]:.0f} GFLOP/s" in md  # the takeaway quotes the measured figure
+    assert f"{gflops[-1]:,.0f} GFLOP/s" in md  # the takeaway quotes the measured figure
     assert "exact" in md and "Environment of each run" in md
     assert (tiny_run / "matmul_gflops.png").stat().st_size > 1000
 

@@ -35,7 +35,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                                         style="x" if run.predicted else "s"))
         hw = run.hardware
         if hw and hw.memory_bw_gbps:
-            limits.append(rp.Limit(f"{label} HBM datasheet {hw.memory_bw_gbps:.0f} GB/s", hw.memory_bw_gbps))
+            limits.append(rp.Limit(f"{label} HBM datasheet {hw.memory_bw_gbps:,.0f} GB/s", hw.memory_bw_gbps))
         notes.append(_takeaway(label, run, recs))
     if series:
         fig = rp.line_plot(series, xlabel="array size (each of 3 arrays)", ylabel="GB/s (STREAM counting)", xunit="B",
@@ -84,7 +84,7 @@ def _takeaway(label: str, run, recs) -> str:
     text += _allocators(at, pages)
     hw = run.hardware
     if hw and hw.memory_bw_gbps:
-        text += (f"; {best.metrics['gbytes_per_s'] / hw.memory_bw_gbps:.0%} of the {hw.memory_bw_gbps:.0f} GB/s "
+        text += (f"; {best.metrics['gbytes_per_s'] / hw.memory_bw_gbps:.0%} of the {hw.memory_bw_gbps:,.0f} GB/s "
                  "datasheet")
     info = run.meta.get("info", {}).get("bandwidth", {})
     llc = info.get("llc_bytes")

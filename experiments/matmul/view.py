@@ -33,7 +33,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                 hi=[f / m.get("time_s_q25", m["time_s_min"]) / 1e9 for f, (_, _, m) in zip(flops, pts)]))
         hw = run.hardware
         if hw and hw.peak_gflops("fp32"):
-            limits.append(rp.Limit(f"{label} fp32 peak ({hw.kind}) {hw.peak_gflops('fp32'):.0f} GFLOP/s",
+            limits.append(rp.Limit(f"{label} fp32 peak ({hw.kind}) {hw.peak_gflops('fp32'):,.0f} GFLOP/s",
                                    hw.peak_gflops("fp32")))
         lines.append(_peer_takeaway(label, run, recs))
     if series:
@@ -58,7 +58,7 @@ def _peer_takeaway(label: str, run, recs) -> str:
         if x.params["impl"] != "jax" and x.params["n"] in jax_pts:
             peers.setdefault(x.params["n"], {})[x.params["impl"]] = x.metrics["gflops"]
     n = max(jax_pts)
-    text = f"On {label}, JAX reached {jax_pts[n]:.0f} GFLOP/s at n={n}"
+    text = f"On {label}, JAX reached {jax_pts[n]:,.0f} GFLOP/s at n={n}"
     hw = run.hardware
     peak = hw.peak_gflops("fp32") if hw else None
     if peak:
@@ -68,7 +68,7 @@ def _peer_takeaway(label: str, run, recs) -> str:
         m = max(common)
         best = max(peers[m], key=peers[m].get)
         ratio = jax_pts[m] / peers[m][best]
-        text += f"; at n={m} JAX ran at {ratio:.0%} of the best peer ({best}, {peers[m][best]:.0f} GFLOP/s)"
+        text += f"; at n={m} JAX ran at {ratio:.0%} of the best peer ({best}, {peers[m][best]:,.0f} GFLOP/s)"
         if len(common) > 1:
             text += " (JAX / best peer by n: " + ", ".join(
                 f"{c}: {jax_pts[c] / max(peers[c].values()):.0%}" for c in common if c >= 256) + ")"

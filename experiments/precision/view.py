@@ -59,12 +59,12 @@ def _sweep_takeaway(label: str, recs) -> str:
                 parts.append(f"{name} {base / x.metrics['time_s_median']:.1f}x"
                              + (f" (rel. error {err:.0e}" + _upcast_note(x.metrics) + ")" if err is not None else ""))
     text = (f"On {label} at n={n}, against fp32 (HIGHEST): " + ", ".join(parts) + "."
-            f" Fastest: {fastest.params['preset']} at {fastest.metrics['gflops']:.0f} GFLOP/s.")
+            f" Fastest: {fastest.params['preset']} at {fastest.metrics['gflops']:,.0f} GFLOP/s.")
     torch_bf16 = [x for x in recs if x.params["impl"] == "torch" and x.params["n"] == n]
     if torch_bf16 and "bf16" in at_n:
         ratio = at_n["bf16"].metrics["gflops"] / torch_bf16[0].metrics["gflops"]
         text += (f" JAX's bf16 ran at {ratio:.0%} of torch's bf16 "
-                 f"({torch_bf16[0].metrics['gflops']:.0f} GFLOP/s).")
+                 f"({torch_bf16[0].metrics['gflops']:,.0f} GFLOP/s).")
     return text
 
 

@@ -72,9 +72,10 @@ def summary_section(runs, pairs, gpu: str, broken: list[str]) -> rp.Section:
     peak = (f", fp32 peak {rp.si(hw.peak_flops('fp32'), 'FLOP/s')} ({hw.kind})" if hw and hw.peak_flops("fp32")
             else "")
     sec = rp.Section("What does a GPU buy? The answer first", "summary", paragraphs=[
-        f"Here is {machine}{peak}: {cpu.path.name if cpu else '-'}, measured. The GPU column is {gpu}: measured where "
-        "a GPU run is merged, otherwise compiled for it or predicted, never measured, and said so in the last "
-        "column."])
+        f"\"Here\" is the machine this study ran on, {machine}{peak}, measured (run {cpu.path.name if cpu else '-'}). "
+        f"The GPU column is the {gpu}: measured where a GPU run is merged; otherwise \"compiled, not run\" (XLA "
+        "compiled the program for that GPU and its memory plan is read) or \"predicted, not run\" (that compiled "
+        "program priced on the GPU's datasheet rates), as the last column says."])
     if rows:
         sec.tables.append(summary.table(rows, machine, gpu))
     sec.exports["summary.json"] = {"machine": machine, "gpu": gpu, "rows": [r.as_dict() for r in rows]}

@@ -46,7 +46,7 @@ def figure(groups: dict[str, tuple[list[results.Record], object]],
                 ax.annotate(kind, (xi, yi), fontsize=7, xytext=(4, -8), textcoords="offset points")
         if bw and peak:
             ax.plot(xs, [min(peak, bw * x) for x in xs], "--", color=line.get_color(), linewidth=1,
-                    label=f"{label} {how} roof ({bw:.0f} GB/s, {peak:.0f} GFLOP/s)")
+                    label=f"{label} {how} roof ({bw:,.0f} GB/s, {peak:,.0f} GFLOP/s)")
         if hw and hw.peak_gflops("fp32") and hw.memory_bw_gbps:
             ax.plot(xs, [min(hw.peak_gflops("fp32"), hw.memory_bw_gbps * x) for x in xs], ":", color="0.4",
                     linewidth=1, label=f"{label} datasheet roof (fp32)")
@@ -77,7 +77,7 @@ def _takeaway(label, recs, bw, peak, hw, allocator=None, how="measured") -> str:
     ridge = peak / bw
     low = [x for x in recs if x.metrics["intensity_flop_per_byte"] <= 1.0]
     worst = min(low, key=lambda x: x.metrics["gflops"] / peak)
-    text = (f"On {label} the {how} ridge point is {ridge:.1f} FLOP/byte ({peak:.0f} GFLOP/s over {bw:.0f} GB/s"
+    text = (f"On {label} the {how} ridge point is {ridge:.1f} FLOP/byte ({peak:,.0f} GFLOP/s over {bw:,.0f} GB/s"
             + (f", host allocator {allocator}" if allocator else "") + "). "
             f"A memory-bound op ({worst.params['kind']}, {worst.metrics['intensity_flop_per_byte']:.2g} FLOP/byte) "
             f"{'ran' if how == 'measured' else 'would run'} at {worst.metrics['gflops'] / peak:.1%} of peak compute: "

@@ -90,7 +90,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                 note = (f"On {label} at width {w} (batch {j.params['batch']}, {j.params['depth']} hidden layers) a JAX "
                         f"train step took {j.metrics['time_s_median'] * 1e3:.1f} ms")
                 if "mfu" in j.metrics:
-                    note += f", {j.metrics['gflops']:.0f} GFLOP/s, MFU {j.metrics['mfu']:.0%}"
+                    note += f", {j.metrics['gflops']:,.0f} GFLOP/s, MFU {j.metrics['mfu']:.0%}"
                 t = by.get((w, "torch"))
                 if t:
                     note += (f"; the same MLP in PyTorch took {t.metrics['time_s_median'] * 1e3:.1f} ms "

@@ -78,23 +78,14 @@ def _memory(step: Callable, specs: Sequence[Any], hw: hardware.Hardware) -> tupl
     """Bytes one device holds and whose plan says so: XLA:GPU's for ``hw`` where it compiles here, else XLA:CPU's."""
     import jax
 
-    from jaxgpu import prediction, targets
+    from jaxgpu import targets, timing
 
-    name, label = prediction.plan_target(hw)
-    why = "no XLA:GPU target for this GPU" if name is None else targets.unavailable()
-    if why is None:
-        try:
-            prediction._cpu_only_if_no_driver()
-            dev = targets.devices(name)[0]
-        except (NotImplementedError, RuntimeError) as err:
-            why = f"XLA:GPU cannot compile in this process ({type(err).__name__})"
-        else:
-            plan = targets.compile_plan(step, *targets.specs_like(list(specs), dev))
-            return float(plan.total_bytes), label
+    devs, label = _mesh_devices(hw, 1)
+    if devs is not None:
+        return float(targets.compile_plan(step, *targets.specs_like(list(specs), devs[0])).total_bytes), label
     shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), list(specs))
-    m = (step if hasattr(step, "lower") else jax.jit(step)).lower(*shapes).compile().memory_analysis()
-    total = m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes
-    return float(total), f"xla:cpu, estimate ({why})"
+    compiled = (step if hasattr(step, "lower") else jax.jit(step)).lower(*shapes).compile()
+    return float(timing.memory_bytes(compiled)), f"xla:cpu, estimate ({label})"
 
 
 def _random_like(specs: Sequence[Any]) -> list[Any]:
@@ -152,8 +143,7 @@ def _measured_here(step: Callable, specs: Sequence[Any], target_s: float) -> Gpu
     args = _random_like(specs)
     jitted = step if hasattr(step, "lower") else jax.jit(step)
     t = timing.time_jitted(jitted, *args, target_s=target_s)
-    m = jitted.lower(*args).compile().memory_analysis()
-    nbytes = float(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
+    nbytes = float(timing.memory_bytes(jitted.lower(*args).compile()))
     dev = jax.devices()[0]
     mem = (devices.host_memory_bytes() or 0) / 1e9 if dev.platform == "cpu" else \
         (dev.memory_stats() or {}).get("bytes_limit", 0) / 1e9
@@ -244,7 +234,7 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     import jax
     import jax.numpy as jnp
 
-    from jaxgpu import fit, prediction, stack, targets
+    from jaxgpu import fit, prediction, stack, targets, timing
     from jaxgpu import transformer as tf
 
     try:
@@ -291,10 +281,7 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
         nbytes, hlo = float(plan.total_bytes), plan.hlo
     else:
         compiled = step.lower(*placed).compile()
-        m = compiled.memory_analysis()
-        nbytes = float(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
-                       - m.alias_size_in_bytes)
-        hlo = compiled.as_text()
+        nbytes, hlo = float(timing.memory_bytes(compiled)), compiled.as_text()
     ks = stack.kernels(hlo)
     comm, rest, counts = 0.0, [], {}
     link = (hw.link_gbps or 0) / 2 * 1e9  # one direction

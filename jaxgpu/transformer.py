@@ -178,9 +178,8 @@ def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False
     return x, cache
 
 
-def forward(c: Config, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16, flash: bool = False) -> jax.Array:
-    """Logits [B, T, vocab] (float32) of a batch of token ids [B, T], products in ``compute``."""
-    p = jax.tree.map(lambda a: a.astype(compute), params)
+def _hidden(c: Config, p: dict, tokens: jax.Array, flash: bool) -> jax.Array:
+    """The last layer's output [B, T, d] for token ids [B, T] (causal), ``p`` already in the compute dtype."""
     b, t = tokens.shape
     positions = jnp.broadcast_to(jnp.arange(t), (b, t))
     x = p["embed"][tokens]
@@ -191,10 +190,19 @@ def forward(c: Config, params: dict, tokens: jax.Array, compute: Any = jnp.bfloa
     def layer(x, w):
         return _block(c, x, w, positions, mask, flash=flash)[0], None
 
-    x = _layers(layer, x, p["layers"])
+    return _layers(layer, x, p["layers"])
+
+
+def _logits(c: Config, p: dict, x: jax.Array) -> jax.Array:
     x = _norm(x, p["final_norm"], p.get("final_norm_b"), c.style)
     head = p["embed"].T if c.style == "gpt2" else p["head"]
     return (x @ head).astype(jnp.float32)
+
+
+def forward(c: Config, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16, flash: bool = False) -> jax.Array:
+    """Logits [B, T, vocab] (float32) of a batch of token ids [B, T], products in ``compute``."""
+    p = jax.tree.map(lambda a: a.astype(compute), params)
+    return _logits(c, p, _hidden(c, p, tokens, flash))
 
 
 def _layers(layer, x, layers):
@@ -326,16 +334,7 @@ def prefill_step(c: Config, compute: Any = jnp.bfloat16, sharding: tuple | None 
 
     def step(params, tokens):
         p = jax.tree.map(lambda a: a.astype(compute), params)
-        b, t = tokens.shape
-        positions = jnp.broadcast_to(jnp.arange(t), (b, t))
-        x = p["embed"][tokens]
-        if c.style == "gpt2":
-            x = x + p["pos"][:t]
-        mask = jnp.tril(jnp.ones((t, t), bool))
-        x = _layers(lambda x, w: (_block(c, x, w, positions, mask, flash=True)[0], None), x, p["layers"])
-        x = _norm(x[:, -1], p["final_norm"], p.get("final_norm_b"), c.style)
-        head = p["embed"].T if c.style == "gpt2" else p["head"]
-        return (x @ head).astype(jnp.float32)
+        return _logits(c, p, _hidden(c, p, tokens, flash=True)[:, -1])
 
     if sharding is None:
         return jax.jit(step)

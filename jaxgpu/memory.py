@@ -85,6 +85,7 @@ class BandwidthResult:
     timing: timing.Timing
     bytes_per_call: int
     page_faults_per_call: float | None = None
+    kernels_per_call: int = 1  # a loop variant's kernels in one timed call; its times are per kernel
 
     @property
     def gbytes_per_s(self) -> float:
@@ -92,6 +93,8 @@ class BandwidthResult:
 
     def metrics(self) -> dict[str, float]:
         out = self.timing.metrics(gbytes_per_s=self.gbytes_per_s, bytes_per_call=float(self.bytes_per_call))
+        if self.kernels_per_call > 1:  # times per kernel, XLA's counts the loop program's: a model needs both
+            out["kernels_per_call"] = float(self.kernels_per_call)
         if self.page_faults_per_call is not None:
             out["page_faults_per_call"] = self.page_faults_per_call
         return out
@@ -150,7 +153,7 @@ def bench_stream(kernel: str, arrays, variant: str = "jit", loop_iters: int = 10
         t = dataclasses.replace(t, times_s=tuple(x / iters for x in t.times_s))
         faults /= iters
     nbytes = stream_bytes(kernel, a.shape[0], a.dtype.itemsize)
-    return BandwidthResult(kernel, variant, a.shape[0], str(a.dtype), t, nbytes, faults)
+    return BandwidthResult(kernel, variant, a.shape[0], str(a.dtype), t, nbytes, faults, iters)
 
 
 def bench_stream_process(kernel: str, n: int, dtype: str = "float32", allocator: str = "system",
@@ -240,20 +243,34 @@ def fma_chain(k: int) -> Callable:
     return f
 
 
+def transcendental_chain(k: int) -> Callable:
+    """x -> k softplus steps per element, y = log(1 + exp(y)): 2k transcendental ops (an exp, a log) and 3k of
+    XLA's elementwise FLOPs per element, 8 bytes moved (fp32 in + out). Bounded: from [1, 2], 16 steps end below 5."""
+    def f(x):
+        y = x
+        for _ in range(k):  # unrolled, as the FMA chain: one fused loop over the array
+            y = jnp.log(1.0 + jnp.exp(y))
+        return y
+
+    return f
+
+
 @dataclasses.dataclass(frozen=True)
 class RooflinePoint:
-    kind: str  # "fma", "matvec", "matmul"
+    kind: str  # "fma", "transcendental", "matvec", "matmul"
     intensity: float  # FLOP per byte of DRAM traffic (minimum: each input read, each output written once)
     flops: float
     timing: timing.Timing
+    transcendentals: float = 0.0  # of ``flops``, the transcendental ops
 
     @property
     def gflops(self) -> float:
         return self.timing.per_s(self.flops, 1e9)
 
     def metrics(self) -> dict[str, float]:
+        extra = {"transcendentals_per_s": self.timing.per_s(self.transcendentals)} if self.transcendentals else {}
         return self.timing.metrics(gflops=self.gflops, intensity_flop_per_byte=self.intensity,
-                                   gbytes_per_s=self.timing.per_s(self.flops / self.intensity, 1e9))
+                                   gbytes_per_s=self.timing.per_s(self.flops / self.intensity, 1e9), **extra)
 
 
 def bench_fma(k: int, n: int, device=None, target_s: float = 0.3) -> RooflinePoint:
@@ -270,6 +287,22 @@ def bench_fma(k: int, n: int, device=None, target_s: float = 0.3) -> RooflinePoi
         raise ArithmeticError(f"fma chain k={k}: wrong result; timing discarded")
     t = timing.time_jitted(f, x, target_s=target_s, min_iters=3)
     return RooflinePoint("fma", 2 * k / 8, 2.0 * k * n, t)
+
+
+def bench_transcendental(k: int, n: int, device=None, target_s: float = 0.3) -> RooflinePoint:
+    """The exp/log chain (``transcendental_chain``), checked against numpy float64: the rate of the ops an
+    elementwise FLOP count takes as one each (``transcendentals_per_s``), which a model prices apart."""
+    x = jax.device_put(jax.random.uniform(jax.random.key(3), (n,), jnp.float32, 1.0, 2.0), device)
+    f = jax.jit(transcendental_chain(k))
+    idx = np.arange(0, n, max(1, n // 4096))
+    ref = np.asarray(x)[idx].astype(np.float64)
+    for _ in range(k):
+        ref = np.log1p(np.exp(ref))
+    got = np.asarray(f(x))[idx]
+    if not np.max(np.abs(got - ref) / np.abs(ref)) < 1e-4:
+        raise ArithmeticError(f"transcendental chain k={k}: wrong result; timing discarded")
+    t = timing.time_jitted(f, x, target_s=target_s, min_iters=3)
+    return RooflinePoint("transcendental", 3 * k / 8, 3.0 * k * n, t, transcendentals=2.0 * k * n)
 
 
 def bench_matvec(n: int, device=None, target_s: float = 0.3) -> RooflinePoint:

@@ -6,7 +6,8 @@ result says so in ``plan``), splits the optimised program into its kernels (each
 inside loops as often as they run: ``jaxgpu.stack.kernels``) and prices each on the hardware's roofs:
 
     a matrix product  max(FLOPs / (roof x wave fill), bytes / bandwidth) + a launch
-    anything else     max(FLOPs / elementwise roof, bytes / bandwidth) + a launch
+    anything else     max(FLOPs / elementwise roof (+ exp, log, pow at their own rate where the roofs have
+                      one: a run's exp/log chain), bytes / bandwidth) + a launch
     the program       one call's dispatch + the kernels x their launches + loop iterations x a loop step
 
 The wave fill is a GPU's tile and wave quantisation: a product split in CTA tiles runs in whole waves of
@@ -69,10 +70,11 @@ SIMT_TILES = ((128, 128),)
 
 @dataclasses.dataclass(frozen=True)
 class Roofs:
-    """Achievable rates: FLOP/s per roof key (``Hardware.tflops`` keys, and "elementwise" for fused
-    non-matmul arithmetic), memory bytes/s, seconds per call, per kernel launch and per loop iteration;
-    where they come from. A GPU's roofs know its SMs (for the wave fill) and that a float32 product at
-    DEFAULT precision runs as TF32 there; a CPU run's roofs carry the curves its sweeps measured."""
+    """Achievable rates: FLOP/s per roof key (``Hardware.tflops`` keys, "elementwise" for fused non-matmul
+    arithmetic and, where measured, "transcendental": exp, log, pow per second), memory bytes/s, seconds per
+    call, per kernel launch and per loop iteration; where they come from. A GPU's roofs know its SMs (for the
+    wave fill) and that a float32 product at DEFAULT precision runs as TF32 there; a CPU run's roofs carry the
+    curves its sweeps measured."""
 
     name: str
     flops: dict[str, float]
@@ -100,17 +102,21 @@ class Roofs:
 
     def bandwidth_at(self, nbytes: float, exclude: str = "") -> float:
         """The bytes/s of a kernel moving ``nbytes``: the run's STREAM curve where it has one, else the roof."""
-        return _on_curve(self.bandwidth_curve, nbytes, exclude) or self.bandwidth
+        return _on_curve(self.bandwidth_curve, nbytes, exclude, small="best") or self.bandwidth
 
 
-def _on_curve(points: Sequence[tuple[float, float, str]], x: float, exclude: str) -> float | None:
+def _on_curve(points: Sequence[tuple[float, float, str]], x: float, exclude: str, small: str = "first"
+              ) -> float | None:
+    """The rate at ``x`` on a measured curve, interpolated in log-log; past its largest point, that point's rate;
+    below its smallest, that point's rate (``small="first"``: a product too small to measure is no faster) or the
+    curve's best (``"best"``: a kernel smaller than any the sweep timed fits in cache and is not split)."""
     pts = sorted((p[0], p[1]) for p in points if p[2] != exclude and p[0] > 0 and p[1] > 0)
     if not pts or x <= 0:
         return None
     xs = [p[0] for p in pts]
     i = bisect.bisect_left(xs, x)
     if i == 0:
-        return pts[0][1]
+        return max(p[1] for p in pts) if small == "best" and x < xs[0] else pts[0][1]
     if i == len(pts):
         return pts[-1][1]
     (x0, y0), (x1, y1) = pts[i - 1], pts[i]
@@ -238,6 +244,9 @@ def price(ks: Sequence[Kernel], roofs: Roofs, *, loop_steps: int = 0, plan: str 
             rate, fill = roofs.compute("elementwise"), 1.0
         bw = roofs.bandwidth_at(k.bytes, exclude) if k.bytes else roofs.bandwidth
         c = k.flops / rate if rate and k.flops else 0.0
+        if not k.is_dot and k.transcendentals and roofs.flops.get("transcendental") and rate:
+            # exp, log, pow at the rate measured for them, the rest of the kernel's FLOPs at the elementwise roof
+            c = max(0.0, k.flops - k.transcendentals) / rate + k.transcendentals / roofs.flops["transcendental"]
         m = k.bytes / bw if bw and k.bytes else 0.0
         cq = c / fill if fill > 0 else c
         n = k.count

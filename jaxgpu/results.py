@@ -31,6 +31,9 @@ STATUSES = ("ok", "does_not_fit", "unsupported", "failed")
 MODES = ("measured", "compiled", "predicted")
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
+# the compiled plans of the timed programs, beside the records they belong to (jaxgpu.plans): one line per
+# (case key, plan), read into ``Run.plans``; derived facts, so a damaged line is dropped, not refused
+PLANS_FILE = "plans.jsonl"
 
 
 class ResultsError(ValueError):
@@ -223,7 +226,8 @@ class RunWriter:
         self.meta.update(fields)
         self._write_meta()
 
-    def write(self, record: Record) -> None:
+    def write(self, record: Record, plans: Iterable[dict[str, Any]] = ()) -> None:
+        """Appends ``record`` and then the ``plans`` of the program it timed (``jaxgpu.plans``) to their files."""
         if record.mode == "predicted":  # results.jsonl holds what was measured or compiled, never a model's output
             raise ValueError(f"a predicted record is not written to {RESULTS_FILE}: {record.experiment} "
                              f"{record.params}")
@@ -233,6 +237,14 @@ class RunWriter:
             os.fsync(self._f.fileno())
         except OSError as err:
             raise RunWriteError(self.dir / RESULTS_FILE, err) from None
+        lines = "".join(json.dumps({"schema": SCHEMA, "run_id": record.run_id, "key": record.key, **p},
+                                   sort_keys=True) + "\n" for p in plans)
+        if lines:
+            try:
+                with open(self.dir / PLANS_FILE, "a", encoding="utf-8") as f:
+                    f.write(lines)
+            except OSError as err:
+                raise RunWriteError(self.dir / PLANS_FILE, err) from None
 
     def close(self) -> None:
         try:
@@ -272,6 +284,9 @@ class Run:
     path: Path
     meta: dict[str, Any]
     records: tuple[Record, ...]
+    # case key -> plan name ("xla:cpu", "xla:gpu h200", ...) -> {"loop_steps": n, "kernels": [...]}: the
+    # compiled plans of the timed programs (jaxgpu.plans), the last written winning
+    plans: dict[str, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
 
     @property
     def env(self) -> dict[str, Any]:
@@ -388,7 +403,38 @@ def read_run(out_dir: str | os.PathLike) -> Run:
     _check_schema(meta, str(run_path))
     res_path = d / RESULTS_FILE
     records = tuple(iter_records(res_path)) if res_path.exists() else ()
-    return Run(d, meta, records)
+    return Run(d, meta, records, read_plans(d / PLANS_FILE))
+
+
+def read_plans(path: str | os.PathLike) -> dict[str, dict[str, dict[str, Any]]]:
+    """A ``plans.jsonl`` as ``Run.plans`` holds it; {} without the file. A line that is not a plan (cut by a
+    kill, damaged) is dropped with a warning: its record is then priced from its counts."""
+    path = Path(path)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return out
+    except (OSError, UnicodeDecodeError) as err:
+        warnings.warn(f"{path}: cannot read ({err.__class__.__name__}); the records are priced from their counts",
+                      stacklevel=2)
+        return out
+    bad = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            if obj.get("schema") != SCHEMA or not isinstance(obj["kernels"], list):
+                raise ValueError
+            out.setdefault(obj["key"], {})[obj["plan"]] = {"loop_steps": int(obj.get("loop_steps", 0)),
+                                                          "kernels": obj["kernels"]}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            bad += 1
+    if bad:
+        warnings.warn(f"{path}: {bad} line(s) are not plans and were dropped; their records are priced from their "
+                      "counts", stacklevel=2)
+    return out
 
 
 def completed_keys(records: Iterable[Record]) -> set[str]:

@@ -26,6 +26,11 @@ _MOVEMENT = {"parameter", "constant", "reshape", "broadcast", "transpose", "slic
              "conditional", "rng-bit-generator", "rng", "after-all", "partition-id", "replica-id",
              "optimization-barrier"}
 CLASSES = ("dot", "elementwise", "reduce")
+# ops an elementwise count takes as one FLOP each that a core evaluates as a series of them (or, on a GPU, on its
+# special-function units): their count is kept apart (``transcendental_ops``) so that a model can price them at a
+# rate measured for them (the roofline experiment's exp/log chain)
+TRANSCENDENTAL = {"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "power", "tanh", "sine",
+                  "cosine", "tan", "atan2", "erf", "cbrt"}
 
 
 def _dims(s: str) -> list[int]:
@@ -77,6 +82,11 @@ def op_flops(hlo_text: str) -> dict[str, float]:
         else:
             totals["elementwise"] += float(n_out)
     return totals
+
+
+def transcendental_ops(hlo_text: str) -> float:
+    """How many of a computation's elementwise FLOPs (``op_flops``) are transcendental ops (``TRANSCENDENTAL``)."""
+    return float(sum(math.prod(i["shape"]) if i["shape"] else 1 for i in parse(hlo_text) if i["op"] in TRANSCENDENTAL))
 
 
 def library_gemm_flops(ins: dict, shapes: dict[str, list[int]]) -> float:
@@ -276,16 +286,17 @@ class Kernel:
     dtype: str = ""
     precision: str = "default"
     scope: str = ""  # "flash_attention" where JAX named it so (jaxgpu.transformer): priced as one fused kernel
+    transcendentals: float = 0.0  # how many of ``flops`` are transcendental ops (``transcendental_ops``)
 
     def to_list(self) -> list:
         """A compact form for a results attachment (``from_list`` reads it back)."""
         return [self.name, self.flops, self.bytes, self.is_dot, self.count, list(self.gemm) if self.gemm else None,
-                self.dtype, self.precision, self.scope]
+                self.dtype, self.precision, self.scope, self.transcendentals]
 
     @classmethod
     def from_list(cls, v: list) -> Kernel:
         return cls(v[0], float(v[1]), float(v[2]), bool(v[3]), int(v[4]), tuple(v[5]) if v[5] else None, v[6], v[7],
-                   v[8] if len(v) > 8 else "")
+                   v[8] if len(v) > 8 else "", float(v[9]) if len(v) > 9 else 0.0)
 
 
 _FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy-start", "copy-done", "after-all",
@@ -417,12 +428,19 @@ def loop_steps(optimized_hlo: str) -> int:
     def walk(body: str, mult: int, depth: int) -> None:
         for line in body.splitlines():
             m = _LINE.match(line)
-            if m and m.group(3) == "while" and depth < 8:
+            if not m or depth >= 8:
+                continue
+            if m.group(3) == "while":
                 n = _trip_count(m.group(4))
                 steps[0] += mult * n
                 called = re.search(r"body=%?([\w.\-]+)", m.group(4))
                 if called and called.group(1) in bodies:
                     walk(bodies[called.group(1)], mult * n, depth + 1)
+            elif m.group(3) in ("call", "conditional"):  # XLA:CPU wraps a loop in a call, as _walk follows
+                for called in re.findall(r"(?:to_apply|branch_computations|true_computation)=\{?%?([\w.\-]+)",
+                                         m.group(4)):
+                    if called in bodies:
+                        walk(bodies[called], mult, depth + 1)
     if entry and entry.group(1) in bodies:
         walk(bodies[entry.group(1)], 1, 0)
     return steps[0]
@@ -474,7 +492,8 @@ def _walk(body: str, bodies: dict[str, str], mult: int, out: list[Kernel], depth
             dtype = first.group(1) if first else ""
         nbytes = _fused_bytes(fused, operand_bytes, _type_bytes(result)) if fused else \
             _type_bytes(result) + sum(operand_bytes)
-        out.append(Kernel(name, sum(flops.values()), nbytes, is_dot, mult, gemm, dtype, precision, scope))
+        out.append(Kernel(name, sum(flops.values()), nbytes, is_dot, mult, gemm, dtype, precision, scope,
+                          transcendental_ops(fused or line)))
 
 
 def program_counts(optimized_hlo: str) -> tuple[float, float]:

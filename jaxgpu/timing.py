@@ -16,6 +16,7 @@ Usage::
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import statistics
 import time
@@ -176,11 +177,43 @@ def clock(fn: Callable, *args: Any, sync: Callable[[Any], Any] = _block) -> tupl
     return out, time.perf_counter() - t0
 
 
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """A program compiled while ``collecting_programs`` was open: the jitted function (None when a ``Lowered``
+    was compiled), its arguments' shapes and the compiled program. The runner keeps the one whose work a
+    record counts (``work_counts``) and stores its plan beside the record (``jaxgpu.plans``)."""
+
+    fn: Callable | None
+    specs: tuple
+    compiled: Any
+
+
+_PROGRAMS: contextvars.ContextVar[list[Program] | None] = contextvars.ContextVar("jaxgpu_programs", default=None)
+
+
+@contextlib.contextmanager
+def collecting_programs():
+    """Inside, every program ``compile_timed`` compiles is appended to the list this yields."""
+    programs: list[Program] = []
+    token = _PROGRAMS.set(programs)
+    try:
+        yield programs
+    finally:
+        _PROGRAMS.reset(token)
+
+
 def compile_timed(fn: Callable, *args: Any) -> tuple[Any, float]:
     """Lowers and compiles ``fn`` (jitted if it is not, or already a ``Lowered``) for ``args``;
     returns (compiled, seconds of the compile alone)."""
-    lowered = fn if hasattr(fn, "compile") else (fn if hasattr(fn, "lower") else jax.jit(fn)).lower(*args)
-    return clock(lowered.compile, sync=lambda c: c)
+    jitted = None if hasattr(fn, "compile") else (fn if hasattr(fn, "lower") else jax.jit(fn))
+    lowered = fn if jitted is None else jitted.lower(*args)
+    compiled, seconds = clock(lowered.compile, sync=lambda c: c)
+    programs = _PROGRAMS.get()
+    if programs is not None:
+        specs = tuple(jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype) if hasattr(a, "shape") else a,
+                                   list(args)))
+        programs.append(Program(jitted, specs, compiled))
+    return compiled, seconds
 
 
 def time_jitted(fn: Callable, *args: Any, arg_sets: Sequence[tuple] | None = None, target_s: float = 0.5,

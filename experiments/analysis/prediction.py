@@ -32,8 +32,25 @@ _NOT_MODELLED = {"collectives"}
 GPUS = ("H100 SXM", "H200 SXM", "A100 80GB", "L4", "RTX 4090")
 
 
+# the roof key of a precision sweep's product, by the record's dtype and precision (jaxgpu.prediction.roof_key)
+_SWEEP_KEYS = {"float64": "fp64", "bfloat16": "bf16", "float16": "fp16", "float8_e4m3fn": "fp8",
+               "float8_e5m2": "fp8", "int8": "int8"}
+
+
+_MAMF_KEYS = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8_e4m3": "fp8", "int8": "int8"}
+
+
+def _sweep_key(params: dict) -> str:
+    dtype = params.get("dtype", "float32")
+    if dtype == "float32":
+        return "tf32" if params.get("precision") == "tensorfloat32" else "fp32"
+    return _SWEEP_KEYS.get(dtype, "fp32")
+
+
 def measured_roofs(run: results.Run, recs: list[results.Record]) -> predict.Roofs | None:
-    """A run's roofs, from its own best records; None where the run lacks one of them."""
+    """A run's roofs, from its own best records, with the curves its sweeps measured (the rate of a product
+    by its FLOPs, per roof key; the bandwidth of a kernel by its bytes), each point named by its case so
+    that a case is never priced on its own point; None where the run lacks one of them."""
     ok = [r for r in recs if r.status == "ok" and not r.compiled]
     mm = [r.metrics["gflops"] for r in ok if r.experiment == "matmul" and r.params.get("impl") == "jax"
           and "gflops" in r.metrics]
@@ -54,13 +71,39 @@ def measured_roofs(run: results.Run, recs: list[results.Record]) -> predict.Roof
     if not (mm and fma and bw and tiny):
         return None
     flops = {"fp32": max(mm) * 1e9, "elementwise": max(fma) * 1e9}
+    exp = [r.metrics["transcendentals_per_s"] for r in ok if r.experiment == "roofline"
+           and r.params.get("kind") == "transcendental" and "transcendentals_per_s" in r.metrics]
+    if exp:
+        flops["transcendental"] = max(exp)
     for name in presets.PRESETS:  # the sweep's best rate of each preset, where it has one
         best = [r.metrics["gflops"] for r in ok if r.experiment == "precision" and r.params.get("preset") == name
                 and r.params.get("impl") == "jax" and "gflops" in r.metrics]
         if best and name != "fp32":
             flops[name] = max(best) * 1e9
+    # the curves: a timed product's rate at its size (the matmul sweep, the precision sweep per roof key)
+    gemm: dict[str, list] = {}
+    for r in ok:
+        if "flops_xla" not in r.metrics or "gflops" not in r.metrics or r.params.get("impl", "jax") != "jax":
+            continue
+        if r.experiment == "matmul" or (r.experiment == "roofline" and r.params.get("kind") == "matmul"):
+            key = "fp32"
+        elif r.experiment == "precision" and r.params.get("case") == "sweep":
+            key = _sweep_key(r.params)
+        elif r.experiment == "precision" and r.params.get("case") == "mamf" and r.params.get("preset") in _MAMF_KEYS:
+            key = _MAMF_KEYS[r.params["preset"]]  # the best shape the search found near its base size
+        else:
+            continue
+        gemm.setdefault(key, []).append((r.metrics["flops_xla"], r.metrics["gflops"] * 1e9, r.key))
+    # and a kernel's bandwidth by the bytes it moves: the STREAM kernels of every size, one program each, less
+    # the call's overhead, which the program pays once (a KB-sized kernel costs what splitting it over the
+    # cores costs: tens of microseconds here)
+    curve = tuple((r.metrics["bytes_xla"], r.metrics["bytes_xla"] / max(t - min(tiny), 0.1 * t), r.key)
+                  for r in ok if r.experiment == "bandwidth" and r.params.get("impl") == "jax"
+                  and r.params.get("variant") == "jit" and "bytes_xla" in r.metrics
+                  for t in [r.metrics["time_s_median"]])
     return predict.Roofs(run.label, flops, max(bw) * 1e9, min(tiny), f"measured in {run.path.name}",
-                         min(loops) if loops else 0.0)
+                         min(loops) if loops else 0.0,
+                         gemm_curve={k: tuple(v) for k, v in gemm.items()}, bandwidth_curve=curve)
 
 
 def _dtype(rec: results.Record, own: bool, plan: dict[str, str] | None = None) -> str:
@@ -82,12 +125,14 @@ def _steps(r: results.Record) -> int:
 def timed_as(r: results.Record) -> tuple[str, float, float, float] | None:
     """What a record timed, as the model prices it: (the time metric, calls of the program, FLOPs and bytes
     XLA counted per call); None for a record the model cannot price. A time to target is ``steps`` calls
-    of the train step; every other time is one call of the program whose counts the record carries."""
+    of the train step; every other time is one call of the program whose counts the record carries (a loop
+    program timed per kernel, bandwidth's loop variant: 1 / ``kernels_per_call`` of one)."""
     m = r.metrics
     if {"time_s_to_target", "steps", "step_flops_xla", "step_bytes_xla"} <= set(m):
         return "time_s_to_target", m["steps"], m["step_flops_xla"], m["step_bytes_xla"]
     if {"time_s_median", "bytes_xla"} <= set(m):  # XLA leaves out the FLOPs of a program without any (a copy)
-        return "time_s_median", 1.0, m.get("flops_xla", 0.0), m["bytes_xla"]
+        # a time per kernel of a loop program (bandwidth's loop variant) is a fraction of one call
+        return "time_s_median", 1.0 / m.get("kernels_per_call", 1.0), m.get("flops_xla", 0.0), m["bytes_xla"]
     return None
 
 
@@ -104,11 +149,57 @@ def on_a_gpu(r: results.Record) -> bool:
     return r.params.get("variant") not in experiments.load(r.experiment).host_only
 
 
-def predicted_s(r: results.Record, roofs: predict.Roofs, own: bool = True, plan: dict[str, str] | None = None) -> float:
-    """The model's lower bound on what ``r`` timed, on ``roofs`` (``own``: the roofs of the record's own run,
-    keyed per preset; else a GPU's, keyed per hardware dtype, as its compiled ``plan`` has them)."""
+def own_plans(run: results.Run, r: results.Record) -> list[tuple[list, int, str]]:
+    """The plan the record timed, as its run compiled it (``jaxgpu.plans``): [(kernels, loop steps, name)], or
+    [] where the run kept none (an older run; a record whose program was not found)."""
+    name = f"xla:{run.env.get('backend', 'cpu')}"
+    p = run.plans.get(r.key, {}).get(name)
+    return [(_kernels(p), p["loop_steps"], name)] if p else []
+
+
+def gpu_plans(run: results.Run, r: results.Record, gpu: str) -> list[tuple[list, int, str]]:
+    """XLA:GPU's plans of the record's program that its (CPU) run compiled: those of ``gpu``'s own target
+    where the run has them, else another target's standing in (named so); both GEMM choices where there
+    are two. [] where the run compiled none (no gpu-compile extra)."""
+    have = run.plans.get(r.key, {})
+    gpus = sorted({n.split(",")[0] for n in have if n.startswith("xla:gpu ")})
+    if not gpus:
+        return []
+    target, _ = predict.plan_target(hardware.GPUS[gpu])
+    own = f"xla:gpu {target}" if target else None
+    use = own if own in gpus else gpus[0]
+    tail = "" if use == own else f", standing in for the {gpu}"
+    return [(_kernels(p), p["loop_steps"], name + tail) for name, p in have.items() if name.split(",")[0] == use]
+
+
+def _kernels(p: dict) -> list:
+    from jaxgpu import plans
+
+    return plans.expand(p["kernels"])
+
+
+def priced(r: results.Record, roofs: predict.Roofs, plans: list[tuple[list, int, str]], own: bool = True,
+           plan: dict[str, str] | None = None) -> tuple[float, str]:
+    """(seconds, plan priced) of what ``r`` timed on ``roofs``: its compiled ``plans`` priced kernel by kernel
+    (``jaxgpu.prediction.price``; the cheapest where XLA:GPU had two GEMM choices, as its autotuner keeps the
+    faster), never on the case's own point of the run's curves; without a plan, its XLA counts as one kernel
+    (``bound``: a lower bound, "counts")."""
     _, calls, flops, nbytes = timed_as(r)
-    return calls * predict.bound(flops, nbytes, roofs, _dtype(r, own, plan), loop_steps=_steps(r)).lower_s
+    if plans:
+        best = min((predict.price(ks, roofs, loop_steps=steps, exclude=r.key if own else "").estimate_s, name)
+                   for ks, steps, name in plans)
+        return calls * best[0], best[1]
+    return calls * predict.bound(flops, nbytes, roofs, _dtype(r, own, plan), loop_steps=_steps(r),
+                                 exclude=r.key if own else "").lower_s, "counts"
+
+
+def predicted_s(r: results.Record, roofs: predict.Roofs, own: bool = True, plan: dict[str, str] | None = None,
+                run: results.Run | None = None, gpu: str | None = None) -> float:
+    """The model's time for what ``r`` timed, on ``roofs`` (``own``: the roofs of the record's own run ``run``,
+    priced on the plan it timed; else ``gpu``'s, priced on XLA:GPU's plan where ``run`` compiled one, or on
+    the record's counts with the roof its compiled ``plan`` names)."""
+    plans = [] if run is None else (own_plans(run, r) if own else gpu_plans(run, r, gpu or roofs.name))
+    return priced(r, roofs, plans, own, plan)[0]
 
 
 def compiled_plan(runs: list[results.Run], gpu: str) -> dict[str, str]:
@@ -141,7 +232,7 @@ def errors(run: results.Run, recs: list[results.Record]) -> list[tuple[results.R
         return []
     out = []
     for r in timed(recs):
-        p = predicted_s(r, roofs)
+        p = predicted_s(r, roofs, run=run)
         out.append((r, p, measured_s(r) / p))
     return out
 
@@ -207,5 +298,6 @@ def predicted_pairs(runs: list[results.Run], gpu: str = "H200 SXM") -> list[tupl
         twin = results.Run(run.path.with_name(f"{run.path.name}-predicted-{hw.name.split()[0].lower()}"),
                            {**run.meta, "env": env, "mode": "predicted", "hardware": dataclasses.asdict(hw)}, ())
         for r in filter(on_a_gpu, timed(run.records)):
-            out.append((twin, predicted_record(r, predicted_s(r, roofs, own=False, plan=plan), env["device_kind"])))
+            t = predicted_s(r, roofs, own=False, plan=plan, run=run, gpu=gpu)
+            out.append((twin, predicted_record(r, t, env["device_kind"])))
     return out

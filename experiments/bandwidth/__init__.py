@@ -28,13 +28,19 @@ class Config:
     target_s: float = 0.3
 
 
+# 3 KB to 6 MB of triad: where XLA:CPU starts splitting a kernel over the cores (between 2 and 12 KB here, at tens
+# of microseconds a kernel) and which cache level holds it
+SMALL = (1 << 8, 1 << 9, 1 << 10, 1 << 13, 1 << 16, 1 << 19)
+
 PROFILES = {
     ("tiny", "any"): Config(sweep=(1 << 16,), max_main_bytes=1 << 20, min_main_bytes=1 << 20, target_s=0.01),
     # quick: 128 MiB arrays (4x a 32 MB L3): a fresh output is first-touched every plain-jit call,
     # which at this VM's ~0.4 GB/s first-touch rate is what the quick profile's time goes on
-    ("quick", "cpu"): Config(sweep=(1 << 22, 1 << 24), max_main_bytes=128 * 2**20, min_main_bytes=128 * 2**20,
+    # the small sizes are the prediction model's: a kernel of a few KB to MB costs what its size costs here
+    # (cache-resident, or split over the cores at a cost: jaxgpu.prediction's bandwidth curve)
+    ("quick", "cpu"): Config(sweep=(*SMALL, 1 << 22, 1 << 24), max_main_bytes=128 * 2**20, min_main_bytes=128 * 2**20,
                              target_s=0.2),
-    ("full", "cpu"): Config(sweep=(1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 27), max_main_bytes=4 * 2**30,
+    ("full", "cpu"): Config(sweep=(*SMALL, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 27), max_main_bytes=4 * 2**30,
                             target_s=1.0),
     # 1 GiB arrays: 17x the 60 MB L2 the lent H200 reports (50 MB in Hopper's whitepaper)
     ("quick", "gpu"): Config(sweep=(1 << 22, 1 << 24), min_main_bytes=2**30, max_main_bytes=2**30, target_s=0.1),

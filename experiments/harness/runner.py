@@ -318,6 +318,10 @@ def _measure_all(plans: list[_Plan], ctx: RunContext, run_id: str, budget_s: flo
     """Measures the plans' cases in order, writing each record as it comes; returns how many the budget skipped."""
     allow = _allowances(plans, budget_s, machine)
     current, started, skipped, left_out = None, set(), 0, set()
+    from jaxgpu import plans as plans_mod
+    from jaxgpu import timing  # imports JAX: the run has started it
+
+    gpus = plans_mod.gpu_targets(ctx.platform, ctx.mode)
     for p, case in _order(plans, budget_s):
         est = machine.case_seconds(case.cost)
         est += machine.experiment_setup_s if est and p.name not in started else 0.0
@@ -334,9 +338,10 @@ def _measure_all(plans: list[_Plan], ctx: RunContext, run_id: str, budget_s: flo
         if bar is not None:
             bar.set_description(p.name)
         t0 = time.perf_counter()
-        record = _measure(p.exp, case, ctx, run_id)
+        with timing.collecting_programs() as programs:
+            record = _measure(p.exp, case, ctx, run_id)
+        writer.write(record, _plans(record, programs, ctx, gpus))
         spent[p.name] += time.perf_counter() - t0
-        writer.write(record)
         counts[record.status] += 1
         if record.status == "failed":
             log(f"jaxgpu: {p.name} {_short(case.params)} failed: {record.reason}")
@@ -395,3 +400,16 @@ def _measure(exp: Experiment, case: Case, ctx: RunContext, run_id: str) -> resul
         status, reason = results.status_of(err)
         return results.Record(metrics={}, status=status, reason=reason, **common)
     return results.Record(metrics=metrics, **common)
+
+
+def _plans(record: results.Record, programs: list, ctx: RunContext, gpus: Sequence[str]) -> list[dict]:
+    """The compiled plans of the program ``record`` timed (``jaxgpu.plans``): none for a record that timed no
+    JAX program, and none, rather than a failed case, where a plan cannot be read."""
+    if record.status != "ok" or not programs or record.mode != "measured":
+        return []
+    from jaxgpu import plans
+
+    try:
+        return plans.of_case(record.metrics, programs, ctx.platform, gpus)
+    except Exception:  # noqa: BLE001 - the record stands; the report prices it from its counts
+        return []

@@ -1,7 +1,8 @@
 """roofline: GFLOP/s vs arithmetic intensity against the roof drawn from this run's own measurements (C09).
 
 Points: an elementwise chain of k fused multiply-adds per element (intensity k/4 FLOP per
-byte), a matvec (0.5 FLOP/byte) and an fp32 matmul (n/6 FLOP/byte). The roof is
+byte), a chain of exp/log steps (ops XLA counts as one FLOP each, which cost a core many: the
+rate the prediction model prices them at), a matvec (0.5 FLOP/byte) and an fp32 matmul (n/6 FLOP/byte). The roof is
 min(peak compute, bandwidth x intensity), with peak compute = the matmul point and
 bandwidth = the best low-intensity point, both measured in the same run; on a GPU the
 datasheet roof is drawn too.
@@ -24,10 +25,13 @@ class Config:
     matvec_n: int = 8192
     matmul_n: int = 2048
     target_s: float = 0.2
+    transcendental_k: int = 16  # softplus steps per element (2 transcendental ops each) ...
+    transcendental_n: int = 1 << 22  # ... over 16 MiB: compute-bound at any size past the caches
 
 
 PROFILES = {
-    ("tiny", "any"): Config(ks=(1, 16), n=1 << 16, matvec_n=256, matmul_n=128, target_s=0.01),
+    ("tiny", "any"): Config(ks=(1, 16), n=1 << 16, matvec_n=256, matmul_n=128, target_s=0.01, transcendental_k=2,
+                            transcendental_n=1 << 12),
     ("quick", "cpu"): Config(ks=(1, 4, 16, 64, 256), n=1 << 25),
     # k stops at 1024 (256 FLOP/byte): far past the ridge, and an unrolled chain of 4096 runs for minutes.
     ("full", "cpu"): Config(ks=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024), n=1 << 27, matvec_n=16384, matmul_n=4096,
@@ -46,6 +50,11 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
                 Cost(compiles=2 + k // 64, flops=2.0 * k * n, dtype="elementwise", bytes=8.0 * n,
                      target_s=cfg.target_s, min_iters=3, host_bytes=8.0 * n, device_rng_bytes=4.0 * n))
            for k in cfg.ks]
+    tk, tn = cfg.transcendental_k, cfg.transcendental_n
+    # a transcendental op costs a CPU core about 90 elementwise FLOPs' time (1.1 G/s against 89 GFLOP/s here)
+    out.append(Case({"kind": "transcendental", "k": tk, "n": tn}, functools.partial(_measure.transcendental, cfg, ctx),
+                    Cost(compiles=2, flops=2.0 * tk * tn * 90, dtype="elementwise", bytes=8.0 * tn,
+                         target_s=cfg.target_s, min_iters=3, host_bytes=8.0 * tn, device_rng_bytes=4.0 * tn)))
     out.append(Case({"kind": "matvec", "n": v}, functools.partial(_measure.matvec, cfg, ctx),
                     Cost(compiles=0, gemm_compiles=1, flops=2.0 * v * v, bytes=4.0 * v * v, target_s=cfg.target_s,
                          min_iters=3,

@@ -1,4 +1,5 @@
-"""roofline, measured: an FMA chain per intensity, a matvec and a matmul, each through jaxgpu.memory."""
+"""roofline, measured: an FMA chain per intensity, an exp/log chain, a matvec and a matmul, each through
+jaxgpu.memory."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from experiments.roofline import Config
 
 def fma(k: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
     return memory.bench_fma(k, cfg.n, ctx.device, cfg.target_s).metrics()
+
+
+def transcendental(cfg: Config, ctx: RunContext) -> dict[str, float]:
+    return memory.bench_transcendental(cfg.transcendental_k, cfg.transcendental_n, ctx.device, cfg.target_s).metrics()
 
 
 def matvec(cfg: Config, ctx: RunContext) -> dict[str, float]:

@@ -82,6 +82,12 @@ def _takeaway(label, recs, bw, peak, hw, allocator=None, how="measured") -> str:
             f"A memory-bound op ({worst.params['kind']}, {worst.metrics['intensity_flop_per_byte']:.2g} FLOP/byte) "
             f"{'ran' if how == 'measured' else 'would run'} at {worst.metrics['gflops'] / peak:.1%} of peak compute: "
             "there the cores wait on memory")
+    fma = [x.metrics["gflops"] for x in recs if x.params["kind"] == "fma"]
+    exp = [x for x in recs if x.params["kind"] == "transcendental" and "transcendentals_per_s" in x.metrics]
+    if exp and fma:
+        rate = exp[0].metrics["transcendentals_per_s"]
+        text += (f". An exp or a log, which XLA counts as one FLOP, {'took' if how == 'measured' else 'would take'} "
+                 f"the time of {max(fma) * 1e9 / rate:,.0f} FMA-chain FLOPs ({rate / 1e9:,.2f} G/s)")
     if hw and hw.ridge_point("fp32"):
         text += (f"; datasheet ridge {hw.ridge_point('fp32'):.1f} FLOP/byte (fp32), "
                  f"{hw.ridge_point('bf16') or 0:.0f} (bf16)")

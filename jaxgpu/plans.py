@@ -57,17 +57,22 @@ def _counts(metrics: dict[str, float]) -> tuple[float, float] | None:
 
 
 def timed_program(metrics: dict[str, float], programs: Sequence[Any]) -> Any | None:
-    """The program (``jaxgpu.timing.Program``) whose XLA counts are the record's: the one it timed; None where
-    no program or several different ones match."""
+    """The program (``jaxgpu.timing.Program``) whose counts are the record's (XLA's, or its kernels' by trip count):
+    the one it timed; None where no program or several different ones match."""
     from jaxgpu import timing
 
     want = _counts(metrics)
     if want is None:
         return None
+    from jaxgpu import stack
+
     hits = []
     for p in programs:
+        # the record's counts are XLA's, or (a scanned program, whose loop body XLA counts once) its kernels'
         flops, nbytes, _ = timing.work_counts(p.compiled)
-        if nbytes is not None and _close(nbytes, want[1]) and _close(flops or 0.0, want[0]):
+        counted = [(flops or 0.0, nbytes)] if nbytes is not None else []
+        counted.append(stack.program_counts(p.compiled.as_text()))
+        if any(_close(b, want[1]) and _close(f, want[0]) for f, b in counted):
             hits.append(p)
     texts = {p.compiled.as_text() for p in hits}
     return hits[-1] if len(texts) == 1 else None

@@ -142,3 +142,22 @@ def test_a_twin_is_priced_on_xla_gpus_plan_and_another_gpu_on_the_h200s_named_so
     assert t == pytest.approx(predict.price(plans.expand(gpu), roofs).estimate_s)
     twin = next(r for _, r in view.predicted_pairs([run]) if r.key == inf.key)
     assert twin.metrics["time_s_median"] == pytest.approx(t)
+
+
+def test_exp_log_and_pow_are_counted_apart_and_priced_at_their_own_rate():
+    import jax
+    import jax.numpy as jnp
+
+    hlo = jax.jit(lambda x: jnp.exp(x) * 2.0 + jnp.log(x)).lower(jnp.ones(1000)).compile().as_text()
+    (k,) = [k for k in stack.kernels(hlo) if k.flops]
+    assert k.transcendentals == 2000 and k.flops >= 3000
+    slow = predict.Roofs("x", {"elementwise": 1e12, "transcendental": 1e6}, 1e12, 0.0, "test")
+    fast = predict.Roofs("x", {"elementwise": 1e12}, 1e12, 0.0, "test")
+    assert predict.price([k], slow).estimate_s == pytest.approx(2000 / 1e6 + (k.flops - 2000) / 1e12)
+    assert predict.price([k], fast).estimate_s < 1e-6  # without a measured rate, one FLOP each, as XLA counts
+
+
+def test_a_loop_timed_per_kernel_is_priced_as_its_share_of_the_loop_program():
+    rec = results.Record("bandwidth", {"impl": "jax", "kernel": "triad", "variant": "loop", "n": 8},
+                         {"time_s_median": 1.0, "flops_xla": 2.0, "bytes_xla": 100.0, "kernels_per_call": 10.0})
+    assert view.timed_as(rec) == ("time_s_median", 0.1, 2.0, 100.0)

@@ -306,11 +306,11 @@ def test_the_readme_opens_on_the_committed_answer():
         "of reports/study/summary.json and ledger.json between the markers")
     # every figure it quotes is the report's
     md = (study / "report.md").read_text()
-    check = re.search(r"over (\d+) timed cases of \d+ experiments.*?missed the median time by (\d+)%.*?(\d+)% of cases "
+    check = re.search(r"over (\d+) timed programs of \d+ experiments.*?missed the measured median by (\d+)%.*?(\d+)% "
                       r"lie within 2x", md)
     assert check, "the report's check of the CPU predictions"
     n, median, within = check.groups()
-    assert f"median error {median}% and {within}% within 2x over {n} timed cases" in " ".join(readme.split())
+    assert f"median error {median}% and {within}% within 2x over {n} timed programs" in " ".join(readme.split())
     for row in json.loads((study / "summary.json").read_text())["rows"]:
         assert f"| {row['here']} | {row['gpu']} | {row['factor']} |" in md, row["topic"]
     # no link that a clone cannot follow: nothing above the repository, nothing assumed online

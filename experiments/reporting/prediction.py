@@ -74,6 +74,14 @@ def check(errs) -> tuple[int, float, float]:
             sum(0.5 <= e[2] <= 2 for e in errs) / len(errs))
 
 
+def _planned(planned: int, n: int) -> str:
+    if planned == n:
+        return "Each was priced on the plan the run compiled."
+    if planned == 0:
+        return "The run kept no compiled plans (it predates plans.jsonl): each was priced on XLA's counts as one kernel."
+    return f"{planned} of them were priced on the plan the run compiled, the rest on XLA's counts as one kernel."
+
+
 def check_sentence(run: results.Run, errs, roofs: predict.Roofs) -> str:
     """The CPU check in one paragraph: over the run's device programs (its host-only variants, which time the
     host's allocator or devices sharing its cores, apart), how far the model's time missed the measured."""
@@ -83,7 +91,7 @@ def check_sentence(run: results.Run, errs, roofs: predict.Roofs) -> str:
     planned = sum(bool(own_plans(run, e[0])) for e in device)
     text = (f"On {run.label}, over {n} timed programs of {len({e[0].experiment for e in device})} experiments, the "
             f"model's time missed the measured median by {med:.0%} (median |measured / predicted - 1|); {within:.0%} "
-            f"lie within 2x. {planned} of them were priced on the plan the run compiled, the rest on XLA's counts. "
+            f"lie within 2x. {_planned(planned, n)} "
             f"The run's roofs: {roofs.flops['fp32'] / 1e9:,.0f} GFLOP/s fp32 matmul at its best, "
             f"{roofs.flops['elementwise'] / 1e9:,.0f} GFLOP/s elementwise, {roofs.bandwidth / 1e9:,.1f} GB/s from "
             f"DRAM, {roofs.overhead_s * 1e6:.0f} us a call, with its sweeps' rates by size.")
@@ -100,13 +108,16 @@ def _case(r: results.Record) -> str:
 
 
 # What the roofline leaves out, by the kind of program a record timed.
-_CAUSES = {("serial_parallel", "fori_loop"): "a serial loop, priced at the run's fastest step",
-           ("serial_parallel", "scan"): "a serial loop, priced at the run's fastest step",
-           ("serial_parallel", "closed_form"): "pow, a transcendental that XLA counts as one FLOP",
+_CAUSES = {("serial_parallel", "fori_loop"): "a serial loop, its steps priced at the run's fastest loop step",
+           ("serial_parallel", "scan"): "a serial loop, its steps priced at the run's fastest loop step",
+           ("serial_parallel", "closed_form"): "pow, priced as one exp or log of the roofline's chain, costs more",
+           ("serial_parallel", "associative_scan"): "dozens of small kernels, some split over the cores, some not",
            ("bandwidth", "sharded"): "split over host devices that share the same cores",
-           ("bandwidth", "loop"): "a compiled loop of kernels",
-           ("inference", None): "several kernels per call, each with its own overhead",
-           ("op_mix", None): "a train step of many kernels, each with its own overhead"}
+           ("bandwidth", "process"): "a fresh process, its allocator mapping new pages every call",
+           ("inference", None): "small kernels: XLA:CPU splits some over the cores (tens of us each), runs others inline",
+           ("op_mix", None): "small kernels: XLA:CPU splits some over the cores (tens of us each), runs others inline",
+           ("training", None): "small kernels: XLA:CPU splits some over the cores (tens of us each), runs others inline",
+           ("transformer", None): "a step of many kernels of every size"}
 # Where a program is one kernel, the bound has least to leave out: the experiments it is judged on.
 KERNEL_LEVEL = ("matmul", "precision", "bandwidth", "roofline")
 

@@ -58,6 +58,21 @@ class BackendError(RuntimeError):
     """The backend asked for cannot be had; the message says how to get it."""
 
 
+def release_host_memory() -> bool:
+    """Hands the heap's free pages back to the system (glibc's ``malloc_trim``); False where there is none.
+
+    Under ``TUNED_MALLOC`` the heap never shrinks by itself: freed arrays stay resident, and a process
+    started next (a worker with its own arrays) can find the machine's memory gone."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        return bool(ctypes.CDLL(name).malloc_trim(0)) if name else False
+    except (OSError, AttributeError):  # not glibc
+        return False
+
+
 def _backends_initialized() -> bool:
     if "jax" not in sys.modules:
         return False

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import resource
 from collections.abc import Callable
 
@@ -156,6 +157,22 @@ def bench_stream(kernel: str, arrays, variant: str = "jit", loop_iters: int = 10
     return BandwidthResult(kernel, variant, a.shape[0], str(a.dtype), t, nbytes, faults, iters)
 
 
+def _exit_words(rc: int) -> str:
+    import signal
+
+    if rc < 0:
+        name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else f"signal {-rc}"
+        return f"killed by {name}" + (" (out of memory?)" if rc == -signal.SIGKILL else "")
+    return f"exited {rc}"
+
+
+def _last_message(stderr: str) -> str:
+    """The worker's last line that is not a native library's log line (absl's "I0000 ...", "WARNING: ...")."""
+    lines = [ln for ln in stderr.strip().splitlines()
+             if ln.strip() and not re.match(r"^[IWE]\d{4} |^WARNING: All log messages", ln)]
+    return lines[-1] if lines else "no message"
+
+
 def bench_stream_process(kernel: str, n: int, dtype: str = "float32", allocator: str = "system",
                          target_s: float = 0.3, timeout_s: float = 300) -> dict[str, float]:
     """``bench_stream`` (plain jit) in a fresh CPU process started with the host allocator ``allocator``
@@ -176,7 +193,7 @@ def bench_stream_process(kernel: str, n: int, dtype: str = "float32", allocator:
     proc = subprocess.run([sys.executable, "-m", "jaxgpu.memory", kernel, str(n), dtype, str(target_s)], env=env,
                           capture_output=True, text=True, timeout=timeout_s, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"stream worker failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+        raise RuntimeError(f"stream worker {_exit_words(proc.returncode)}: {_last_message(proc.stderr)}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

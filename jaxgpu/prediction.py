@@ -101,8 +101,31 @@ class Roofs:
         return _on_curve(self.gemm_curve.get(key, ()), work, exclude) or self.compute(key)
 
     def bandwidth_at(self, nbytes: float, exclude: str = "") -> float:
-        """The bytes/s of a kernel moving ``nbytes``: the run's STREAM curve where it has one, else the roof."""
-        return _on_curve(self.bandwidth_curve, nbytes, exclude, small="best") or self.bandwidth
+        """The bytes/s of a kernel moving ``nbytes``: the run's STREAM curve where it has one (less the wake-up of
+        ``split``, which a program pays once), else the roof."""
+        at, wake = self.split(exclude)
+        pts = [(b, b / max(b / r - wake, 0.1 * b / r) if b >= at else r, k) for b, r, k in self.bandwidth_curve
+               if b > 0 and r > 0]
+        return _on_curve(pts, nbytes, exclude, small="best") or self.bandwidth
+
+    def split(self, exclude: str = "") -> tuple[float, float]:
+        """(bytes, seconds): the size at which the run's STREAM curve jumps, and by how much. On XLA:CPU that is
+        where a kernel starts being split over the cores, and the jump is the thread pool waking: tens of
+        microseconds, paid once by a program (its next split kernels find the threads awake: a many-kernel step
+        costs far less than its kernels timed alone). (inf, 0) where the curve has no such jump (a GPU's roofs)."""
+        pts = sorted((b, b / r) for b, r, k in self.bandwidth_curve if k != exclude and b > 0 and r > 0)
+        for (_, t0), (b1, t1) in zip(pts, pts[1:]):
+            if t1 > SPLIT_JUMP * t0 and t1 - t0 > SPLIT_MIN_S:
+                return b1, t1 - t0
+        return math.inf, 0.0
+
+
+# A jump in a STREAM curve's time between neighbouring sizes that is a thread pool waking, not more bytes: 5x the
+# time and at least 10 us (here 0.7 us at 3 KB to 68 us at 6 KB, in reports/cpu-reference)
+SPLIT_JUMP, SPLIT_MIN_S = 5.0, 10e-6
+# kernels XLA:CPU never splits over the cores: one that may update its buffer in place (ParallelTaskAssignment in
+# xla/service/cpu/parallel_task_assignment.cc returns one task for a possible in-place dynamic-update-slice)
+_NEVER_SPLIT = ("dynamic-update-slice",)
 
 
 def _on_curve(points: Sequence[tuple[float, float, str]], x: float, exclude: str, small: str = "first"
@@ -255,6 +278,9 @@ def price(ks: Sequence[Kernel], roofs: Roofs, *, loop_steps: int = 0, plan: str 
         upper += n * (cq + m)
         est += n * max(cq, m)
     gaps, loops = max(0, launches - 1) * roofs.kernel_s, loop_steps * roofs.loop_step_s
+    at, wake = roofs.split(exclude)
+    if wake and any(not k.is_dot and k.bytes >= at and not any(w in k.name for w in _NEVER_SPLIT) for k in ks):
+        gaps += wake  # the thread pool wakes once for the program
     if roofs.overlap:  # dispatch hides behind the device's work when there is enough of it
         estimate = max(est + gaps, roofs.overhead_s) + loops
         low = max(lower, roofs.overhead_s)

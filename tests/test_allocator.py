@@ -53,3 +53,47 @@ def test_the_view_names_the_cause_only_when_the_records_show_it():
     same = view._allocators([_rec("system", 24.0, 10), _rec("tuned", 25.0, 0)], pages)
     assert "no difference" in same and "not DRAM" not in same
     assert view._allocators([_rec("tuned", 25.0, 0)], pages) == ""
+
+
+def test_the_tuned_heap_gives_freed_arrays_back_before_a_worker_starts():
+    # under TUNED_MALLOC freed memory stays resident unless trimmed: a 400 MB buffer freed must leave the RSS
+    code = ("import numpy as np\nfrom jaxgpu import devices\n"
+            "rss = lambda: int(open('/proc/self/statm').read().split()[1]) * 4096\n"
+            "a = np.ones(100_000_000, np.float32); before = rss(); del a\n"
+            "kept = rss(); devices.release_host_memory(); print(before - kept, before - rss())\n")
+    env = devices.allocator_environ("tuned")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    freed_alone, trimmed = (int(x) for x in out.stdout.split())
+    assert freed_alone < 100e6  # the heap kept it ...
+    assert trimmed > 300e6  # ... until trimmed
+
+
+def test_a_bandwidth_set_is_freed_before_the_next_is_drawn(monkeypatch):
+    from experiments.bandwidth import measure
+
+    live = []
+
+    def draw(n, dtype, sharded, platform):
+        live.append((n, dtype))
+        return [object()]
+
+    def release():
+        live.clear()
+        measure._HELD.clear()
+
+    monkeypatch.setattr(measure, "_draw", draw)
+    monkeypatch.setattr(measure, "_release", release)
+    first = measure._arrays(8, "float32", False, "cpu")
+    assert measure._arrays(8, "float32", False, "cpu") is first  # kept across the kernels that share it
+    measure._arrays(8, "bfloat16", False, "cpu")
+    assert live == [(8, "bfloat16")]
+    measure._HELD.clear()
+
+
+def test_a_worker_killed_for_memory_says_so():
+    from jaxgpu import memory
+
+    assert memory._exit_words(-9) == "killed by SIGKILL (out of memory?)"
+    assert memory._exit_words(2) == "exited 2"
+    log = "Traceback ...\nMemoryError: no room\nI0000 00:00:17 cudart_stub.cc:31] Could not find cuda drivers"
+    assert memory._last_message(log) == "MemoryError: no room"

@@ -161,3 +161,37 @@ def test_a_loop_timed_per_kernel_is_priced_as_its_share_of_the_loop_program():
     rec = results.Record("bandwidth", {"impl": "jax", "kernel": "triad", "variant": "loop", "n": 8},
                          {"time_s_median": 1.0, "flops_xla": 2.0, "bytes_xla": 100.0, "kernels_per_call": 10.0})
     assert view.timed_as(rec) == ("time_s_median", 0.1, 2.0, 100.0)
+
+
+def test_the_report_prices_on_the_plans_its_runs_kept():
+    from experiments.reporting import build
+
+    recs = _records()
+    inf = recs[-1]
+    cpu = plans.compact([_kernel("e", 1e3, 1e6)] * 10)
+    run = _with_plans(recs, {r.key: {"xla:cpu": {"loop_steps": 0, "kernels": cpu}} for r in recs})
+    text = " ".join(p for s in build.build_sections([run]) for p in s.paragraphs)
+    assert "Each was priced on the plan the run compiled" in text
+    text = " ".join(p for s in build.build_sections([RUN.__class__(RUN.path, RUN.meta, tuple(recs))])
+                    for p in s.paragraphs)
+    assert "kept no compiled plans" in text and inf.key
+
+
+def test_a_thread_pool_wake_seen_in_the_stream_curve_is_paid_once_per_program():
+    # triad points: 3 KB in 1 us, then 6 KB in 61 us and 96 KB in 80 us (the pool waking, then bytes)
+    curve = ((3072.0, 3072 / 1e-6, "a"), (6144.0, 6144 / 61e-6, "b"), (98304.0, 98304 / 80e-6, "c"))
+    roofs = predict.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test", bandwidth_curve=curve)
+    at, wake = roofs.split()
+    assert at == 6144 and wake == pytest.approx(60e-6)
+    assert roofs.bandwidth_at(98304) == pytest.approx(98304 / 20e-6)  # the bytes' own time, the wake apart
+    small = _kernel("f", 10.0, 50_000.0)
+    one = predict.price([small], roofs).estimate_s
+    ten = predict.price([small] * 10, roofs).estimate_s
+    assert one > 60e-6 and ten - one == pytest.approx(9 * (one - 60e-6))  # woken once, not ten times
+    # a kernel that may update its buffer in place is never split: no wake
+    dus = _kernel("select_dynamic-update-slice_fusion", 10.0, 50_000.0)
+    assert predict.price([dus], roofs).estimate_s < 30e-6
+    # without a point on both sides of the jump there is none to find
+    assert roofs.split(exclude="a") == (float("inf"), 0.0)
+    flat = predict.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test", bandwidth_curve=curve[1:])
+    assert flat.split() == (float("inf"), 0.0)

@@ -6,6 +6,7 @@ experiment's records; ``experiments.reporting.render`` writes the result. Import
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 
@@ -32,7 +33,7 @@ def build_sections(runs: Sequence[results.Run], notes: Sequence[str] = ()) -> li
 
     Every record reaches the views guarded (``analysis.evidence``): a section whose records lack a field
     it draws says so in one line, and the others build."""
-    runs = [results.Run(r.path, r.meta, tuple(guard(x) for x in r.records)) for r in runs]
+    runs = [dataclasses.replace(r, records=tuple(guard(x) for x in r.records)) for r in runs]  # plans kept
     pairs = results.merge(runs)
     present = {rec.experiment for _, rec in pairs}
     broken: list[str] = []  # what could not be drawn, in one line each (the ledger's first paragraphs)

@@ -272,13 +272,27 @@ def transcendental_chain(k: int) -> Callable:
     return f
 
 
+def power_chain(k: int) -> Callable:
+    """x -> k steps per element of y = x ** (y / 2): k pows with an exponent that varies (no rewrite to a
+    square root or a product can apply) and 2k of XLA's elementwise FLOPs per element, 8 bytes moved. Bounded:
+    x in [1, 2] and y in [1, 2] keep y in [1, 2]."""
+    def f(x):
+        y = x
+        for _ in range(k):
+            y = jnp.power(x, y * 0.5)
+        return y
+
+    return f
+
+
 @dataclasses.dataclass(frozen=True)
 class RooflinePoint:
-    kind: str  # "fma", "transcendental", "matvec", "matmul"
+    kind: str  # "fma", "transcendental", "power", "matvec", "matmul"
     intensity: float  # FLOP per byte of DRAM traffic (minimum: each input read, each output written once)
     flops: float
     timing: timing.Timing
-    transcendentals: float = 0.0  # of ``flops``, the transcendental ops
+    transcendentals: float = 0.0  # of ``flops``, the transcendental ops ...
+    powers: float = 0.0  # ... and of those, the pows
 
     @property
     def gflops(self) -> float:
@@ -286,6 +300,8 @@ class RooflinePoint:
 
     def metrics(self) -> dict[str, float]:
         extra = {"transcendentals_per_s": self.timing.per_s(self.transcendentals)} if self.transcendentals else {}
+        if self.powers:
+            extra = {"powers_per_s": self.timing.per_s(self.powers)}
         return self.timing.metrics(gflops=self.gflops, intensity_flop_per_byte=self.intensity,
                                    gbytes_per_s=self.timing.per_s(self.flops / self.intensity, 1e9), **extra)
 
@@ -320,6 +336,23 @@ def bench_transcendental(k: int, n: int, device=None, target_s: float = 0.3) -> 
         raise ArithmeticError(f"transcendental chain k={k}: wrong result; timing discarded")
     t = timing.time_jitted(f, x, target_s=target_s, min_iters=3)
     return RooflinePoint("transcendental", 3 * k / 8, 3.0 * k * n, t, transcendentals=2.0 * k * n)
+
+
+def bench_power(k: int, n: int, device=None, target_s: float = 0.3) -> RooflinePoint:
+    """The pow chain (``power_chain``), checked against numpy float64: pows per second (``powers_per_s``),
+    which a model prices apart from exp and log."""
+    x = jax.device_put(jax.random.uniform(jax.random.key(4), (n,), jnp.float32, 1.0, 2.0), device)
+    f = jax.jit(power_chain(k))
+    idx = np.arange(0, n, max(1, n // 4096))
+    xs = np.asarray(x)[idx].astype(np.float64)
+    ref = xs.copy()
+    for _ in range(k):
+        ref = np.power(xs, ref * 0.5)
+    got = np.asarray(f(x))[idx]
+    if not np.max(np.abs(got - ref) / np.abs(ref)) < 1e-4:
+        raise ArithmeticError(f"pow chain k={k}: wrong result; timing discarded")
+    t = timing.time_jitted(f, x, target_s=target_s, min_iters=3)
+    return RooflinePoint("power", 2 * k / 8, 2.0 * k * n, t, transcendentals=1.0 * k * n, powers=1.0 * k * n)
 
 
 def bench_matvec(n: int, device=None, target_s: float = 0.3) -> RooflinePoint:

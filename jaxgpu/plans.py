@@ -39,7 +39,7 @@ def compact(kernels: Iterable[Kernel]) -> list[list]:
     with their launches added: a train step's forty small elementwise fusions become a handful of rows."""
     merged: dict[tuple, Kernel] = {}
     for k in kernels:
-        key = (k.flops, k.bytes, k.is_dot, k.gemm, k.dtype, k.precision, k.scope, k.transcendentals)
+        key = (k.flops, k.bytes, k.is_dot, k.gemm, k.dtype, k.precision, k.scope, k.transcendentals, k.powers)
         seen = merged.get(key)
         merged[key] = k if seen is None else dataclasses.replace(seen, count=seen.count + k.count)
     return [k.to_list() for k in merged.values()]

@@ -71,8 +71,8 @@ SIMT_TILES = ((128, 128),)
 @dataclasses.dataclass(frozen=True)
 class Roofs:
     """Achievable rates: FLOP/s per roof key (``Hardware.tflops`` keys, "elementwise" for fused non-matmul
-    arithmetic and, where measured, "transcendental": exp, log, pow per second), memory bytes/s, seconds per
-    call, per kernel launch and per loop iteration; where they come from. A GPU's roofs know its SMs (for the
+    arithmetic and, where measured, "transcendental": exp and log per second, and "power": pow per second),
+    memory bytes/s, seconds per call, per kernel launch and per loop iteration; where they come from. A GPU's roofs know its SMs (for the
     wave fill) and that a float32 product at DEFAULT precision runs as TF32 there; a CPU run's roofs carry the
     curves its sweeps measured."""
 
@@ -268,8 +268,12 @@ def price(ks: Sequence[Kernel], roofs: Roofs, *, loop_steps: int = 0, plan: str 
         bw = roofs.bandwidth_at(k.bytes, exclude) if k.bytes else roofs.bandwidth
         c = k.flops / rate if rate and k.flops else 0.0
         if not k.is_dot and k.transcendentals and roofs.flops.get("transcendental") and rate:
-            # exp, log, pow at the rate measured for them, the rest of the kernel's FLOPs at the elementwise roof
-            c = max(0.0, k.flops - k.transcendentals) / rate + k.transcendentals / roofs.flops["transcendental"]
+            # exp and log at the rate measured for them, pow at its own where measured, the rest of the kernel's
+            # FLOPs at the elementwise roof
+            exp_rate = roofs.flops["transcendental"]
+            pow_rate = roofs.flops.get("power") or exp_rate
+            c = (max(0.0, k.flops - k.transcendentals) / rate + (k.transcendentals - k.powers) / exp_rate
+                 + k.powers / pow_rate)
         m = k.bytes / bw if bw and k.bytes else 0.0
         cq = c / fill if fill > 0 else c
         n = k.count

@@ -84,9 +84,16 @@ def op_flops(hlo_text: str) -> dict[str, float]:
     return totals
 
 
-def transcendental_ops(hlo_text: str) -> float:
-    """How many of a computation's elementwise FLOPs (``op_flops``) are transcendental ops (``TRANSCENDENTAL``)."""
-    return float(sum(math.prod(i["shape"]) if i["shape"] else 1 for i in parse(hlo_text) if i["op"] in TRANSCENDENTAL))
+def transcendental_ops(hlo_text: str, ops: frozenset[str] | set[str] = frozenset(TRANSCENDENTAL)) -> float:
+    """How many of a computation's elementwise FLOPs (``op_flops``) are transcendental ops (``TRANSCENDENTAL``,
+    or those of ``ops``)."""
+    return float(sum(math.prod(i["shape"]) if i["shape"] else 1 for i in parse(hlo_text) if i["op"] in ops))
+
+
+def power_ops(hlo_text: str) -> float:
+    """How many of its transcendental ops are ``power``: a CPU computes x**y as exp(y log x) with the care for
+    signs and zeros that costs it about three exps' time (the roofline's pow chain measures it)."""
+    return transcendental_ops(hlo_text, {"power"})
 
 
 def library_gemm_flops(ins: dict, shapes: dict[str, list[int]]) -> float:
@@ -287,16 +294,17 @@ class Kernel:
     precision: str = "default"
     scope: str = ""  # "flash_attention" where JAX named it so (jaxgpu.transformer): priced as one fused kernel
     transcendentals: float = 0.0  # how many of ``flops`` are transcendental ops (``transcendental_ops``)
+    powers: float = 0.0  # how many of those are pow (``power_ops``)
 
     def to_list(self) -> list:
         """A compact form for a results attachment (``from_list`` reads it back)."""
         return [self.name, self.flops, self.bytes, self.is_dot, self.count, list(self.gemm) if self.gemm else None,
-                self.dtype, self.precision, self.scope, self.transcendentals]
+                self.dtype, self.precision, self.scope, self.transcendentals, self.powers]
 
     @classmethod
     def from_list(cls, v: list) -> Kernel:
         return cls(v[0], float(v[1]), float(v[2]), bool(v[3]), int(v[4]), tuple(v[5]) if v[5] else None, v[6], v[7],
-                   v[8] if len(v) > 8 else "", float(v[9]) if len(v) > 9 else 0.0)
+                   v[8] if len(v) > 8 else "", float(v[9]) if len(v) > 9 else 0.0, float(v[10]) if len(v) > 10 else 0.0)
 
 
 _FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy-start", "copy-done", "after-all",
@@ -493,7 +501,7 @@ def _walk(body: str, bodies: dict[str, str], mult: int, out: list[Kernel], depth
         nbytes = _fused_bytes(fused, operand_bytes, _type_bytes(result)) if fused else \
             _type_bytes(result) + sum(operand_bytes)
         out.append(Kernel(name, sum(flops.values()), nbytes, is_dot, mult, gemm, dtype, precision, scope,
-                          transcendental_ops(fused or line)))
+                          transcendental_ops(fused or line), power_ops(fused or line)))
 
 
 def program_counts(optimized_hlo: str) -> tuple[float, float]:

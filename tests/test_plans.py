@@ -195,3 +195,21 @@ def test_a_thread_pool_wake_seen_in_the_stream_curve_is_paid_once_per_program():
     assert roofs.split(exclude="a") == (float("inf"), 0.0)
     flat = predict.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test", bandwidth_curve=curve[1:])
     assert flat.split() == (float("inf"), 0.0)
+
+
+def test_pow_is_counted_apart_and_priced_at_the_pow_chains_rate():
+    import jax
+    import jax.numpy as jnp
+
+    from jaxgpu import memory
+
+    hlo = jax.jit(memory.power_chain(3)).lower(jnp.ones(100)).compile().as_text()
+    (k,) = [k for k in stack.kernels(hlo) if k.flops]
+    assert k.powers == 300 and k.transcendentals == 300
+    assert stack.Kernel.from_list(k.to_list()) == k and stack.Kernel.from_list(k.to_list()[:10]).powers == 0.0
+    rates = {"elementwise": 1e12, "transcendental": 1e9}
+    slow = predict.price([k], predict.Roofs("x", {**rates, "power": 1e8}, 1e12, 0.0, "test")).estimate_s
+    as_exp = predict.price([k], predict.Roofs("x", rates, 1e12, 0.0, "test")).estimate_s
+    assert slow == pytest.approx(300 / 1e8, rel=0.01) and as_exp == pytest.approx(300 / 1e9, rel=0.01)
+    p = memory.bench_power(2, 1 << 10, target_s=0.0)
+    assert p.metrics()["powers_per_s"] > 0 and "transcendentals_per_s" not in p.metrics()

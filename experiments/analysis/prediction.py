@@ -75,6 +75,10 @@ def measured_roofs(run: results.Run, recs: list[results.Record]) -> predict.Roof
            and r.params.get("kind") == "transcendental" and "transcendentals_per_s" in r.metrics]
     if exp:
         flops["transcendental"] = max(exp)
+    pw = [r.metrics["powers_per_s"] for r in ok if r.experiment == "roofline" and r.params.get("kind") == "power"
+          and "powers_per_s" in r.metrics]
+    if pw:
+        flops["power"] = max(pw)
     for name in presets.PRESETS:  # the sweep's best rate of each preset, where it has one
         best = [r.metrics["gflops"] for r in ok if r.experiment == "precision" and r.params.get("preset") == name
                 and r.params.get("impl") == "jax" and "gflops" in r.metrics]

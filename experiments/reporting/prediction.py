@@ -110,7 +110,7 @@ def _case(r: results.Record) -> str:
 # What the roofline leaves out, by the kind of program a record timed.
 _CAUSES = {("serial_parallel", "fori_loop"): "a serial loop, its steps priced at the run's fastest loop step",
            ("serial_parallel", "scan"): "a serial loop, its steps priced at the run's fastest loop step",
-           ("serial_parallel", "closed_form"): "pow, priced as one exp or log of the roofline's chain, costs more",
+           ("serial_parallel", "closed_form"): "pow, at the rate of the roofline's pow chain (XLA counts it as one FLOP)",
            ("serial_parallel", "associative_scan"): "dozens of small kernels, some split over the cores, some not",
            ("bandwidth", "sharded"): "split over host devices that share the same cores",
            ("bandwidth", "process"): "a fresh process, its allocator mapping new pages every call",

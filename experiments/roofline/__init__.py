@@ -25,7 +25,7 @@ class Config:
     matvec_n: int = 8192
     matmul_n: int = 2048
     target_s: float = 0.2
-    transcendental_k: int = 16  # softplus steps per element (2 transcendental ops each) ...
+    transcendental_k: int = 16  # softplus steps per element (2 transcendental ops each), and pow steps (1) ...
     transcendental_n: int = 1 << 22  # ... over 16 MiB: compute-bound at any size past the caches
 
 
@@ -55,6 +55,10 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     out.append(Case({"kind": "transcendental", "k": tk, "n": tn}, functools.partial(_measure.transcendental, cfg, ctx),
                     Cost(compiles=2, flops=2.0 * tk * tn * 90, dtype="elementwise", bytes=8.0 * tn,
                          target_s=cfg.target_s, min_iters=3, host_bytes=8.0 * tn, device_rng_bytes=4.0 * tn)))
+    # a pow, about five exps' time here (0.23 G/s)
+    out.append(Case({"kind": "power", "k": tk, "n": tn}, functools.partial(_measure.power, cfg, ctx),
+                    Cost(compiles=2, flops=tk * tn * 450.0, dtype="elementwise", bytes=8.0 * tn,
+                         target_s=cfg.target_s, min_iters=3, host_bytes=8.0 * tn, device_rng_bytes=4.0 * tn)))
     out.append(Case({"kind": "matvec", "n": v}, functools.partial(_measure.matvec, cfg, ctx),
                     Cost(compiles=0, gemm_compiles=1, flops=2.0 * v * v, bytes=4.0 * v * v, target_s=cfg.target_s,
                          min_iters=3,
@@ -68,4 +72,5 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 EXPERIMENT = Experiment(
     name="roofline", benchmark_version=2,  # 2: the matvec's float64 reference on one BLAS thread
     config=Config, profiles=PROFILES, cases=cases,
-    description="arithmetic-intensity sweep (FMA chain, matvec, matmul) against the measured and datasheet roofline")
+    description="arithmetic-intensity sweep (FMA chain, exp/log and pow chains, matvec, matmul) against the measured "
+                "and datasheet roofline")

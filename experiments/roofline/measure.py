@@ -1,4 +1,4 @@
-"""roofline, measured: an FMA chain per intensity, an exp/log chain, a matvec and a matmul, each through
+"""roofline, measured: an FMA chain per intensity, an exp/log chain, a pow chain, a matvec and a matmul, each through
 jaxgpu.memory."""
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ def fma(k: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
 
 def transcendental(cfg: Config, ctx: RunContext) -> dict[str, float]:
     return memory.bench_transcendental(cfg.transcendental_k, cfg.transcendental_n, ctx.device, cfg.target_s).metrics()
+
+
+def power(cfg: Config, ctx: RunContext) -> dict[str, float]:
+    return memory.bench_power(cfg.transcendental_k, cfg.transcendental_n, ctx.device, cfg.target_s).metrics()
 
 
 def matvec(cfg: Config, ctx: RunContext) -> dict[str, float]:

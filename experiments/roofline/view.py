@@ -88,6 +88,9 @@ def _takeaway(label, recs, bw, peak, hw, allocator=None, how="measured") -> str:
         rate = exp[0].metrics["transcendentals_per_s"]
         text += (f". An exp or a log, which XLA counts as one FLOP, {'took' if how == 'measured' else 'would take'} "
                  f"the time of {max(fma) * 1e9 / rate:,.0f} FMA-chain FLOPs ({rate / 1e9:,.2f} G/s)")
+        pw = [x for x in recs if x.params["kind"] == "power" and "powers_per_s" in x.metrics]
+        if pw:
+            text += f", a pow that of {rate / pw[0].metrics['powers_per_s']:,.1f} exps"
     if hw and hw.ridge_point("fp32"):
         text += (f"; datasheet ridge {hw.ridge_point('fp32'):.1f} FLOP/byte (fp32), "
                  f"{hw.ridge_point('bf16') or 0:.0f} (bf16)")

@@ -6,15 +6,18 @@ result says so in ``plan``), splits the optimised program into its kernels (each
 inside loops as often as they run: ``jaxgpu.stack.kernels``) and prices each on the hardware's roofs:
 
     a matrix product  max(FLOPs / (roof x wave fill), bytes / bandwidth) + a launch
-    anything else     max(FLOPs / elementwise roof (+ exp, log, pow at their own rate where the roofs have
-                      one: a run's exp/log chain), bytes / bandwidth) + a launch
+    anything else     max(FLOPs / elementwise roof (+ exp and log, and pow, at their own rates where the roofs
+                      have them: a run's exp/log and pow chains), bytes / bandwidth) + a launch
     the program       one call's dispatch + the kernels x their launches + loop iterations x a loop step
+                      (+ on a CPU, the thread pool's wake-up once if a kernel is split over the cores)
 
 The wave fill is a GPU's tile and wave quantisation: a product split in CTA tiles runs in whole waves of
 one tile per SM, so a 1024-row GEMM on 132 SMs leaves part of its last wave idle (``wave_fill``). On a CPU
 the roof of a product is the rate the run's own matmul sweep measured at that size (``Roofs.gemm_curve``)
 and the bandwidth of a kernel the rate the run's STREAM sweep measured for that many bytes
-(``Roofs.bandwidth_curve``): the level of the memory hierarchy it fits in.
+(``Roofs.bandwidth_curve``): the level of the memory hierarchy it fits in. Where that curve jumps (XLA:CPU
+splitting a kernel over the cores wakes its thread pool: ``Roofs.split``), the jump is taken out of the
+curve and charged once per program.
 
 Beside the estimate, ``lower_s`` (every kernel at its binding roof, no quantisation, no launches) and
 ``upper_s`` (compute and memory not overlapping, launches on top) bound it. Roofs are achievable figures,
@@ -72,9 +75,9 @@ SIMT_TILES = ((128, 128),)
 class Roofs:
     """Achievable rates: FLOP/s per roof key (``Hardware.tflops`` keys, "elementwise" for fused non-matmul
     arithmetic and, where measured, "transcendental": exp and log per second, and "power": pow per second),
-    memory bytes/s, seconds per call, per kernel launch and per loop iteration; where they come from. A GPU's roofs know its SMs (for the
-    wave fill) and that a float32 product at DEFAULT precision runs as TF32 there; a CPU run's roofs carry the
-    curves its sweeps measured."""
+    memory bytes/s, seconds per call, per kernel launch and per loop iteration; where they come from. A GPU's
+    roofs know its SMs (for the wave fill) and that a float32 product at DEFAULT precision runs as TF32 there; a
+    CPU run's roofs carry the curves its sweeps measured."""
 
     name: str
     flops: dict[str, float]

@@ -38,8 +38,8 @@ PROFILES = {
     # which at this VM's ~0.4 GB/s first-touch rate is what the quick profile's time goes on
     # the small sizes are the prediction model's: a kernel of a few KB to MB costs what its size costs here
     # (cache-resident, or split over the cores at a cost: jaxgpu.prediction's bandwidth curve)
-    ("quick", "cpu"): Config(sweep=(*SMALL, 1 << 20, 1 << 22, 1 << 24), max_main_bytes=128 * 2**20, min_main_bytes=128 * 2**20,
-                             target_s=0.2),
+    ("quick", "cpu"): Config(sweep=(*SMALL, 1 << 20, 1 << 22, 1 << 24), max_main_bytes=128 * 2**20,
+                             min_main_bytes=128 * 2**20, target_s=0.2),
     ("full", "cpu"): Config(sweep=(*SMALL, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 27), max_main_bytes=4 * 2**30,
                             target_s=1.0),
     # 1 GiB arrays: 17x the 60 MB L2 the lent H200 reports (50 MB in Hopper's whitepaper)

@@ -13,7 +13,6 @@ from jaxgpu import devices, memory
 from experiments.bandwidth import Config
 from experiments.contract import RunContext
 
-
 _HELD: dict[tuple, list] = {}  # one set of arrays at a time, kept across the kernels that share it
 
 

@@ -78,7 +78,8 @@ def _planned(planned: int, n: int) -> str:
     if planned == n:
         return "Each was priced on the plan the run compiled."
     if planned == 0:
-        return "The run kept no compiled plans (it predates plans.jsonl): each was priced on XLA's counts as one kernel."
+        return ("The run kept no compiled plans (it predates plans.jsonl): each was priced on XLA's counts as one "
+                "kernel.")
     return f"{planned} of them were priced on the plan the run compiled, the rest on XLA's counts as one kernel."
 
 
@@ -108,15 +109,16 @@ def _case(r: results.Record) -> str:
 
 
 # What the roofline leaves out, by the kind of program a record timed.
+_SMALL_KERNELS = "small kernels: XLA:CPU splits some over the cores, at a wake-up priced once, and runs others inline"
 _CAUSES = {("serial_parallel", "fori_loop"): "a serial loop, its steps priced at the run's fastest loop step",
            ("serial_parallel", "scan"): "a serial loop, its steps priced at the run's fastest loop step",
-           ("serial_parallel", "closed_form"): "pow, at the rate of the roofline's pow chain (XLA counts it as one FLOP)",
+           ("serial_parallel", "closed_form"): "pow, at the rate of the roofline's pow chain (XLA counts one FLOP)",
            ("serial_parallel", "associative_scan"): "dozens of small kernels, some split over the cores, some not",
            ("bandwidth", "sharded"): "split over host devices that share the same cores",
            ("bandwidth", "process"): "a fresh process, its allocator mapping new pages every call",
-           ("inference", None): "small kernels: XLA:CPU splits some over the cores (tens of us each), runs others inline",
-           ("op_mix", None): "small kernels: XLA:CPU splits some over the cores (tens of us each), runs others inline",
-           ("training", None): "small kernels: XLA:CPU splits some over the cores (tens of us each), runs others inline",
+           ("inference", None): _SMALL_KERNELS,
+           ("op_mix", None): _SMALL_KERNELS,
+           ("training", None): _SMALL_KERNELS,
            ("transformer", None): "a step of many kernels of every size"}
 # Where a program is one kernel, the bound has least to leave out: the experiments it is judged on.
 KERNEL_LEVEL = ("matmul", "precision", "bandwidth", "roofline")

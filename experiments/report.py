@@ -22,7 +22,7 @@ from experiments.reporting.render import write_report
 __all__ = ["STUDY_RUNS", "build_sections", "closing_lines", "main", "write_report"]
 
 # The committed runs under reports/ that reports/study merges (README: how each was made)
-STUDY_RUNS = ("cpu-reference", "cpu-multidevice", "compiled-h200", "gpu-model")
+STUDY_RUNS = ("cpu-reference", "cpu-multidevice", "compiled-h200")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -197,8 +197,9 @@ def line_plot(series: Sequence[Series], *, xlabel: str, ylabel: str, title: str,
 
 
 def finish(fig: Figure, ax, *, xlabel: str | None = None, ylabel: str | None = None, title: str | None = None,
-           logx: bool | int = False, logy: bool = False, grid: str = "both") -> Figure:
-    """The axes set-up every figure shares: scales (logx may be a base), labels, grid, legend, layout."""
+           logx: bool | int = False, logy: bool = False, grid: str = "both", legend: str = "best") -> Figure:
+    """The axes set-up every figure shares: scales (logx may be a base), labels, grid, legend, layout.
+    ``legend="below"`` puts the legend under the axes, for a figure whose points fill every corner."""
     if logx:
         ax.set_xscale("log", base=2 if logx is True else logx)
     if logy:
@@ -211,7 +212,10 @@ def finish(fig: Figure, ax, *, xlabel: str | None = None, ylabel: str | None = N
         ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", axis=grid if grid in ("x", "y") else "both", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+        if legend == "below":
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
+        else:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 

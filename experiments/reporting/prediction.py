@@ -83,6 +83,12 @@ def _planned(planned: int, n: int) -> str:
     return f"{planned} of them were priced on the plan the run compiled, the rest on XLA's counts as one kernel."
 
 
+def _wake(roofs: predict.Roofs) -> str:
+    at, wake = roofs.split()
+    return (f", {wake * 1e6:.0f} us for the thread pool to wake once a program has a kernel of {at / 1e3:,.0f} kB or "
+            "more (the jump in its STREAM curve)") if wake else ""
+
+
 def check_sentence(run: results.Run, errs, roofs: predict.Roofs) -> str:
     """The CPU check in one paragraph: over the run's device programs (its host-only variants, which time the
     host's allocator or devices sharing its cores, apart), how far the model's time missed the measured."""
@@ -95,10 +101,10 @@ def check_sentence(run: results.Run, errs, roofs: predict.Roofs) -> str:
             f"lie within 2x. {_planned(planned, n)} "
             f"The run's roofs: {roofs.flops['fp32'] / 1e9:,.0f} GFLOP/s fp32 matmul at its best, "
             f"{roofs.flops['elementwise'] / 1e9:,.0f} GFLOP/s elementwise, {roofs.bandwidth / 1e9:,.1f} GB/s from "
-            f"DRAM, {roofs.overhead_s * 1e6:.0f} us a call, with its sweeps' rates by size.")
+            f"DRAM, {roofs.overhead_s * 1e6:.0f} us a call{_wake(roofs)}, with its sweeps' rates by size.")
     if host:
         hn, hmed, hwithin = check(host)
-        text += (f" Apart: {hn} host-only variants ({', '.join(sorted({_case(e[0]) for e in host}))}), which time the "
+        text += (f" Apart: {hn} host-only variants ({'; '.join(sorted({_case(e[0]) for e in host}))}), which time the "
                  f"host (its allocator, devices sharing its cores) more than a program: median {hmed:.0%}, "
                  f"{hwithin:.0%} within 2x.")
     return text

@@ -30,7 +30,7 @@ def figure(groups: dict[str, tuple[list[results.Record], object]],
     datasheet roof; returns the figure and one takeaway per group. The report and the notebook
     both draw with it. The groups named in ``predicted`` are drawn dashed and their roof called predicted."""
     allocator = allocator or {}
-    fig = rp.Figure(figsize=(7.0, 4.4), dpi=100)
+    fig = rp.Figure(figsize=(7.0, 6.0), dpi=100)  # the legend below the axes: the points reach every corner
     ax = fig.add_subplot()
     notes = []
     xs = [2.0**e for e in range(-4, 13)]
@@ -52,7 +52,7 @@ def figure(groups: dict[str, tuple[list[results.Record], object]],
                     linewidth=1, label=f"{label} datasheet roof (fp32)")
         notes.append(_takeaway(label, recs, bw, peak, hw, allocator.get(label), how))
     rp.finish(fig, ax, xlabel="arithmetic intensity (FLOP per byte of memory traffic)", ylabel="GFLOP/s",
-              title="roofline: measured points against the roof", logx=True, logy=True)
+              title="roofline: measured points against the roof", logx=True, logy=True, legend="below")
     return fig, notes
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -63,7 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"experiments.report: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # the folders were fine: the report could not be written
-        print(f"experiments.report: error: {err.strerror or err}", file=sys.stderr)
+        if not Path(out).is_dir():  # a place no report can go: the input's fault, as experiments.run --out
+            why = os.strerror(err.errno) if err.errno else (err.strerror or str(err))
+            print(f"experiments.report: error: cannot create the report folder {out}: {why}", file=sys.stderr)
+            return 2
+        print(f"experiments.report: error: {err.strerror or err}", file=sys.stderr)  # a full disk, say
         return 1
     print(f"{md}\n{page}")
     print("\n".join(closing_lines(out)), file=sys.stderr)

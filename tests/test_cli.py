@@ -226,3 +226,8 @@ def test_help_ends_with_examples_a_shell_can_take():
         from experiments import run
 
         run.parse_args(argv[3:])
+
+
+def test_a_report_folder_that_cannot_be_made():
+    _one_line_error(_run("experiments.report", "reports/cpu-multidevice", "--out", "/proc/no/report"),
+                    "cannot create the report folder /proc/no/report")

@@ -8,7 +8,9 @@ keeps the one whose counts the record carries, and returns its plans:
     "xla:cpu" (or "xla:gpu"): the program as the run's own backend compiled it, the plan that was timed
     "xla:gpu h200":           the same program compiled for an H200 by XLA:GPU on this machine (the
                               gpu-compile extra), with its GEMMs as cuBLAS calls
-    "xla:gpu h200, triton gemm": the same with Triton GEMM fusions (a GPU's autotuner keeps the faster)
+    "xla:gpu h200, triton gemm": the same with Triton GEMM fusions (a GPU's autotuner keeps the faster); a run
+                              of the full profile compiles it, a quick one leaves it out (``of_case``'s
+                              ``triton``): it costs half a minute of a quick run's five
 
 The runner writes them to ``plans.jsonl`` (``jaxgpu.results.RunWriter``); ``Run.plans`` reads them back.
 A plan is a fact about a compile, like ``flops_xla``; a prediction made from it is never stored.
@@ -43,6 +45,15 @@ def compact(kernels: Iterable[Kernel]) -> list[list]:
         seen = merged.get(key)
         merged[key] = k if seen is None else dataclasses.replace(seen, count=seen.count + k.count)
     return [k.to_list() for k in merged.values()]
+
+
+def on_one_machine(kernels: Iterable[Kernel], devices: int) -> list[Kernel]:
+    """One device's kernels of a call that spans ``devices`` host devices of one CPU, as the machine runs them: the
+    devices share its cores and its memory, so each kernel does ``devices`` times the work at once (a 4-way
+    sharded triad moves what the whole triad moves, through the same DRAM)."""
+    return [dataclasses.replace(k, flops=k.flops * devices, bytes=k.bytes * devices,
+                                transcendentals=k.transcendentals * devices, powers=k.powers * devices)
+            for k in kernels]
 
 
 def expand(rows: Sequence[list]) -> list[Kernel]:
@@ -82,15 +93,17 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1.0)
 
 
-def of_program(program: Any, backend: str, gpus: Sequence[str] = ()) -> list[dict]:
+def of_program(program: Any, backend: str, gpus: Sequence[str] = (), triton: bool = True) -> list[dict]:
     """The plans of one compiled program: its own (``backend``'s) and, for each target in ``gpus``,
-    XLA:GPU's (both GEMM choices where it has products). A GPU plan that cannot be compiled here, or would take
-    long to (``GPU_PLAN_MAX_LAUNCHES``), is left out."""
+    XLA:GPU's (both GEMM choices where it has products; cuBLAS's alone without ``triton``). A GPU plan that
+    cannot be compiled here, or would take long to (``GPU_PLAN_MAX_LAUNCHES``), is left out."""
     from jaxgpu import stack
 
     hlo = program.compiled.as_text()
     ks = stack.kernels(hlo)
     out = [{"plan": f"xla:{backend}", "loop_steps": stack.loop_steps(hlo), "kernels": compact(ks)}]
+    if stack.devices(hlo) > 1:  # the kernels are one device's share of the call (absent: one device)
+        out[0]["devices"] = stack.devices(hlo)
     if program.fn is None or not gpus or sum(k.count for k in ks) > GPU_PLAN_MAX_LAUNCHES:
         return out
     import jax
@@ -100,20 +113,20 @@ def of_program(program: Any, backend: str, gpus: Sequence[str] = ()) -> list[dic
     # a program timed inside a float64 scope is compiled again inside one: outside, its float64 would be float32
     wide = any(getattr(a, "dtype", None) is not None and a.dtype.itemsize == 8 for a in jax.tree.leaves(program.specs))
     with precision.enable_x64() if wide else contextlib.nullcontext():
-        out += _gpu_plans(program, gpus)
+        out += _gpu_plans(program, gpus, triton)
     return out
 
 
-def _gpu_plans(program: Any, gpus: Sequence[str]) -> list[dict]:
+def _gpu_plans(program: Any, gpus: Sequence[str], triton: bool) -> list[dict]:
     from jaxgpu import hardware, prediction, targets
 
     out = []
     for name in gpus:
         hw = hardware.GPUS[targets.target(name).hardware]
-        for triton in (False, True):
+        for choice in (False, True) if triton else (False,):
             try:
                 ks, steps, label = prediction.plan_for(program.fn, *program.specs, on=hw, plan="gpu",
-                                                       triton_gemm=triton)
+                                                       triton_gemm=choice)
             except Exception:  # noqa: BLE001 - a program XLA:GPU will not take is priced from its counts instead
                 break
             out.append({"plan": label, "loop_steps": steps, "kernels": compact(ks)})
@@ -122,10 +135,11 @@ def _gpu_plans(program: Any, gpus: Sequence[str]) -> list[dict]:
     return out
 
 
-def of_case(metrics: dict[str, float], programs: Sequence[Any], backend: str, gpus: Sequence[str] = ()) -> list[dict]:
+def of_case(metrics: dict[str, float], programs: Sequence[Any], backend: str, gpus: Sequence[str] = (),
+            triton: bool = True) -> list[dict]:
     """The plans of the program a record timed (``timed_program``), or none where it is not known."""
     program = timed_program(metrics, programs)
-    return [] if program is None else of_program(program, backend, gpus)
+    return [] if program is None else of_program(program, backend, gpus, triton)
 
 
 def gpu_targets(backend: str, mode: str) -> tuple[str, ...]:

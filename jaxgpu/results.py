@@ -284,7 +284,7 @@ class Run:
     path: Path
     meta: dict[str, Any]
     records: tuple[Record, ...]
-    # case key -> plan name ("xla:cpu", "xla:gpu h200", ...) -> {"loop_steps": n, "kernels": [...]}: the
+    # case key -> plan name ("xla:cpu", "xla:gpu h200", ...) -> {"loop_steps": n, "kernels": [...], "devices": d}: the
     # compiled plans of the timed programs (jaxgpu.plans), the last written winning
     plans: dict[str, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
 
@@ -428,7 +428,8 @@ def read_plans(path: str | os.PathLike) -> dict[str, dict[str, dict[str, Any]]]:
             if obj.get("schema") != SCHEMA or not isinstance(obj["kernels"], list):
                 raise ValueError
             out.setdefault(obj["key"], {})[obj["plan"]] = {"loop_steps": int(obj.get("loop_steps", 0)),
-                                                          "kernels": obj["kernels"]}
+                                                          "kernels": obj["kernels"],
+                                                          "devices": max(1, int(obj.get("devices", 1)))}
         except (ValueError, KeyError, TypeError, AttributeError):
             bad += 1
     if bad:

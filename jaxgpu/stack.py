@@ -454,6 +454,17 @@ def loop_steps(optimized_hlo: str) -> int:
     return steps[0]
 
 
+def devices(optimized_hlo: str) -> int:
+    """The devices one call of the program runs on: its SPMD partitions times its replicas (the module header's
+    ``num_partitions`` and ``replica_count``; 1 where it names neither). Its kernels are one device's share."""
+    head = optimized_hlo.split("\n", 1)[0]
+    n = 1
+    for field in ("num_partitions", "replica_count"):
+        m = re.search(rf"\b{field}=(\d+)", head)
+        n *= int(m.group(1)) if m else 1
+    return n
+
+
 def _trip_count(rest: str) -> int:
     m = re.search(r'"known_trip_count":\{"n":"(\d+)"', rest) or re.search(r"trip_count=(\d+)", rest)
     return int(m.group(1)) if m else 1

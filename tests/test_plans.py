@@ -61,6 +61,9 @@ def test_a_cpu_run_compiles_its_timed_programs_for_the_gpu_where_the_extra_is_in
     assert set(got) == {"xla:cpu", "xla:gpu h200", "xla:gpu h200, triton gemm"}
     gemm = [k for k in plans.expand(got["xla:gpu h200"]["kernels"]) if k.is_dot]
     assert gemm and gemm[0].dtype == "bf16" and gemm[0].gemm == (1, 256, 256, 256)
+    # a quick run leaves the Triton choice out
+    assert {p["plan"] for p in plans.of_case(t.metrics(), programs, "cpu", ("h200",), triton=False)} == {
+        "xla:cpu", "xla:gpu h200"}
 
 
 def _write(tmp_path: Path, lines: list[str]) -> Path:
@@ -213,3 +216,31 @@ def test_pow_is_counted_apart_and_priced_at_the_pow_chains_rate():
     assert slow == pytest.approx(300 / 1e8, rel=0.01) and as_exp == pytest.approx(300 / 1e9, rel=0.01)
     p = memory.bench_power(2, 1 << 10, target_s=0.0)
     assert p.metrics()["powers_per_s"] > 0 and "transcendentals_per_s" not in p.metrics()
+
+
+def test_a_call_over_several_host_devices_is_priced_as_the_one_machine_runs_it():
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from jaxgpu import timing
+
+    mesh = jax.make_mesh((4,), ("x",), devices=jax.devices("cpu")[:4])
+    x = jax.device_put(jnp.ones(1 << 16), NamedSharding(mesh, P("x")))
+    with timing.collecting_programs() as programs:
+        t = timing.time_jitted(jax.jit(lambda a: a * 2.0 + 1.0), x, target_s=0.0, min_iters=1, warmup=0)
+    (own,) = plans.of_case(t.metrics(), programs, "cpu")
+    assert own["devices"] == 4 and stack.devices("HloModule m, entry_computation_layout={()->()}") == 1
+    one = plans.expand(own["kernels"])
+    assert sum(k.bytes for k in one) == pytest.approx(t.metrics()["bytes_xla"])  # one device's quarter
+    recs = _records()
+    rec = results.Record("bandwidth", {"impl": "jax", "kernel": "triad", "variant": "sharded", "n": 1 << 16},
+                         t.metrics(), backend="cpu")
+    row = {"loop_steps": 0, "kernels": own["kernels"]}
+    shared = _with_plans(recs + [rec], {rec.key: {"xla:cpu": {**row, "devices": 4}}})
+    alone = _with_plans(recs + [rec], {rec.key: {"xla:cpu": row}})
+    roofs = view.measured_roofs(shared, recs)
+    (ks, _, _), = view.own_plans(shared, rec)
+    assert sum(k.bytes for k in ks) == pytest.approx(4 * sum(k.bytes for k in one))
+    assert view.predicted_s(rec, roofs, run=shared) > view.predicted_s(rec, roofs, run=alone)

@@ -155,10 +155,19 @@ def on_a_gpu(r: results.Record) -> bool:
 
 def own_plans(run: results.Run, r: results.Record) -> list[tuple[list, int, str]]:
     """The plan the record timed, as its run compiled it (``jaxgpu.plans``): [(kernels, loop steps, name)], or
-    [] where the run kept none (an older run; a record whose program was not found)."""
-    name = f"xla:{run.env.get('backend', 'cpu')}"
+    [] where the run kept none (an older run; a record whose program was not found). A call over several host
+    devices of a CPU is priced as the one machine runs it (``plans.on_one_machine``)."""
+    backend = run.env.get("backend", "cpu")
+    name = f"xla:{backend}"
     p = run.plans.get(r.key, {}).get(name)
-    return [(_kernels(p), p["loop_steps"], name)] if p else []
+    if not p:
+        return []
+    ks = _kernels(p)
+    if backend == "cpu" and p.get("devices", 1) > 1:
+        from jaxgpu import plans
+
+        ks = plans.on_one_machine(ks, p["devices"])
+    return [(ks, p["loop_steps"], name)]
 
 
 def gpu_plans(run: results.Run, r: results.Record, gpu: str) -> list[tuple[list, int, str]]:

@@ -410,6 +410,7 @@ def _plans(record: results.Record, programs: list, ctx: RunContext, gpus: Sequen
     from jaxgpu import plans
 
     try:
-        return plans.of_case(record.metrics, programs, ctx.platform, gpus)
+        # the Triton GEMM choice only in a full run: compiling it costs a quick run half a minute of its five
+        return plans.of_case(record.metrics, programs, ctx.platform, gpus, triton=ctx.profile == "full")
     except Exception:  # noqa: BLE001 - the record stands; the report prices it from its counts
         return []

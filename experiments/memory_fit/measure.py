@@ -24,11 +24,18 @@ def validate(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, f
     model = mlp.MLP(widths=widths, n_out=10)
     opt = optax.adamw(1e-3)
     in_use_before = _stats(ctx.device).get("bytes_in_use", 0)
-    state = jax.device_put(mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim), ctx.device)
+
+    def init():
+        return mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim)
+
+    # XLA's memory analysis needs the step's shapes, not its values: the state is made only where the step runs
+    # (a GPU's own peak), and an initialiser run op by op would compile a program per layer shape
+    where = jax.sharding.SingleDeviceSharding(ctx.device)
+    specs = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=where), jax.eval_shape(init))
     step = mlp.make_train_step(model, opt, preset)
     x = jax.device_put(jnp.ones((batch, cfg.input_dim), jnp.float32), ctx.device)
     y = jax.device_put(jnp.zeros((batch,), jnp.int32), ctx.device)
-    compiled = step.lower(state, x, y).compile()
+    compiled = step.lower(specs, x, y).compile()
     measured = timing.memory_bytes(compiled)
     out = {"bytes_predicted": float(est.total), "bytes_measured": float(measured),
            "prediction_error": est.total / measured - 1, "params": float(est.params / 4),
@@ -37,6 +44,7 @@ def validate(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, f
            "gradient_phase_bytes": float(est.gradients),
            **{f"lowering_{k}": float(v) for k, v in dataclasses.asdict(fit.LOWERINGS[preset]).items()}}
     if ctx.platform == "gpu":
+        state = jax.device_put(init(), ctx.device)
         peak = device_peak_bytes(ctx.device, lambda: jax.block_until_ready(step(state, x, y)), in_use_before)
         if peak is not None:
             out["peak_bytes"] = float(peak)

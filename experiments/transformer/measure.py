@@ -16,7 +16,9 @@ CARDS_GB = (24, 40, 80, 141)  # the memory sizes a fit is asked of (L4 / RTX 409
 def measured(name: str, mode: str, cfg, ctx) -> dict[str, float]:
     c = tf.CONFIGS[name]
     key = jax.random.key(ctx.seed)
-    params = jax.device_put(tf.init(c, key), ctx.device)
+    # one program each for the initialiser and the checks' loss and forward pass: run op by op, each would
+    # compile a program per op and shape (seconds of a quick run)
+    params = jax.device_put(jax.jit(tf.init, static_argnums=(0, 2))(c, key), ctx.device)
     b, t = cfg.measure_batch, cfg.measure_seq
     tokens = jax.device_put(jax.random.randint(jax.random.key(ctx.seed + 1), (b, t + 1), 0, c.vocab), ctx.device)
     compute = jnp.float32 if ctx.platform == "cpu" else jnp.bfloat16  # a CPU has no faster bf16 product to use
@@ -26,7 +28,7 @@ def measured(name: str, mode: str, cfg, ctx) -> dict[str, float]:
         state = (params, jax.device_put(opt.init(params), ctx.device))
         compiled, compile_s = timing.compile_timed(fn, state, tokens)
         flops_xla, bytes_xla = timing.cost_analysis(compiled)
-        before = float(tf.loss(c, params, tokens, compute))
+        before = float(jax.jit(tf.loss, static_argnums=(0, 3, 4))(c, params, tokens, compute))
         state, after = compiled(state, tokens)  # checked before timing: a finite loss that one step lowered
         state, after = compiled(state, tokens)
         if not np.isfinite(float(after)) or not float(after) < before:
@@ -69,7 +71,7 @@ def _check_decode(c, dstep, params, cache, tokens, compute) -> None:
     logits = None
     for i in range(n):
         logits, cache = dstep(params, cache, tokens[:, i:i + 1], jnp.int32(i))
-    ref = tf.forward(c, params, tokens[:, :n], compute)[:, -1]
+    ref = jax.jit(tf.forward, static_argnums=(0, 3, 4))(c, params, tokens[:, :n], compute)[:, -1]
     err = float(jnp.linalg.norm(logits[:, -1] - ref) / jnp.linalg.norm(ref))
     if not err < 1e-3:
         raise ArithmeticError(f"decode step: logits after {n} tokens differ from the forward pass by {err:.1e}")

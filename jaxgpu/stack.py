@@ -60,10 +60,12 @@ def _attr_dims(attrs: str, key: str) -> list[int]:
     return _dims(m.group(1)) if m else []
 
 
-def op_flops(hlo_text: str) -> dict[str, float]:
-    """FLOPs of a program by class (dot, elementwise, reduce), from its unoptimized HLO text."""
+def op_flops(hlo_text: str, outer: dict[str, dict] | None = None) -> dict[str, float]:
+    """FLOPs of a program by class (dot, elementwise, reduce), from its unoptimized HLO text; ``outer``: the parsed
+    instructions (``parse``, by name) of the computation around it, for an operand defined there (one
+    unfused instruction of an optimised program: its operands are other kernels' results)."""
     instrs = parse(hlo_text)
-    shapes = {i["name"]: i["shape"] for i in instrs}
+    shapes = {**{n: i["shape"] for n, i in (outer or {}).items()}, **{i["name"]: i["shape"] for i in instrs}}
     totals = dict.fromkeys(CLASSES, 0.0)
     for ins in instrs:
         op, n_out = ins["op"], math.prod(ins["shape"]) if ins["shape"] else 1
@@ -358,10 +360,11 @@ def _gemm_of_call(rest: str, operands: list[str], shapes: dict[str, list[int]]) 
     return gemm_dims(lhs, rhs, (lc, rc), (lb, rb))
 
 
-def _gemm_of_body(body: str) -> tuple[tuple | None, str, str]:
-    """The (batch, m, n, k), input element type and precision of the first dot of a fused computation."""
+def _gemm_of_body(body: str, outer: dict[str, dict] | None = None) -> tuple[tuple | None, str, str]:
+    """The (batch, m, n, k), input element type and precision of the first dot of a fused computation (or of one
+    unfused dot, its operands among ``outer``'s instructions)."""
     instrs = parse(body)
-    by = {i["name"]: i for i in instrs}
+    by = {**(outer or {}), **{i["name"]: i for i in instrs}}
     for ins in instrs:
         if ins["op"] not in ("dot", "convolution") or len(ins["operands"]) < 2:
             continue
@@ -472,7 +475,8 @@ def _trip_count(rest: str) -> int:
 
 def _walk(body: str, bodies: dict[str, str], mult: int, out: list[Kernel], depth: int) -> None:
     types: dict[str, str] = {}
-    shapes = {i["name"]: i["shape"] for i in parse(body)}
+    defined = {i["name"]: i for i in parse(body)}
+    shapes = {n: i["shape"] for n, i in defined.items()}
     for line in body.splitlines():
         m = _LINE.match(line)
         if not m:
@@ -503,9 +507,12 @@ def _walk(body: str, bodies: dict[str, str], mult: int, out: list[Kernel], depth
             continue
         called = re.search(r"calls=%?([\w.\-]+)", rest)
         fused = bodies.get(called.group(1), "") if called else ""
-        flops = op_flops(fused or line)
+        # an unfused instruction (XLA:CPU's plain dot, whose operands are other kernels' results) is read with the
+        # shapes of what it reads: alone, its line has none, and a 1024^3 product counted as its output's size
+        flops = op_flops(fused) if fused else op_flops(line, defined)
         is_dot = flops["dot"] > 0 or "gemm" in rest or "matmul" in rest
-        gemm, dtype, precision = _gemm_of_body(fused or line) if is_dot else (None, "", "default")
+        gemm, dtype, precision = (_gemm_of_body(fused) if fused else _gemm_of_body(line, defined)) if is_dot else \
+            (None, "", "default")
         if not dtype:
             first = re.match(r"\(?\s*(\w+)\[", types.get(operands[0], "") if operands else result)
             dtype = first.group(1) if first else ""

@@ -198,6 +198,10 @@ def test_a_thread_pool_wake_seen_in_the_stream_curve_is_paid_once_per_program():
     assert roofs.split(exclude="a") == (float("inf"), 0.0)
     flat = predict.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test", bandwidth_curve=curve[1:])
     assert flat.split() == (float("inf"), 0.0)
+    # leaving the last-level cache for DRAM (50 MB in 1.1 ms, 200 MB in 7.6 ms) is bytes, not a wake
+    dram = predict.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test",
+                         bandwidth_curve=((5e7, 5e7 / 1.1e-3, "d"), (2e8, 2e8 / 7.6e-3, "e")))
+    assert dram.split() == (float("inf"), 0.0)
 
 
 def test_pow_is_counted_apart_and_priced_at_the_pow_chains_rate():

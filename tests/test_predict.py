@@ -39,6 +39,19 @@ def test_kernels_are_read_from_the_optimised_program():
     assert sum(k.bytes for k in ks) >= 4 * (256 * 512 + 512 * 128 + 256 * 128)
 
 
+def test_an_unfused_product_is_counted_from_the_shapes_of_what_it_reads():
+    # a layer's weight gradient, x^T g: XLA:CPU leaves it a plain dot whose operands are other kernels' results
+    f = jax.grad(lambda w, x: jnp.sum(jnp.maximum(x @ w, 0.0) ** 2))
+    x, w = jnp.ones((256, 128)), jnp.ones((128, 64))
+    compiled = jax.jit(f).lower(w, x).compile()
+    dots = [k for k in predict.kernels(compiled.as_text()) if k.is_dot]
+    assert len(dots) == 2 and all(k.flops == 2 * 256 * 128 * 64 for k in dots)
+    assert {k.gemm for k in dots} == {(1, 256, 64, 128), (1, 128, 64, 256)} and all(k.precision != "" for k in dots)
+    xla = compiled.cost_analysis()
+    xla = xla[0] if isinstance(xla, list) else xla
+    assert sum(k.flops * k.count for k in predict.kernels(compiled.as_text())) == pytest.approx(xla["flops"], rel=0.05)
+
+
 def test_predict_says_which_roof_binds():
     big = jnp.ones((1024, 1024))
     mm = predict.predict(lambda a, b: a @ b, big, big, on="H200 SXM")

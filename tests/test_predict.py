@@ -312,3 +312,16 @@ def test_on_gpus_prices_a_step_from_its_shapes_on_every_gpu():
     fits = {r.device: r.fits for r in jaxgpu.on_gpus(lambda a: a * 2, big, gpus=["h200", "rtx4090"])}
     assert fits == {"H200 SXM": True, "RTX 4090": False}
     assert "predicted, not run" in table._repr_html_()
+
+
+def test_a_16_bit_stream_kernel_is_not_a_point_of_the_bandwidth_curve():
+    # XLA:CPU widens each bf16 element to f32 and back: its triad is slower than its bytes say, and on the curve
+    # it would price the fp32 kernel of the same bytes at its rate
+    fp32, bf16 = ({"impl": "jax", "kernel": "triad", "variant": "jit", "n": n, "dtype": d}
+                  for n, d in ((1 << 24, "float32"), (1 << 25, "bfloat16")))
+    recs = _records() + [_rec("bandwidth", fp32, {"gbytes_per_s": 40.0, "bytes_xla": 2e8, "time_s_median": 5e-3}),
+                         _rec("bandwidth", bf16, {"gbytes_per_s": 17.0, "bytes_xla": 2e8, "time_s_median": 1.2e-2})]
+    keys = {k for *_, k in view.measured_roofs(RUN, recs).bandwidth_curve}
+    assert recs[-2].key in keys and recs[-1].key not in keys
+    errs = {r.key: ratio for r, _, ratio in view.errors(RUN, recs)}
+    assert errs[recs[-1].key] > 1.2  # the bf16 kernel is still priced, on the fp32 curve, and found slower

@@ -98,12 +98,15 @@ def measured_roofs(run: results.Run, recs: list[results.Record]) -> predict.Roof
         else:
             continue
         gemm.setdefault(key, []).append((r.metrics["flops_xla"], r.metrics["gflops"] * 1e9, r.key))
-    # and a kernel's bandwidth by the bytes it moves: the STREAM kernels of every size, one program each, less
-    # the call's overhead, which the program pays once (a KB-sized kernel costs what splitting it over the
-    # cores costs: tens of microseconds here)
+    # and a kernel's bandwidth by the bytes it moves: the fp32 STREAM kernels of every size, one program each,
+    # less the call's overhead, which the program pays once (a KB-sized kernel costs what splitting it over the
+    # cores costs: tens of microseconds here). A 16-bit kernel is not on it: XLA:CPU widens each element to f32
+    # and back, which costs more than its bytes (a bf16 triad's byte took 1.3x an fp32 triad's in
+    # reports/cpu-reference, 2.4x in a quick run of 2026-12-05; on the curve it priced fp32 kernels 2x off)
     curve = tuple((r.metrics["bytes_xla"], r.metrics["bytes_xla"] / max(t - min(tiny), 0.1 * t), r.key)
                   for r in ok if r.experiment == "bandwidth" and r.params.get("impl") == "jax"
-                  and r.params.get("variant") == "jit" and "bytes_xla" in r.metrics
+                  and r.params.get("variant") == "jit" and r.params.get("dtype", "float32") == "float32"
+                  and "bytes_xla" in r.metrics
                   for t in [r.metrics["time_s_median"]])
     return predict.Roofs(run.label, flops, max(bw) * 1e9, min(tiny), f"measured in {run.path.name}",
                          min(loops) if loops else 0.0,

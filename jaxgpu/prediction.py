@@ -119,7 +119,9 @@ class Roofs:
         pts = sorted((b, b / r) for b, r, k in self.bandwidth_curve if k != exclude and b > 0 and r > 0)
         for (b0, t0), (b1, t1) in zip(pts, pts[1:]):
             if t1 > SPLIT_JUMP * t0 * b1 / b0 and t1 - t0 > SPLIT_MIN_S:
-                return b1, t1 - t0
+                # the jump lies somewhere between the two sizes: the geometric middle is the even guess (the
+                # larger would leave a kernel between them unsplit, as one priced without its own point was)
+                return math.sqrt(b0 * b1), t1 - t0
         return math.inf, 0.0
 
 

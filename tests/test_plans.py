@@ -185,7 +185,12 @@ def test_a_thread_pool_wake_seen_in_the_stream_curve_is_paid_once_per_program():
     curve = ((3072.0, 3072 / 1e-6, "a"), (6144.0, 6144 / 61e-6, "b"), (98304.0, 98304 / 80e-6, "c"))
     roofs = predict.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test", bandwidth_curve=curve)
     at, wake = roofs.split()
-    assert at == 6144 and wake == pytest.approx(60e-6)
+    assert at == pytest.approx((3072 * 6144) ** 0.5) and wake == pytest.approx(60e-6)  # between the two sizes
+    # a kernel between the sizes on either side of the jump is split too: priced without the point at 6 kB, a
+    # curve whose next point is 12 kB still wakes the pool for a 6 kB kernel
+    wider = predict.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test",
+                          bandwidth_curve=(*curve, (12288.0, 12288 / 62e-6, "b2")))
+    assert wider.split(exclude="b")[0] <= 6144 < 12288
     assert roofs.bandwidth_at(98304) == pytest.approx(98304 / 20e-6)  # the bytes' own time, the wake apart
     small = _kernel("f", 10.0, 50_000.0)
     one = predict.price([small], roofs).estimate_s

@@ -45,6 +45,7 @@ REGISTRY: dict[str, str] = {
     "distributed": "experiments.distributed",
     "gpu_model": "experiments.gpu_model",
     "transformer": "experiments.transformer",
+    "drift": "experiments.drift",
 }
 
 # On CPU a run that selects a multi-device experiment (``Experiment.multi_device``) and leaves

@@ -183,6 +183,8 @@ class Experiment:
         (split over host devices sharing the cores; a fresh process per host allocator): a GPU
         prediction gives them no twin.
       in_host_check: the GPU check (scripts/gpu_check.sh) also runs it on the lent machine's CPU.
+      spread: its cases are measured in groups of one ``moment`` param, spread evenly through the run from its
+        start to its end (the same programs timed again: how the machine's speed drifts).
       info: ``info(ctx) -> dict``: facts about the machine worth keeping in run.json (measured runs).
       attachments: ``attachments(ctx, out_dir) -> [paths]``: files a reader can open (measured runs).
     """
@@ -198,6 +200,7 @@ class Experiment:
     multi_device: bool = False
     host_only: frozenset[str] = frozenset()
     in_host_check: bool = True
+    spread: bool = False
     info: Callable[[RunContext], dict[str, Any]] | None = None
     attachments: Callable[[RunContext, Path], list[str]] | None = None
 

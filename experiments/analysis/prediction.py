@@ -26,8 +26,9 @@ import experiments
 _ELEMENTWISE = {"serial_parallel", "bandwidth"}
 # compiled loops: a step per element of n
 _LOOPS = ("fori_loop", "scan")
-# communication is not a roofline's business: a collective's time is links and latency, not FLOPs and DRAM
-_NOT_MODELLED = {"collectives"}
+# communication is not a roofline's business: a collective's time is links and latency, not FLOPs and DRAM; the
+# drift probes are three programs timed again and again (the machine's noise, which the check is read against)
+_NOT_MODELLED = {"collectives", "drift"}
 # the GPUs every CPU run's programs are predicted on, in the report's table
 GPUS = ("H100 SXM", "H200 SXM", "A100 80GB", "L4", "RTX 4090")
 

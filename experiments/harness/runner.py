@@ -134,10 +134,31 @@ def _order(plans: list[_Plan], budget_s: float | None) -> list[tuple[_Plan, Case
     experiment's cases come before everything either way (a device's memory high-water mark, which it
     reads, is only low before anything else ran)."""
     first = [(p, c) for p in plans if p.exp.run_first for c in p.cases]
-    rest = [p for p in plans if not p.exp.run_first]
+    rest = [p for p in plans if not p.exp.run_first and not p.exp.spread]
     if budget_s is None:
-        return first + [(p, c) for p in rest for c in p.cases]
-    return first + [(p, c) for key in (True, False) for p in rest for c in p.cases if c.key == key]
+        body = [(p, c) for p in rest for c in p.cases]
+    else:
+        body = [(p, c) for key in (True, False) for p in rest for c in p.cases if c.key == key]
+    return first + spread_through(body, [(p, c) for p in plans if p.exp.spread for c in p.cases])
+
+
+def spread_through(body: list, extra: list) -> list:
+    """``body`` with ``extra``'s (plan, case) pairs inserted in groups of one ``moment`` param, evenly from before
+    its first item to after its last (one group: before it)."""
+    groups: dict[Any, list] = {}
+    for p, c in extra:
+        groups.setdefault(c.params.get("moment"), []).append((p, c))
+    gs = list(groups.values())
+    slots = [round(i * len(body) / max(1, len(gs) - 1)) for i in range(len(gs))]
+    out, j = [], 0
+    for k, item in enumerate(body):
+        while j < len(gs) and slots[j] <= k:
+            out += gs[j]
+            j += 1
+        out.append(item)
+    for g in gs[j:]:
+        out += g
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -326,12 +347,13 @@ def _measure_all(plans: list[_Plan], ctx: RunContext, run_id: str, budget_s: flo
         est = machine.case_seconds(case.cost)
         est += machine.experiment_setup_s if est and p.name not in started else 0.0
         needed = results.case_key(p.name, case.needs) if case.needs is not None else None
-        if budget_s is not None and (needed in left_out
-                                     or not allow.take(p.name, case.key, est, time.perf_counter() - t_start)):
+        # a spread experiment's probes are too small to budget, and what the rest is read against
+        if budget_s is not None and not p.exp.spread and (
+                needed in left_out or not allow.take(p.name, case.key, est, time.perf_counter() - t_start)):
             skipped += 1  # a case whose work it reads was left out goes too: it would redo that work unpriced
             left_out.add(results.case_key(p.name, case.params))
             continue
-        if p.name != current and (bar is None or bar.disable):
+        if p.name != current and p.name not in started and (bar is None or bar.disable):
             log(f"jaxgpu: {p.name}: {len(p.cases)} cases")
         current = p.name
         started.add(p.name)

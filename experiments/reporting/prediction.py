@@ -10,6 +10,7 @@ from jaxgpu import hardware, results
 from jaxgpu import prediction as predict
 from jaxgpu import report as rp
 
+from experiments.analysis import drift
 from experiments.analysis.prediction import (
     GPUS,
     compiled_plan,
@@ -102,6 +103,10 @@ def check_sentence(run: results.Run, errs, roofs: predict.Roofs) -> str:
             f"The run's roofs: {roofs.flops['fp32'] / 1e9:,.0f} GFLOP/s fp32 matmul at its best, "
             f"{roofs.flops['elementwise'] / 1e9:,.0f} GFLOP/s elementwise, {roofs.bandwidth / 1e9:,.1f} GB/s from "
             f"DRAM, {roofs.overhead_s * 1e6:.0f} us a call{_wake(roofs)}, with its sweeps' rates by size.")
+    noise = drift.sentence(drift.of_run(run.records))
+    if noise:
+        text += (f" For scale, {noise} (\"Does the machine keep its speed?\"): a perfect model, its roofs timed at "
+                 "one moment and the case at another, would miss by about that much.")
     if host:
         hn, hmed, hwithin = check(host)
         text += (f" Apart: {hn} host-only variants ({'; '.join(sorted({_case(e[0]) for e in host}))}), which time the "

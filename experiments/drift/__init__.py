@@ -1,0 +1,58 @@
+"""drift: does the machine keep its speed through a run? The same three small programs (a matrix product, a
+STREAM triad, a trivial call) timed again at moments spread through the run. How far two moments' times lie
+apart is the noise under any comparison of cases timed at different moments, the roofline check's included."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+
+_measure = Deferred(f"{__name__}.measure")
+
+# one of each kind of limit a case meets: compute (a product), memory (a triad past the caches), dispatch (a call)
+PROGRAMS = ("matmul", "triad", "call")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    moments: int = 12
+    matmul_n: int = 256
+    triad_n: int = 1 << 22  # 48 MB a call: past a server's last-level cache
+    target_s: float = 0.03
+
+
+PROFILES = {
+    ("tiny", "any"): Config(moments=2, matmul_n=64, triad_n=1 << 12, target_s=0.005),
+    ("quick", "cpu"): Config(),
+    ("full", "cpu"): Config(moments=24, target_s=0.1),
+    # a GPU's product and triad large enough to be the device's work, not its launch (the float64 reference
+    # product is made once, on the host: 2048 keeps it under a second)
+    ("quick", "gpu"): Config(matmul_n=2048, triad_n=1 << 26),
+    ("full", "gpu"): Config(moments=24, matmul_n=2048, triad_n=1 << 26, target_s=0.1),
+}
+
+
+def _cost(program: str, cfg: Config, first: bool) -> Cost:
+    n, m = cfg.matmul_n, cfg.triad_n
+    # each program is compiled, its inputs drawn and its reference made once per process, at the first moment
+    once = dict(compiles=int(first and program != "matmul"), gemm_compiles=int(first and program == "matmul"))
+    if program == "matmul":
+        return Cost(**once, flops=2.0 * n**3, bytes=12.0 * n * n, target_s=cfg.target_s,
+                    host_flops=2.0 * n**3 if first else 0.0, rng_bytes=8.0 * n * n if first else 0.0)
+    if program == "triad":
+        return Cost(**once, flops=2.0 * m, dtype="elementwise", bytes=12.0 * m, target_s=cfg.target_s,
+                    rng_bytes=8.0 * m if first else 0.0, host_bytes=4.0 * m)
+    return Cost(**once, target_s=cfg.target_s)
+
+
+def cases(cfg: Config, ctx: RunContext) -> list[Case]:
+    return [Case({"moment": i, "program": prog}, functools.partial(_measure.probe, prog, cfg, ctx),
+                 _cost(prog, cfg, i == 0))
+            for i in range(cfg.moments) for prog in PROGRAMS]
+
+
+EXPERIMENT = Experiment(
+    name="drift", benchmark_version=1, config=Config, profiles=PROFILES, cases=cases, spread=True,
+    description="the same matmul, triad and call re-timed at moments spread through the run: the machine's noise")

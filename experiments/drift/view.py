@@ -1,0 +1,43 @@
+"""The drift section of the report, from its records alone: each probe's time at each moment of the run,
+against its median, and how far two moments lie apart. Imports no JAX."""
+
+from __future__ import annotations
+
+from jaxgpu import report as rp
+
+from experiments.analysis import drift
+from experiments.contract import View
+
+
+def section(pairs: list[rp.Pair]) -> rp.Section:
+    sec = rp.Section("Does the machine keep its speed?", "drift",
+                     lead="The same matrix product, STREAM triad and trivial call, timed again at moments spread "
+                          "through the run")
+    series, notes, rows = [], [], []
+    for label, (_run, recs) in rp.by_run(rp.ok(rp.measured(pairs), "drift")).items():
+        drifts = drift.of_run(recs)
+        if not drifts:
+            continue
+        for d in drifts.values():
+            series.append(rp.Series(f"{label} {d.program}", list(range(d.moments)),
+                                    [t / d.median_s for t in d.times_s]))
+            rows.append([label, d.program, d.moments, rp.fmt(d.median_s * 1e6), f"{d.pairwise:.0%}",
+                         f"{d.slowest_over_fastest:.2f}x"])
+        notes.append(f"On {label}, {drift.sentence(drifts)}: two cases timed at different moments, a case and the "
+                     "roofs it is priced on in the roofline check included, cannot be compared more finely than "
+                     "that.")
+    if series:
+        fig = rp.line_plot(series, xlabel="moment of the run (evenly spread, first to last case)",
+                           ylabel="time / the program's median", title="the same programs, timed again",
+                           logx=False, logy=False)
+        sec.plots.append(rp.Plot("drift", fig, " ".join(notes)))
+    if rows:
+        sec.tables.append(rp.Table(["run", "program", "moments", "median (us)", "two moments apart (median)",
+                                    "slowest / fastest"], rows,
+                                   "Each moment's time is the median of its own repeats; two moments apart: the "
+                                   "median of |t_a / t_b - 1| over ordered pairs of moments"))
+    sec.paragraphs += rp.not_ok(pairs)
+    return sec
+
+
+VIEW = View(section, None)

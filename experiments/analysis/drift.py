@@ -48,8 +48,10 @@ def sentence(drifts: dict[str, Drift]) -> str:
     if not drifts:
         return ""
     names = list(drifts)
-    what = ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
     moments = max(d.moments for d in drifts.values())
-    pct = ", ".join(f"{drifts[n].pairwise:.0%}" for n in names[:-1])
-    pct += (" and " if len(names) > 1 else "") + f"{drifts[names[-1]].pairwise:.0%}"
-    return f"the same {what} timed at {moments} moments of the run differ pairwise by a median of {pct}"
+    pct = _and([f"{drifts[n].pairwise:.0%}" for n in names])
+    return f"the same {_and(names)} timed at {moments} moments of the run differ pairwise by a median of {pct}"
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

@@ -23,15 +23,12 @@ import os
 import sys
 from pathlib import Path
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        self.exit(2, f"experiments.model: error: {message}\n")
+from experiments import cli
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     examples = __doc__.split("::")[1].split("\n\n")[1]
-    p = _Parser(prog="python -m experiments.model", description=__doc__.split("\n\n")[0],
+    p = cli.Parser(prog="python -m experiments.model", description=__doc__.split("\n\n")[0],
                 epilog="examples:\n" + examples, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="a named config (see --list), or describe one with --layers ... --vocab")
     p.add_argument("--list", action="store_true", help="list the named configs and exit")

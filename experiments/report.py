@@ -9,7 +9,6 @@ and nothing here imports JAX: a report can be made where JAX is not installed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from jaxgpu import results
 
+from experiments import cli
 from experiments.reporting.build import build_sections  # noqa: F401 - the report as data, for notebooks
 from experiments.reporting.render import write_report
 
@@ -26,9 +26,6 @@ __all__ = ["STUDY_RUNS", "build_sections", "closing_lines", "main", "write_repor
 STUDY_RUNS = ("cpu-reference", "cpu-multidevice", "compiled-h200")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        self.exit(2, f"experiments.report: error: {message}\n")
 
 
 def closing_lines(out_dir: str | Path) -> list[str]:
@@ -53,7 +50,7 @@ def closing_lines(out_dir: str | Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="python -m experiments.report", description=__doc__.split("\n\n")[0])
+    p = cli.Parser(prog="python -m experiments.report", description=__doc__.split("\n\n")[0])
     p.add_argument("dirs", nargs="+", metavar="DIR", help="result folders (run.json + results.jsonl)")
     p.add_argument("--out", metavar="OUT", help="where to write (default: DIR if one, else reports/merged)")
     args = p.parse_args(argv)

@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 
 import experiments
+from experiments import cli
 
 # XLA's host platform takes seconds and hundreds of MB per thousand host devices (measured:
 # 4096 took 11 s and 0.6 GB to start; far more aborts the process); they share the machine's
@@ -42,9 +43,6 @@ MAX_HOST_DEVICES = 1024
 PROCESS_BYTES, PROCESSES_PER_CORE = 2**29, 4
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, not argparse's usage block
-        self.exit(2, f"experiments.run: error: {message}\n")
 
 
 EPILOG = """examples:
@@ -57,7 +55,7 @@ GPU names are read in any case and spelling: h200, H200, "H200 SXM", a100, rtx40
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = _Parser(prog="python -m experiments.run", description=__doc__.split("\n\n")[0], epilog=EPILOG,
+    p = cli.Parser(prog="python -m experiments.run", description=__doc__.split("\n\n")[0], epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", choices=("auto", "cpu", "gpu"),
                    help="auto: the GPU if JAX sees one, else the CPU (default)")

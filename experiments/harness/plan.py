@@ -75,13 +75,23 @@ class Machine:
 
 # GPU constants. The GPU's own figures have one home, jaxgpu.prediction (the shares of its
 # datasheet peaks a large bf16 matmul and a device copy reach, the host's cost of a launch and of a
-# compiled loop's step, each with its source); the rest are this harness's: compile times with
-# XLA:GPU's GEMM autotuning and the lent machine's host (16 cores) are leads, to be checked against
-# the first GPU run's own record (run.json ``timing``).
-_GPU = dict(kernel_compile_s=0.1, gemm_compile_s=0.8, step_compile_s=2.0, dispatch_s=predict.GPU_LAUNCH_S,
+# compiled loop's step, each with its source); the rest are this harness's, set before any GPU ran the
+# study, from what others published, and to be checked against the first GPU run's run.json ``timing``:
+# - kernel_compile_s: one elementwise program, 0.36 s on an RTX A6000 with jax 0.10.2 (openxla/xla#44517);
+# - gemm_compile_s: a GEMM autotuned over Triton tilings: 399 configs for 12 fusions took 3.7 min on 4 host
+#   threads on an H100 (openxla/xla#13108), about 4.6 s a fusion on the lent machine's 16 threads; a cold
+#   1024^2 matmul compile 2.85 s on an A6000 (openxla/xla#44517); XLA keeps what it tuned for a fusion for
+#   the rest of the process, so a shape compiled again costs less: 2 s on average;
+# - step_compile_s: a train step autotunes its forward and backward GEMMs (an MLP of 3 layers: 4-6 distinct
+#   fusions, some shapes shared, some tuned before in the same process): 6 s, where a larger train step was
+#   seen at 22 s (jax-ml/jax#21250);
+# - host_gflops: the float64 references run on one BLAS thread (jaxgpu.timing.single_blas_thread), about
+#   40 GFLOP/s on a server core, not the 16 cores' 200;
+# - startup_s: Python, JAX, the CUDA context, cuBLAS and the 75% preallocation of the card's memory: 20 s.
+_GPU = dict(kernel_compile_s=0.3, gemm_compile_s=2.0, step_compile_s=6.0, dispatch_s=predict.GPU_LAUNCH_S,
             loop_step_s=predict.GPU_LOOP_STEP_S, flop_efficiency=predict.COMPUTE_FRACTION,
-            elementwise_efficiency=0.5, host_gflops=200.0, host_gbps=8.0, rng_gbps=0.6, device_rng_gbps=50.0,
-            experiment_setup_s=2.0, startup_s=12.0)
+            elementwise_efficiency=0.5, host_gflops=40.0, host_gbps=8.0, rng_gbps=0.6, device_rng_gbps=50.0,
+            experiment_setup_s=3.0, startup_s=20.0)
 
 # CPU constants, fitted case by case to a quick study on a 2-core Intel Xeon (jax 0.10.2):
 # a train step's compile with its op-by-op initialisation (0.8 s), an experiment's first case

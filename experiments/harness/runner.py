@@ -32,7 +32,7 @@ import experiments
 from experiments.contract import Case, Experiment, RunContext
 from experiments.harness import plan as plan_mod
 
-__all__ = ["Case", "RunContext", "default_out_dir", "run_study", "dry_run"]
+__all__ = ["Case", "RunContext", "default_out_dir", "run_study", "dry_run", "budget_plan"]
 
 
 # Compile-only devices of a target: one host of 8 GPUs, the most a sharded program here splits over.
@@ -127,6 +127,47 @@ def dry_run(names: Sequence[str], *, platform: str, profile: str = "quick", targ
     _, plans = _build(names, ctx, profile, settings)
     m = _machine(platform, ctx.device_kind)
     return plan_mod.lines([plan_mod.plan([(p.name, p.cases)], m)[0] for p in plans], m)
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetPlan:
+    """What a budgeted run would measure, by the plan: its lines (per experiment, cases taken of planned and the
+    key cases among those left out), its estimated seconds and the claim-deciding cases the budget would cut."""
+
+    lines: list[str]
+    estimate_s: float
+    keys_cut: list[str]
+
+
+def budget_plan(names: Sequence[str], *, platform: str, budget_s: float, rests_on: RestsOn,
+                target: str | None = None, profile: str = "quick", host_devices: int | None = None,
+                processes: int | None = None, seed: int = 0, settings: dict | None = None) -> BudgetPlan:
+    """The run ``--budget-s`` would make, walked in the order and with the allowance a real run uses, each case
+    taking its estimated seconds (no JAX is started). A key case left out is named in ``keys_cut``."""
+    ctx = dataclasses.replace(_dry_context(platform, target, host_devices, processes, seed), profile=profile)
+    _, plans = _build(names, ctx, profile, settings, rests_on=rests_on)
+    m = _machine(platform, ctx.device_kind)
+    allow = _allowances(plans, budget_s, m)
+    elapsed, started = 0.0, set()
+    taken: dict[str, int] = {p.name: 0 for p in plans}
+    cut: list[str] = []
+    for p, case in _order(plans, budget_s):
+        est = m.case_seconds(case.cost)
+        est += m.experiment_setup_s if est and p.name not in started else 0.0
+        if not p.exp.spread and not allow.take(p.name, case.key, est, elapsed):
+            if case.key:
+                cut.append(f"{p.name} {rp.case_label(case.params)}")
+            continue
+        started.add(p.name)
+        taken[p.name] += 1
+        elapsed += est
+    lines = [f"{p.name:16s} {taken[p.name]:4d} of {len(p.cases):4d} cases"
+             + (f", {sum(c.key for c in p.cases)} claim-deciding" if any(c.key for c in p.cases) else "")
+             for p in plans if p.cases]
+    lines.append(f"budget {budget_s:.0f} s: estimated {elapsed:.0f} s of measuring on {m.name}; "
+                 + (f"{len(cut)} claim-deciding cases would be cut: {'; '.join(cut[:8])}" if cut
+                    else "no claim-deciding case is cut"))
+    return BudgetPlan(lines, elapsed, cut)
 
 
 def _order(plans: list[_Plan], budget_s: float | None) -> list[tuple[_Plan, Case]]:

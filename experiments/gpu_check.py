@@ -390,8 +390,9 @@ def part_steps(part: str, root: Path, py: str, deadline_s: float) -> list[Step]:
                                    "not slow", "--timeout", "30", *GPU_TESTS], tests_s)]
     if part == "3":
         limit = deadline_s - RESERVE_S
-        return [Step("host-study", study_argv(py, experiments.host_check(), root / "host", budget_of(limit), False, backend="cpu",
-                                              extra=("--devices", "8", "--allocator", "system")), limit)]
+        argv = study_argv(py, experiments.host_check(), root / "host", budget_of(limit), False, backend="cpu",
+                          extra=("--devices", "8", "--allocator", "system"))
+        return [Step("host-study", argv, limit)]
     raise ValueError(part)
 
 
@@ -446,7 +447,7 @@ def dry_run(part: str, deadline_s: float, target: str, py: str, n_tests: int) ->
     root = Path(os.environ.get("JAXGPU_CHECK_ROOT", "reports/runs/gpu-check"))
     parts = ("1", "2", "3") if part == "all" else (part,)
     out, likely, ok = [f"GPU check part {part} for the {target}: deadline {deadline_s:.0f} s"], 0.0, True
-    for i, p in enumerate(parts):
+    for p in parts:
         share = deadline_s / len(parts)
         for step in part_steps(p, root, py, share):
             if step.name in ("gpu-study", "host-study"):

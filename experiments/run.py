@@ -6,6 +6,7 @@ Examples (quote what holds parentheses or spaces: a shell reads them first)::
     python -m experiments.run --backend gpu --profile full
     python -m experiments.run --only matmul --out reports/my-run
     python -m experiments.run --resume reports/my-run # finish a run that was interrupted
+    python -m experiments.run --resume reports/my-run --only transformer   # add an experiment to it
     python -m experiments.run --backend cpu --devices 4 --only data_parallel,tensor_parallel,collectives
     python -m experiments.run --only distributed --processes 2
     python -m experiments.run --dry-run --target h100 # the plan for an H100, without starting JAX
@@ -64,7 +65,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--only", metavar="NAME[,NAME]", help="run only these experiments (see --list)")
     p.add_argument("--list", action="store_true", help="list the experiments and exit")
     p.add_argument("--out", metavar="DIR", help="result folder (default: a new folder under reports/runs/)")
-    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR, skipping cases already recorded")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue the run in DIR, skipping cases already recorded (its experiments, or with --only "
+                        "these, added to it; run.json's sessions says what each invocation ran); only on the "
+                        "machine and JAX it was recorded with")
     p.add_argument("--devices", type=int, metavar="N",
                    help="number of CPU host devices (XLA_FLAGS is appended to); default 1, or "
                         f"{experiments.DEFAULT_HOST_DEVICES} when a multi-device experiment "
@@ -228,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if importlib.util.find_spec("jax") is None:
         return _fail("JAX is not installed in this Python; pip install -e . (or -e '.[cuda13]' on a GPU machine)")
-    out_error = _check_out(args.resume or args.out, resume=bool(args.resume))
+    out_error = _check_out(args.resume or args.out, resume=bool(args.resume)) or _check_resumed_here(args.resume)
     if out_error:
         return _fail(out_error)
     if argv is None:
@@ -357,6 +361,30 @@ def _check_out(out: str | None, resume: bool = False) -> str | None:
         return f"cannot create the result folder {target}: {err.strerror or err}"
     if not os.access(target, os.W_OK):
         return f"cannot write to the result folder {target}"
+    return None
+
+
+def _check_resumed_here(resume: str | None) -> str | None:
+    """Why the run to resume is not this machine's, as far as can be told before JAX starts (its versions and the
+    CPU; the device kind and count are checked once the backend is up), or None."""
+    if not resume:
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    from jaxgpu import devices, results
+
+    from experiments.harness import runner
+
+    env = {"cpu_model": devices.cpu_model()}
+    for name in ("jax", "jaxlib"):
+        try:
+            env[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    try:
+        runner.check_same_machine(resume, env)
+    except results.ResultsError as err:
+        return str(err)
     return None
 
 

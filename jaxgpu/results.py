@@ -193,6 +193,7 @@ class RunWriter:
             cfg_old["experiments"] = list(dict.fromkeys([*cfg_old.get("experiments", []),
                                                          *cfg_new.get("experiments", [])]))
             cfg_old["per_experiment"] = {**cfg_new.get("per_experiment", {}), **cfg_old.get("per_experiment", {})}
+            old["sessions"] = [*old.get("sessions", []), *meta.get("sessions", [])]
             for key in ("completion", "timing"):  # what this session does replaces what the last one did
                 if key in meta:
                     old[key] = meta[key]

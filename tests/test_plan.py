@@ -1,11 +1,10 @@
-"""Plans, budgets and the one-call GPU check: what a lent GPU's first minutes depend on, tested on CPU."""
+"""Plans and budgets: what a lent GPU's first minutes depend on, tested on CPU (the check's parts:
+tests/test_gpu_check.py)."""
 
 import json
 import os
-import re
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -19,8 +18,7 @@ from experiments.contract import Case, Cost
 from experiments.harness import plan, runner
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_STUDY_S = 240  # the GPU study's share of a lent machine's window
-CALL_S = 480  # the whole call (the machine's start, every step at its limit) within a ten-minute one
+GPU_STUDY_S = 2 * 240  # the quick GPU study runs in the GPU check's two parts of 240 s at most each
 
 
 def _env(**extra):
@@ -75,69 +73,6 @@ def test_no_profile_lists_a_size_twice():
             for field in SWEEPS:
                 value = getattr(cfg, field, ())
                 assert len(set(value)) == len(value), (name, profile, platform, field)
-
-
-def test_the_gpu_check_dry_run_prints_every_step_and_a_total_within_the_window():
-    proc = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run"], cwd=ROOT, env=_env(PYTHON=sys.executable),
-                          capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr
-    for step in ("0 the machine's start", "1 preflight", "2 GPU study", "3 GPU tests", "4 CPU study",
-                 "5 merged report", "6 pack"):
-        assert step in proc.stdout, step
-    last = proc.stdout.strip().splitlines()[-1]
-    whole = float(re.search(r"the whole call at most (\d+) s", last).group(1))
-    assert whole <= CALL_S, proc.stdout
-    likely = float(re.search(r"the command: estimated (\d+) s, at most (\d+) s", proc.stdout).group(1))
-    assert likely <= whole, proc.stdout
-
-
-def _hanging_checkout(tmp_path):
-    """A checkout holding only the GPU check, and a "python" that hangs: every step of the check hangs."""
-    sleeper = tmp_path / "python"
-    sleeper.write_text("#!/bin/sh\nexec sleep 1000\n")
-    sleeper.chmod(0o755)
-    work = tmp_path / "checkout"
-    (work / "scripts").mkdir(parents=True)
-    (work / "scripts" / "gpu_check.sh").write_text((ROOT / "scripts" / "gpu_check.sh").read_text())
-    archive = tmp_path / "X.tar.gz"
-    return work, sleeper, archive
-
-
-@pytest.mark.slow
-def test_the_gpu_check_packs_its_archive_when_every_step_hangs(tmp_path):
-    work, sleeper, archive = _hanging_checkout(tmp_path)
-    t0 = time.time()
-    proc = subprocess.run(["bash", "scripts/gpu_check.sh", str(archive)], cwd=work,
-                          env=_env(GPU_CHECK_S="40", PYTHON=str(sleeper)), capture_output=True, text=True, timeout=120)
-    assert time.time() - t0 < 70, proc.stdout
-    assert proc.returncode == 3, proc.stdout  # the GPU study overran its limit: not 124, the device tool's own
-    with tarfile.open(archive) as tar:
-        names = tar.getnames()
-        summary = next(n for n in names if n.endswith("summary.txt"))
-        text = tar.extractfile(summary).read().decode()
-    assert any(n.endswith("gpu-study.txt") for n in names), names
-    assert "gpu-study: exit 124" in text and "overran its limit" in text, text
-
-
-@pytest.mark.slow
-def test_a_sigterm_packs_the_archive_at_once(tmp_path):
-    # a lease ending sends SIGTERM while a step hangs: bash would wait for the step before its trap ran
-    import signal
-
-    work, sleeper, archive = _hanging_checkout(tmp_path)
-    proc = subprocess.Popen(["bash", "scripts/gpu_check.sh", str(archive)], cwd=work, text=True,
-                            env=_env(GPU_CHECK_S="300", PYTHON=str(sleeper)), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
-    time.sleep(4)  # the GPU study's step hangs by now (the preflight fails at once: no nvidia-smi here)
-    t0 = time.time()
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    assert time.time() - t0 < 15, out
-    assert proc.returncode == 143, out
-    with tarfile.open(archive) as tar:
-        text = tar.extractfile(next(n for n in tar.getnames() if n.endswith("summary.txt"))).read().decode()
-    assert "TERM received during" in text and "finished after" in text, text
-    assert not (tmp_path / "X.tar.gz.tmp").exists()
 
 
 def _cases(n, seconds=1.0, key_every=0):
@@ -248,22 +183,3 @@ def test_a_run_first_experiment_stays_first_when_key_cases_go_first():
     for budget in (None, 100.0):
         order = [(p.name, c.params["i"]) for p, c in runner._order([first, other], budget)]
         assert order[:3] == [("memory_fit", 0), ("memory_fit", 1), ("memory_fit", 2)], (budget, order)
-
-
-@pytest.mark.slow
-def test_a_sigterm_leaves_no_step_running_after_the_archive(tmp_path):
-    # a step that does not stop when told (a study inside a long compile): it is killed whole, then packed
-    import signal
-
-    work, sleeper, archive = _hanging_checkout(tmp_path)
-    sleeper.write_text("#!/bin/sh\ntrap '' TERM INT\nexec sleep 4321\n")
-    proc = subprocess.Popen(["bash", "scripts/gpu_check.sh", str(archive)], cwd=work, text=True,
-                            env=_env(GPU_CHECK_S="300", PYTHON=str(sleeper)), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
-    time.sleep(4)
-    t0 = time.time()
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    assert time.time() - t0 < 15 and proc.returncode == 143, out
-    left = subprocess.run(["pgrep", "-f", "sleep 4321"], capture_output=True, text=True).stdout.split()
-    assert not left, left  # nothing of the step writes on after the archive was packed

@@ -32,7 +32,7 @@ import experiments
 from experiments.contract import Case, Experiment, RunContext
 from experiments.harness import plan as plan_mod
 
-__all__ = ["Case", "RunContext", "default_out_dir", "run_study", "dry_run", "budget_plan"]
+__all__ = ["Case", "RunContext", "default_out_dir", "run_study", "dry_run", "budget_plan", "check_same_machine"]
 
 
 # Compile-only devices of a target: one host of 8 GPUs, the most a sharded program here splits over.
@@ -252,6 +252,9 @@ def _meta(run_id: str, names: Sequence[str], setting: _Setting, configs: dict[st
                        "budget_s": budget_s},
         "mode": ctx.mode,
         "timing": _timing(plans, {}),
+        # each invocation that wrote into the folder (a resume adds one): what it ran and how it ended
+        "sessions": [{"run_id": run_id, "argv": list(argv) if argv is not None else None, "experiments": list(names),
+                      "budget_s": budget_s, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}],
     }
     if compile_for:
         from jaxgpu import targets
@@ -300,6 +303,8 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
     out_dir = Path(out_dir)
     done = _done(out_dir, resume, log)
     setting = _setting(platform, profile, seed, processes, compile_for)
+    if resume:
+        check_same_machine(out_dir, setting.env)
     ctx = setting.ctx
     configs, plans = _build(names, ctx, profile, settings, done, rests_on)
     run_id = results.new_run_id()
@@ -343,11 +348,13 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
         elapsed = time.perf_counter() - t_start
         # freed host memory now stays with the process (the tuned allocator): the peak is worth knowing
         max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+        completion = {"state": state, "cases_planned": total, "cases_done": sum(counts.values()),
+                      "cases_skipped": skipped, "budget_s": budget_s, "elapsed_s": round(elapsed, 1),
+                      "max_rss_bytes": max_rss, **_host_memory_seen(setting.env), **why}
+        sessions = writer.meta.get("sessions") or [{}]
         try:
-            writer.update(completion={"state": state, "cases_planned": total, "cases_done": sum(counts.values()),
-                                      "cases_skipped": skipped, "budget_s": budget_s, "elapsed_s": round(elapsed, 1),
-                                      "max_rss_bytes": max_rss, **why},
-                          timing=_timing(plans, spent))
+            writer.update(completion=completion, timing=_timing(plans, spent),
+                          sessions=[*sessions[:-1], {**sessions[-1], "completion": completion}])
         except results.RunWriteError as err:  # the disk is still full: run.json keeps what it last said
             log(f"jaxgpu: {err}")
     for p in plans:
@@ -358,6 +365,41 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
         + (f"; {skipped} cases left for the budget of {budget_s:.0f} s: continue with --resume {out_dir}"
            if skipped else ""))
     return out_dir
+
+
+# what makes two runs' figures comparable: a resumed run must have been started on the same of each
+SAME_MACHINE = ("backend", "device_kind", "cpu_model", "n_devices", "jax", "jaxlib", "target")
+
+
+def check_same_machine(out_dir: str | Path, env: dict[str, Any]) -> None:
+    """Refuses to resume a run recorded on another machine or JAX: two machines' figures under one run.json would
+    be read as one machine's. Only the fields ``env`` has are compared (the command line checks what it can before
+    JAX starts, the run the rest).
+
+    Raises:
+      results.ResultsError: what differs, and what to do instead.
+    """
+    path = Path(out_dir) / results.RUN_FILE
+    if not path.exists():
+        return
+    import json
+
+    try:
+        old = json.loads(path.read_text(encoding="utf-8")).get("env", {})
+    except (OSError, ValueError) as err:
+        raise results.ResultsError(f"{path} cannot be read ({err}); start a new folder with --out") from None
+    diff = [f"{k} {old.get(k)!r} there, {env.get(k)!r} here" for k in SAME_MACHINE
+            if k in env and old.get(k) != env.get(k)]
+    if diff:
+        raise results.ResultsError(f"{out_dir} was recorded on another machine or JAX ({'; '.join(diff)}); resume "
+                                   "it where it was made, or start a new folder with --out")
+
+
+def _host_memory_seen(env: dict[str, Any]) -> dict[str, int]:
+    """The host's memory as the run ends, where it differs from what it was at the start: a machine whose memory
+    grows as it is used reports far less at start-up than it ends with."""
+    now = devices.host_memory_bytes()
+    return {"host_memory_bytes_at_end": now} if now and now != env.get("host_memory_bytes") else {}
 
 
 def _done(out_dir: Path, resume: bool, log: Callable[[str], None]) -> set[str]:

@@ -217,3 +217,17 @@ def test_the_stream_loop_copies_no_array_in_its_body(kernel):
         assert not array_copy.search(_loop_body(gpu)), _loop_body(gpu)
     r = memory.bench_stream(kernel, memory.stream_arrays(n), "loop", target_s=0.0)  # checked inside
     assert r.bytes_per_call == memory.stream_bytes(kernel, n, 4)
+
+
+def test_the_allocators_dump_is_held_and_one_line_passed_on(capfd):
+    # XLA's allocator prints every bin and chunk on fd 2 as it refuses an allocation: the log keeps one line
+    import os
+
+    from experiments.memory_fit import measure
+
+    with measure.stderr_kept() as said:
+        os.write(2, b"W allocator: Allocator (GPU_0_bfc) ran out of memory trying to allocate 86.0GiB\n")
+        os.write(2, b"".join(b"I Bin (%d): Total Chunks: 1\n" % (256 << i) for i in range(200)))
+    err = capfd.readouterr().err
+    assert said == ["W allocator: Allocator (GPU_0_bfc) ran out of memory trying to allocate 86.0GiB"]
+    assert err.strip() == said[0] and "Bin (" not in err

@@ -175,7 +175,13 @@ def test_tf32_asks_for_the_tf32_algorithm_on_a_gpu_and_runs_as_fp32_on_the_cpu()
         text = jax.jit(lambda a, b, p=other: precision.dot(*precision.prepare(a, b, p), preset=p)).trace(a, a) \
             .lower(lowering_platforms=("cuda",)).as_text()
         assert "tf32" not in text, other
-    cpu = np.asarray(precision.matmul(a, a, "tf32"), np.float64)  # XLA:CPU has no TF32: fp32, and it runs
+    # XLA:CPU has no TF32: fp32, and it runs. On the host's device even under --backend gpu, where the default
+    # device is the GPU and the same product runs as TF32 (an error near 1e-4)
+    host = jax.devices("cpu")[0]
+    on_host = jax.device_put(a, host)
+    out = precision.matmul(on_host, on_host, "tf32")
+    assert on_host.devices() == {host} and out.devices() == {host}
+    cpu = np.asarray(out, np.float64)
     assert matmul.rel_error(cpu, np.asarray(a, np.float64) @ np.asarray(a, np.float64)) < 1e-6
     model, opt = mlp.MLP(widths=(16,)), optax.adamw(1e-3)
     state = jax.eval_shape(lambda: mlp.init_state(model, opt, jax.random.key(0), 8))

@@ -3,6 +3,7 @@ peak where it can be read, what does not fit, and XLA:GPU's plan of the same ste
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import jax
@@ -83,6 +84,32 @@ def too_big(cfg: Config, ctx: RunContext) -> dict[str, float]:
     return {"bytes_predicted": float(est.total)}
 
 
+@contextlib.contextmanager
+def stderr_kept(keep: str = "out of memory"):
+    """The process's stderr (file descriptor 2, where XLA's C++ logging writes) held in a file inside; yields a list
+    that holds, after, the first line of it mentioning ``keep``, which alone is passed on to stderr."""
+    import os
+    import sys
+    import tempfile
+
+    found: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield found
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            lines = held.read().decode(errors="replace").splitlines()
+            found += [line.strip() for line in lines if keep in line.lower()][:1]
+            if found:
+                print(found[0], file=sys.stderr)
+
+
 def overallocate(ctx: RunContext) -> dict[str, float]:
     available = devices.device_memory_bytes(ctx.device) or 0
     want = int(available * 1.1)
@@ -91,14 +118,16 @@ def overallocate(ctx: RunContext) -> dict[str, float]:
                          "predicted, not "
                          "attempted on CPU (the OS would kill the process rather than refuse the allocation)")
     try:
-        x = jax.device_put(jnp.zeros((want // 4,), jnp.float32), ctx.device)
-        x.block_until_ready()
+        with stderr_kept() as said:  # the allocator prints its whole state (every bin and chunk) as it refuses
+            x = jax.device_put(jnp.zeros((want // 4,), jnp.float32), ctx.device)
+            x.block_until_ready()
     except Exception as err:  # noqa: BLE001 - the allocator's refusal is the measurement
         # the limit is JAX's allocator pool (75% of the card by default: XLA_PYTHON_CLIENT_MEM_FRACTION), not
         # the card: the refusal says how much past the pool, which a caller can raise
         raise DoesNotFit(f"needs {want / 1e9:.1f} GB, {available / 1e9:.1f} GB in JAX's allocator pool (its "
                          f"bytes_limit, a share of the card's memory): "
-                         f"{(str(err).splitlines() or [''])[0][:160]}") from None
+                         f"{(str(err).splitlines() or [''])[0][:160]}"
+                         + (f" (the allocator: {said[0][:160]})" if said else "")) from None
     del x
     return {"bytes_measured": float(want)}
 

@@ -23,7 +23,7 @@ from experiments.reporting.render import write_report
 __all__ = ["STUDY_RUNS", "build_sections", "closing_lines", "main", "write_report"]
 
 # The committed runs under reports/ that reports/study merges (README: how each was made)
-STUDY_RUNS = ("cpu-reference", "cpu-multidevice", "compiled-h200")
+STUDY_RUNS = ("cpu-reference", "cpu-multidevice", "compiled-h200", "compiled-h100")
 
 
 
@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     p = cli.Parser(prog="python -m experiments.report", description=__doc__.split("\n\n")[0])
     p.add_argument("dirs", nargs="+", metavar="DIR", help="result folders (run.json + results.jsonl)")
     p.add_argument("--out", metavar="OUT", help="where to write (default: DIR if one, else reports/merged)")
+    p.add_argument("--freeze", metavar="FOLDER",
+                   help="also add the runs' predictions for an H100 SXM and an H200 SXM to FOLDER as a new file "
+                        "(never rewriting one: experiments.reporting.frozen), e.g. reports/predictions")
     args = p.parse_args(argv)
     out = args.out or (args.dirs[0] if len(args.dirs) == 1 else "reports/merged")
     try:
@@ -68,6 +71,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"experiments.report: error: {err.strerror or err}", file=sys.stderr)  # a full disk, say
         return 1
     print(f"{md}\n{page}")
+    if args.freeze:
+        from experiments.reporting import frozen
+
+        try:
+            print(frozen.write(frozen.freeze([results.read_run(d) for d in args.dirs]), args.freeze))
+        except FileExistsError as err:
+            print(f"experiments.report: {err}", file=sys.stderr)
     print("\n".join(closing_lines(out)), file=sys.stderr)
     return 0
 

@@ -202,9 +202,9 @@ def test_a_run_named_twice_is_counted_once(tmp_path):
     runs = _committed(tmp_path)
     shutil.copytree(tmp_path / "cpu-reference", tmp_path / "copy-of-the-reference")
     dirs = [tmp_path / "cpu-reference", tmp_path / "cpu-reference", tmp_path / "copy-of-the-reference",
-            tmp_path / "cpu-multidevice", tmp_path / "compiled-h200"]
+            tmp_path / "cpu-multidevice", *(tmp_path / n for n in COMMITTED[2:])]
     kept, read, notes = render.once(dirs)
-    assert [d.name for d in kept] == ["cpu-reference", "cpu-multidevice", "compiled-h200"]
+    assert [d.name for d in kept] == ["cpu-reference", "cpu-multidevice", *COMMITTED[2:]]
     assert len(notes) == 1 and "named 3 times" in notes[0] and "counted once" in notes[0]
     once = {c.id: v for c, v in claims.ledger(results.merge(runs))}
     twice = {c.id: v for c, v in claims.ledger(results.merge(read))}

@@ -136,3 +136,28 @@ def test_a_gpu_train_steps_flops_are_counted_from_its_hlo_library_gemms_included
             return plan.hlo
 
     assert timing.work_counts(Compiled()) == (flops, nbytes, "hlo")
+
+
+def test_xla_gpu_plans_an_h100_and_an_h200_alike():
+    # both are sm_90 with 132 SMs: the frozen H100 predictions price each CPU case on the H200's plan
+    # (experiments.reporting.frozen), which holds only while XLA:GPU's plans of the study's kinds of program agree
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from jaxgpu import hardware, mlp, precision, prediction
+
+    a = jax.ShapeDtypeStruct((1024, 1024), jnp.bfloat16)
+    v = jax.ShapeDtypeStruct((1 << 20,), jnp.float32)
+    model, opt = mlp.MLP(widths=(512, 512), n_out=10), optax.adamw(1e-3)
+    state = jax.eval_shape(lambda: mlp.init_state(model, opt, jax.random.key(0), 64))
+    step = mlp.make_train_step(model, opt, "bf16")
+    programs = [(lambda x, y: precision.dot(x, y, preset="bf16"), (a, a)),
+                (lambda x, y, z: x + 3.0 * y * z, (v, v, v)),
+                (step, (state, jax.ShapeDtypeStruct((256, 64), jnp.float32), jax.ShapeDtypeStruct((256,), jnp.int32)))]
+    for fn, args in programs:
+        for triton in (False, True):
+            h100, h200 = (prediction.plan_for(fn, *args, on=hardware.GPUS[g], plan="gpu", triton_gemm=triton)
+                          for g in ("H100 SXM", "H200 SXM"))
+            assert [k.to_list()[1:] for k in h100[0]] == [k.to_list()[1:] for k in h200[0]], (fn, triton)
+            assert h100[1] == h200[1]

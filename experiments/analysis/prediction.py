@@ -266,8 +266,11 @@ def gpu_runs(runs: list[results.Run]) -> list[tuple[results.Run, str]]:
 
 def gpu_of(runs: list[results.Run], default: str = "H200 SXM") -> str:
     """The GPU the CPU runs' programs are predicted on: a merged GPU run's own (so its measurements turn
-    the predictions into errors), else ``default``."""
-    return next((name for _, name in gpu_runs(runs)), default)
+    the predictions into errors), else the card of the one compile-only run merged, else ``default``."""
+    measured = next((name for _, name in gpu_runs(runs)), None)
+    compiled = {g.hardware.name for g in runs if g.compiled and g.hardware is not None}
+    # a compile-only run of one card alone (compiled-h100, say): its programs are that card's
+    return measured or (compiled.pop() if len(compiled) == 1 and default not in compiled else default)
 
 
 def measured_on(runs: list[results.Run], gpu: str) -> dict[str, float]:

@@ -16,8 +16,8 @@ from jaxgpu import results
 import experiments
 from experiments.analysis import claims, prediction
 from experiments.analysis.evidence import MissingField, guard
+from experiments.reporting import frozen, summary
 from experiments.reporting import prediction as prediction_section
-from experiments.reporting import summary
 
 TITLE = "jaxgpu: what does a GPU really buy deep learning?"
 INTRO = ("A popular explainer, {explainer}, tells its readers why GPUs suit deep learning. This report puts its 18 "
@@ -52,6 +52,9 @@ def build_sections(runs: Sequence[results.Run], notes: Sequence[str] = ()) -> li
             "For every case measured on both a GPU and a CPU run: the GPU's rate over the CPU's "
             "(or the CPU's time over the GPU's), against the CPU of the GPU's own machine where that run is "
             "here."], tables=[speed]))
+    before = _drawn(lambda: frozen.section(runs), "The predictions made before the GPU ran", broken)
+    if before is not None:
+        sections.append(before)
     predicted = _drawn(lambda: prediction_section.section(runs), "How well does the roofline predict?", broken)
     if predicted:
         sections.append(predicted)

@@ -178,8 +178,11 @@ def rows(runs: Sequence[results.Run], pairs: Sequence[Pair], gpu: str) -> list[R
                              "samples/s", 1.0, gpu, pairs, "train_step", "train", scores,
                              f"batch {ts[1].params['batch']:,} here", ts[1].params["width"]))
     out.append(_to_target(cpu, pairs, gpu, scores))
-    out.append(_model_memory(cpu, pairs, runs))
-    out.append(_several(pairs))
+    # the compiled rows from the card's own compile-only run where one is merged (two cards' plans differ in size)
+    own = [(r, x) for r, x in pairs if not r.compiled or (r.hardware is not None and r.hardware.name == gpu)]
+    compiled = own if any(r.compiled for r, _ in own) else pairs
+    out.append(_model_memory(cpu, compiled, runs))
+    out.append(_several(compiled))
     return [r for r in out if r is not None]
 
 

@@ -91,6 +91,21 @@ def test_tiny_run_writes_the_contract_and_resume_skips_what_is_done(tmp_path):
     _one_line_error(_run("experiments.run", "--only", "matmul", "--out", str(out)), f"--resume {out}")
     assert len(results.read_run(out).records) == n_before
 
+    # --only with --resume adds an experiment to the run; run.json's sessions says what each invocation ran
+    proc = _run("experiments.run", "--resume", str(out), "--only", "devices", "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads((out / "run.json").read_text())
+    assert [s["experiments"] for s in meta["sessions"]] == [["matmul"], ["matmul"], ["matmul"], ["devices"]]
+    assert meta["sessions"][-1]["completion"]["state"] == "complete"
+    assert meta["config"]["experiments"] == ["matmul", "devices"]
+    # a run recorded with another JAX, or on another device kind, is not resumed here
+    for field, other in (("jaxlib", "0.11.2"), ("device_kind", "NVIDIA H100 80GB HBM3")):
+        changed = {**meta, "env": {**meta["env"], field: other}}
+        (out / "run.json").write_text(json.dumps(changed))
+        _one_line_error(_run("experiments.run", "--resume", str(out), "--no-report"), "another machine or JAX")
+        assert f"{field} {other!r} there" in _run("experiments.run", "--resume", str(out)).stderr
+    assert len(results.read_run(out).records) > n_before  # the devices records, and nothing after the refusals
+
 
 @pytest.mark.slow
 def test_sigkill_midway_keeps_every_finished_record(tmp_path):

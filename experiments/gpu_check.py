@@ -486,7 +486,8 @@ def count_tests(py: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p = cli.Parser(prog=PROG, description="The study's GPU check, one part per call of a lent GPU machine; each part "
+                   "keeps its archive fresh while it runs (see experiments/gpu_check.py).")
     p.add_argument("archive", nargs="?", metavar="ARCHIVE", help="the .tar.gz the part writes (and keeps fresh)")
     p.add_argument("--part", choices=("1", "2", "3", "all"), required=True, help="which part of the check")
     p.add_argument("--dry-run", action="store_true", help="print the part's plan; nothing runs")

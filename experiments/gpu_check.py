@@ -359,13 +359,21 @@ def study_argv(check_py: str, names: Sequence[str], out: Path, budget_s: float, 
             "--no-progress", *extra]
 
 
+_VERSIONS = """\
+import importlib.metadata as m, platform
+print("python", platform.python_version())
+for p in ("jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda12-plugin", "flax", "optax", "numpy", "torch"):
+    try:
+        print(p, m.version(p))
+    except m.PackageNotFoundError:
+        print(p, "not installed")
+"""
+
+
 def preflight_argv(py: str) -> list[str]:
-    versions = ("import importlib.metadata as m, platform; print('python', platform.python_version()); "
-                "[print(p, m.version(p)) for p in ('jax', 'jaxlib', 'jax-cuda13-plugin', 'jax-cuda12-plugin', "
-                "'flax', 'optax', 'numpy', 'torch') if __import__('importlib.util').util.find_spec("
-                "p.replace('-', '_')) or p.startswith('jax-cuda')]")
+    """nvidia-smi's view of the card and the installed versions, without starting a device."""
     smi = "nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv"
-    return ["bash", "-c", f"{smi}; {shlex.quote(py)} -c {shlex.quote(versions)} 2>&1 | grep -v 'PackageNotFound'"]
+    return ["bash", "-c", f"{smi}; {shlex.quote(py)} -c {shlex.quote(_VERSIONS)}"]
 
 
 def budget_of(limit_s: float) -> float:
@@ -427,7 +435,7 @@ def _run_one(check: Check, part: str, root: Path, py: str, deadline_s: float) ->
             fresh = study_dir(root).with_name(f"study-{int(time.time())}")
             check._say(f"the run in {study_dir(root)} is not this machine's; part {part} starts {fresh}")
             step = dataclasses.replace(step, argv=study_argv(py, part_experiments(part), fresh,
-                                                             budget_of(check.left() - STUDY_START_S), False))
+                                                             budget_of(check.left()), False))
             rc = check.run(step)
         if step.name in ("gpu-study", "host-study"):
             status = "ok" if rc == 0 else "overran" if step.overran else "failed"

@@ -168,7 +168,7 @@ def section(runs: Sequence[results.Run], folder: str | Path = FOLDER) -> rp.Sect
     rows = [[m.what if m.unit != "s" else m.what.replace(":", ": ", 1), m.card, m.model,
              rp.si(m.predicted, m.unit), rp.si(m.measured, m.unit), f"{m.error:+.0%}"] for m in met]
     errs = sorted(abs(m.error) for m in met)
-    lead = (f"Predictions frozen before the GPU ran ({folder.name if isinstance(folder, Path) else folder}), beside "
+    lead = (f"Predictions frozen before the GPU ran ({Path(folder).name}), beside "
             f"what it measured: {len(met)} figures, median |error| {errs[len(errs) // 2]:.0%}, "
             f"{sum(e <= 1 for e in errs) / len(errs):.0%} within 2x. A summary row's error is its rate's or time's; "
             "a case's is its timed seconds' (predicted / measured - 1).")

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from jaxgpu import hardware
-from jaxgpu.results import Unsupported
+from jaxgpu.ground import hardware
+from jaxgpu.records.results import Unsupported
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Cost:
     """What one case does, in the terms ``experiments.plan`` turns into seconds on a machine.
 
     A timed case runs ``warmup`` calls, then repeats until ``target_s`` of samples and at
-    least ``min_iters`` calls are in (``jaxgpu.timing.repeat``); ``calls`` counts the other
+    least ``min_iters`` calls are in (``jaxgpu.ground.timing.repeat``); ``calls`` counts the other
     calls it makes (a reference check, a fixed number of training steps).
 
     One call moves ``bytes`` through device memory and does ``flops`` in ``dtype`` (a
@@ -109,17 +109,17 @@ class RunContext:
     seed: int = 0
     processes: int | None = None  # --processes, for the distributed experiment
     mode: str = "measured"  # or "compiled": for ``target``, which this machine only compiles for
-    target: Any = None  # a jaxgpu.targets.GpuTarget in compiled mode
+    target: Any = None  # a jaxgpu.pricing.targets.GpuTarget in compiled mode
 
     @property
     def device(self):
-        from jaxgpu import devices  # starts JAX: only a case's run() asks for the device
+        from jaxgpu.ground import devices  # starts JAX: only a case's run() asks for the device
 
         return devices.devices_of(self.platform)[0]
 
     def target_devices(self, n: int = 1) -> tuple:
         """``n`` compile-only devices of the target (compiled mode): programs are placed on them, never run."""
-        from jaxgpu import targets
+        from jaxgpu.pricing import targets
 
         return targets.devices(self.target.name, n)
 
@@ -221,7 +221,7 @@ class View:
     """An experiment's report section, drawn from ``(Run, Record)`` pairs only.
 
     Attributes:
-      section: ``section(pairs) -> jaxgpu.report.Section`` from the measured records (and the
+      section: ``section(pairs) -> jaxgpu.records.figures.Section`` from the measured records (and the
         report's predicted twins, whose runs say so: ``Run.predicted``).
       compiled: ``compiled(section, pairs)`` adds what runs compiled for a GPU planned
         (``mode: compiled``); None: the report lists them in a plain table.

@@ -507,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
         return cli.fail("experiments.gpu_check", f"GPU_CHECK_S must be a whole number of seconds, got {env_s!r}")
     deadline_s = float(env_s) if env_s else (ALL_S if args.part == "all" else PART_S)
     if args.dry_run:
-        from jaxgpu import hardware
+        from jaxgpu.ground import hardware
 
         try:
             target = hardware.find_gpu(args.target).name

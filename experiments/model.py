@@ -74,7 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--out: cannot create {parent}: {err.strerror or err}")
         if not os.access(parent, os.W_OK):
             p.error(f"--out: cannot write to {parent}")
-    from jaxgpu import hardware
+    from jaxgpu.ground import hardware
 
     try:
         args.gpus = [hardware.find_gpu(g).name for g in args.gpus.split(",")] if args.gpus else None
@@ -89,7 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def config(args: argparse.Namespace):
     """The decoder the command line names or describes."""
-    from jaxgpu import transformer as tf
+    from jaxgpu.kernels import transformer as tf
 
     if args.model:
         return args.model
@@ -102,29 +102,29 @@ COLUMNS = ("gpu", "devices", "bytes_per_device", "fits", "seconds", "lower_s", "
 
 
 def table(plans) -> list[list[str]]:
-    from jaxgpu import report as rp
+    from jaxgpu.records import labels
 
     rows = [["GPU", "GPUs", "per GPU", "fits", "step", "bounds", "tokens/s", "MFU", "binds", "plan"]]
     for p in plans:
-        rows.append([p.gpu, str(p.devices), rp.si(p.bytes_per_device, "B"), "yes" if p.fits else "no",
-                     rp.si(p.seconds, "s"), f"{rp.si(p.lower_s, 's')}-{rp.si(p.upper_s, 's')}",
-                     rp.si(p.tokens_per_s, "tokens/s"), f"{p.mfu:.0%}", p.binds, p.plan])
+        rows.append([p.gpu, str(p.devices), labels.si(p.bytes_per_device, "B"), "yes" if p.fits else "no",
+                     labels.si(p.seconds, "s"), f"{labels.si(p.lower_s, 's')}-{labels.si(p.upper_s, 's')}",
+                     labels.si(p.tokens_per_s, "tokens/s"), f"{p.mfu:.0%}", p.binds, p.plan])
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.list:
-        from jaxgpu import transformer as tf
+        from jaxgpu.kernels import transformer as tf
 
         for c in tf.CONFIGS.values():
             print(f"{c.name:12s} {c.style:6s} {c.layers:3d} layers, width {c.d_model:5d}, {c.heads} heads "
                   f"({c.kv_heads} KV), ffn {c.ffn}, vocab {c.vocab}, {c.params() / 1e9:.2f} B parameters")
         return 0
-    from jaxgpu import devices
+    from jaxgpu.ground import devices
 
     devices.configure("cpu", max(args.devices))  # compile on this CPU; its host devices stand in without the extra
-    from jaxgpu import sizing
+    from jaxgpu.pricing import sizing
 
     try:
         plans = sizing.model_on_gpus(config(args), mode=args.mode, batch=args.batch, seq=args.seq,

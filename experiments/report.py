@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from jaxgpu import results
+from jaxgpu.records import results
 
 from experiments import cli
 from experiments.reporting.build import build_sections  # noqa: F401 - the report as data, for notebooks

@@ -111,7 +111,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--budget-s must be a positive number of seconds, got {args.budget_s:g}")
     if args.target and not args.dry_run:
         p.error("--target names the GPU a --dry-run plans for; add --dry-run")
-    from jaxgpu import hardware
+    from jaxgpu.ground import hardware
 
     if args.target:
         try:
@@ -126,8 +126,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _compile_target(p: argparse.ArgumentParser, name: str) -> str:
-    """The ``jaxgpu.targets`` name of the GPU ``name`` reads as (the same resolver as --target's)."""
-    from jaxgpu import hardware, targets
+    """The ``jaxgpu.pricing.targets`` name of the GPU ``name`` reads as (the same resolver as --target's)."""
+    from jaxgpu.ground import hardware
+    from jaxgpu.pricing import targets
 
     try:
         hw = hardware.find_gpu(name)
@@ -161,7 +162,7 @@ def ignored(args: argparse.Namespace, names: list[str]) -> list[str]:
 
 def max_processes() -> int:
     """How many jax.distributed worker processes this machine can hold at once."""
-    from jaxgpu import devices
+    from jaxgpu.ground import devices
 
     mem = devices.host_memory_bytes() or 0
     return max(2, min(PROCESSES_PER_CORE * devices.cpu_count(), mem // PROCESS_BYTES))
@@ -173,7 +174,7 @@ def _defaults_from(args: argparse.Namespace) -> None:
     if args.resume:
         import warnings
 
-        from jaxgpu import results
+        from jaxgpu.records import results
 
         with warnings.catch_warnings():  # a cut last line: the runner sets it aside and says so
             warnings.simplefilter("ignore")
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         _restart_with_allocator(args)  # returns only when the process already has the allocator asked for
 
-    from jaxgpu import devices  # imports JAX: only after the cheap checks above
+    from jaxgpu.ground import devices  # imports JAX: only after the cheap checks above
 
     try:
         devices.configure(args.backend, args.devices)
@@ -246,12 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     except devices.BackendError as err:
         return _fail(str(err))
     if args.compile_for:
-        from jaxgpu import targets
+        from jaxgpu.pricing import targets
 
         if reason := targets.unavailable():
             return _fail(f"--compile-for needs XLA:GPU: {reason}")
 
-    from jaxgpu import results
+    from jaxgpu.records import results
 
     from experiments.analysis import claims
     from experiments.harness import runner
@@ -312,7 +313,7 @@ def _report(out: str | Path, skip: bool) -> str:
     """Writes the report of ``out``; returns a phrase for the closing line (where it is, or why not)."""
     if skip:
         return ""
-    from jaxgpu import results
+    from jaxgpu.records import results
 
     from experiments import report
 
@@ -329,7 +330,7 @@ def _report(out: str | Path, skip: bool) -> str:
 def _restart_with_allocator(args: argparse.Namespace) -> None:
     """Restarts this command with the host allocator a CPU run asked for (malloc reads its settings
     at process start, so they cannot be set from here): before JAX starts, once."""
-    from jaxgpu import devices
+    from jaxgpu.ground import devices
 
     want = args.allocator or "tuned"
     cpu = args.backend == "cpu" or (args.backend == "auto" and not devices.gpu_driver_present())
@@ -371,7 +372,8 @@ def _check_resumed_here(resume: str | None) -> str | None:
         return None
     from importlib.metadata import PackageNotFoundError, version
 
-    from jaxgpu import devices, results
+    from jaxgpu.ground import devices
+    from jaxgpu.records import results
 
     from experiments.harness import runner
 

@@ -12,6 +12,10 @@ writes no files. ``experiments`` drives it and writes reports. Quick tour::
         jaxgpu.precision_matmul(a, b)
     jaxgpu.bench_collective("all_reduce", jax.devices(), 1 << 20).busbw   # bytes/s, NCCL-tests' definition
 
+The library lives in four rooms: ``jaxgpu.ground`` (devices, timing, precision, the hardware table, HLO
+counts), ``jaxgpu.kernels`` (what is measured), ``jaxgpu.pricing`` (XLA's plans priced for a GPU, memory fit) and
+``jaxgpu.records`` (results, labels, figures); every name below is also ``jaxgpu.<name>``.
+
 Names are imported when first used: ``import jaxgpu`` starts no JAX, so the parts that only
 read results (records, reports, hardware tables) work where JAX is not installed.
 """
@@ -19,60 +23,55 @@ read results (records, reports, hardware tables) work where JAX is not installed
 import importlib
 import importlib.util
 
-# public name -> (module, attribute)
-_EXPORTS = {
-    "Dataset": ("data", "Dataset"), "digits": ("data", "digits"),
-    "MemoryEstimate": ("fit", "MemoryEstimate"), "estimate_mlp_train": ("fit", "mlp_train"),
-    "transformer_inference": ("fit", "transformer_inference"), "transformer_train": ("fit", "transformer_train"),
-    "bench_fma": ("memory", "bench_fma"), "bench_stream": ("memory", "bench_stream"),
-    "bench_transfer": ("memory", "bench_transfer"), "stream_arrays": ("memory", "stream_arrays"),
-    "MLP": ("mlp", "MLP"), "LossScale": ("mlp", "LossScale"), "TrainResult": ("mlp", "TrainResult"),
-    "make_infer_step": ("mlp", "make_infer_step"), "make_train_step": ("mlp", "make_train_step"),
-    "train": ("mlp", "train"),
-    "op_flops": ("stack", "op_flops"),
-    "predict": ("prediction", "predict"), "Prediction": ("prediction", "Prediction"),
-    "on_gpus": ("sizing", "on_gpus"), "OnGpus": ("sizing", "OnGpus"), "GpuRow": ("sizing", "GpuRow"),
-    "plan_model": ("sizing", "plan_model"), "ModelPlan": ("sizing", "ModelPlan"),
-    "model_on_gpus": ("sizing", "model_on_gpus"),
-    "find_gpu": ("hardware", "find_gpu"), "init_state": ("mlp", "init_state"), "synthetic": ("data", "synthetic"),
-    "bench_matvec": ("memory", "bench_matvec"), "matmul_point": ("memory", "matmul_point"),
-    "TRANSFORMERS": ("fit", "TRANSFORMERS"), "loss_trajectory": ("parallel", "loss_trajectory"),
-    "trajectory_error": ("parallel", "trajectory_error"),
-    "Table": ("report", "Table"), "Series": ("report", "Series"), "Limit": ("report", "Limit"),
-    "line_plot": ("report", "line_plot"),
-    "Roofs": ("prediction", "Roofs"), "roofs_for": ("prediction", "roofs_for"),
-    "DistributedFailure": ("distributed", "DistributedFailure"),
-    "DistributedResult": ("distributed", "DistributedResult"), "launch_distributed": ("distributed", "launch"),
-    "CollectiveResult": ("parallel", "CollectiveResult"), "DataParallel": ("parallel", "DataParallel"),
-    "TensorParallel": ("parallel", "TensorParallel"), "bench_collective": ("parallel", "bench_collective"),
-    "data_parallel": ("parallel", "data_parallel"), "make_mesh": ("parallel", "make_mesh"),
-    "tensor_parallel": ("parallel", "tensor_parallel"),
-    "BackendError": ("devices", "BackendError"), "configure": ("devices", "configure"),
-    "fingerprint": ("devices", "fingerprint"), "resolve": ("devices", "resolve"),
-    "allocator_in_use": ("devices", "allocator_in_use"), "allocator_command": ("devices", "allocator_command"),
-    "GPUS": ("hardware", "GPUS"), "Hardware": ("hardware", "Hardware"), "cpu_estimate": ("hardware", "cpu_estimate"),
-    "for_device": ("hardware", "for_device"), "gpu_spec": ("hardware", "gpu_spec"),
-    "MamfResult": ("matmul", "MamfResult"), "MatmulResult": ("matmul", "MatmulResult"),
-    "bench_jax": ("matmul", "bench_jax"), "bench_numpy": ("matmul", "bench_numpy"),
-    "bench_torch": ("matmul", "bench_torch"), "mamf_search": ("matmul", "mamf_search"),
-    "operands": ("matmul", "operands"), "worked_example": ("matmul", "worked_example"),
-    "PRESETS": ("presets", "PRESETS"), "Preset": ("presets", "Preset"), "Format": ("presets", "Format"),
-    "formats": ("presets", "formats"), "quantize": ("precision", "quantize"),
-    "precision_matmul": ("precision", "matmul"), "use_precision": ("precision", "use"),
-    "DoesNotFit": ("results", "DoesNotFit"), "Record": ("results", "Record"), "ResultsError": ("results",
-                                                                                               "ResultsError"),
-    "Run": ("results", "Run"), "Unsupported": ("results", "Unsupported"), "merge": ("results", "merge"),
-    "read_run": ("results", "read_run"),
-    "Timing": ("timing", "Timing"), "time_host": ("timing", "time_host"), "time_jitted": ("timing", "time_jitted"),
+# public name -> (module, attribute): each module's names, then the names that differ from the attribute's
+_NAMES = {
+    "ground.devices": ("BackendError", "configure", "fingerprint", "resolve", "allocator_in_use", "allocator_command"),
+    "ground.timing": ("Timing", "time_host", "time_jitted"),
+    "ground.presets": ("PRESETS", "Preset", "Format", "formats"),
+    "ground.precision": ("quantize",),
+    "ground.hardware": ("find_gpu", "GPUS", "Hardware", "cpu_estimate", "for_device", "gpu_spec"),
+    "ground.data": ("Dataset", "digits", "synthetic"),
+    "ground.stack": ("op_flops",),
+    "kernels.matmul": ("MamfResult", "MatmulResult", "bench_jax", "bench_numpy", "bench_torch", "mamf_search",
+                       "operands", "worked_example"),
+    "kernels.stream": ("bench_stream", "bench_transfer", "stream_arrays"),
+    "kernels.chains": ("bench_fma", "bench_matvec", "matmul_point"),
+    "kernels.mlp": ("MLP", "LossScale", "TrainResult", "make_infer_step", "make_train_step", "train", "init_state"),
+    "kernels.parallel": ("loss_trajectory", "trajectory_error", "CollectiveResult", "DataParallel", "TensorParallel",
+                         "bench_collective", "data_parallel", "make_mesh", "tensor_parallel"),
+    "kernels.distributed": ("DistributedFailure", "DistributedResult"),
+    "pricing.roofline": ("predict", "Prediction", "Roofs", "roofs_for"),
+    "pricing.sizing": ("on_gpus", "OnGpus", "GpuRow", "plan_model", "ModelPlan", "model_on_gpus"),
+    "pricing.fit": ("MemoryEstimate", "transformer_inference", "transformer_train", "TRANSFORMERS"),
+    "records.results": ("DoesNotFit", "Record", "ResultsError", "Run", "Unsupported", "merge", "read_run"),
+    "records.figures": ("Table", "Series", "Limit", "line_plot"),
 }
+_RENAMED = {
+    "estimate_mlp_train": ("pricing.fit", "mlp_train"),
+    "launch_distributed": ("kernels.distributed", "launch"),
+    "precision_matmul": ("ground.precision", "matmul"),
+    "use_precision": ("ground.precision", "use"),
+}
+_EXPORTS = {**{n: (m, n) for m, names in _NAMES.items() for n in names}, **_RENAMED}
 __all__ = list(_EXPORTS)
+
+
+_ROOMS = ("ground", "kernels", "pricing", "records")
+
+
+def _module(name: str):
+    """``jaxgpu.<room>``, or a module of a room by its own name (``jaxgpu.matmul`` is ``jaxgpu.kernels.matmul``)."""
+    if name in _ROOMS:
+        return importlib.import_module(f"jaxgpu.{name}")
+    for room in _ROOMS:
+        if importlib.util.find_spec(f"jaxgpu.{room}.{name}") is not None:
+            return importlib.import_module(f"jaxgpu.{room}.{name}")
+    raise AttributeError(f"module 'jaxgpu' has no attribute {name!r}")
 
 
 def __getattr__(name: str):
     if name not in _EXPORTS:
-        if importlib.util.find_spec(f"jaxgpu.{name}") is None:  # jaxgpu.data, jaxgpu.mlp, ... as modules
-            raise AttributeError(f"module 'jaxgpu' has no attribute {name!r}")
-        return importlib.import_module(f"jaxgpu.{name}")
+        return _module(name)
     module, attr = _EXPORTS[name]
     value = getattr(importlib.import_module(f"jaxgpu.{module}"), attr)
     globals()[name] = value  # later lookups skip this function

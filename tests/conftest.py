@@ -18,7 +18,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    from jaxgpu import devices
+    from jaxgpu.ground import devices
 
     backend = config.getoption("--backend")
     try:
@@ -28,7 +28,7 @@ def pytest_configure(config):
 
 
 def _gpu_missing_reason() -> str | None:
-    from jaxgpu import devices
+    from jaxgpu.ground import devices
 
     try:
         devices.resolve("gpu")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpu import devices, results
+from jaxgpu.ground import devices
+from jaxgpu.records import results
 
 from experiments.bandwidth import view
 
@@ -91,9 +92,9 @@ def test_a_bandwidth_set_is_freed_before_the_next_is_drawn(monkeypatch):
 
 
 def test_a_worker_killed_for_memory_says_so():
-    from jaxgpu import memory
+    from jaxgpu.kernels import stream
 
-    assert memory._exit_words(-9) == "killed by SIGKILL (out of memory?)"
-    assert memory._exit_words(2) == "exited 2"
+    assert stream._exit_words(-9) == "killed by SIGKILL (out of memory?)"
+    assert stream._exit_words(2) == "exited 2"
     log = "Traceback ...\nMemoryError: no room\nI0000 00:00:17 cudart_stub.cc:31] Could not find cuda drivers"
-    assert memory._last_message(log) == "MemoryError: no room"
+    assert stream._last_message(log) == "MemoryError: no room"

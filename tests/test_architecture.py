@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpu import hardware
+from jaxgpu.ground import hardware
 
 import experiments
 from experiments.report import STUDY_RUNS
@@ -118,7 +118,7 @@ def _layer(module: str) -> str:
     """Which layer of the data flow a module belongs to."""
     parts = module.split(".")
     if parts[0] == "jaxgpu":
-        return "library"
+        return parts[1] if len(parts) > 1 and parts[1] in ROOMS else "library"  # the rooms, and jaxgpu's API
     if module == "experiments":
         return "registry"
     if module in ("experiments.run", "experiments.report", "experiments.model", "experiments.gpu_check"):
@@ -131,9 +131,15 @@ def _layer(module: str) -> str:
     return "spec" if len(parts) == 2 else parts[2]  # or "measure", "view"
 
 
+ROOMS = ("ground", "kernels", "pricing", "records")  # the library's, in the order they may import each other
+_STUDY = {"registry", "command line", "harness", "analysis", "reporting", "contract", "spec", "measure", "view", "cli"}
 # What each layer must never import (anywhere in its code): data flows measure -> records -> analysis -> report.
 FORBIDDEN = {
-    "library": {"registry", "command line", "harness", "analysis", "reporting", "contract", "spec", "measure", "view"},
+    "library": _STUDY,
+    "ground": _STUDY | {"library", "kernels", "pricing", "records"},  # stands on nothing of ours
+    "records": _STUDY | {"library", "kernels", "pricing"},  # read where no kernel or plan can be made
+    "kernels": _STUDY | {"library", "pricing"},  # what is measured never depends on how it is priced
+    "pricing": _STUDY | {"library"},
     "spec": {"measure", "view", "harness", "analysis", "reporting", "command line"},
     "measure": {"view", "harness", "analysis", "reporting", "command line"},
     "view": {"measure", "harness", "command line"},
@@ -195,6 +201,32 @@ def test_the_command_line_plans_and_refuses_without_jax(argv, tmp_path):
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     else:
         assert proc.stdout.strip(), argv
+
+
+def test_every_room_of_the_library_is_mapped():
+    rooms = sorted(p.name for p in (ROOT / "jaxgpu").iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert rooms == sorted(ROOMS)
+    flat = sorted(p.name for p in (ROOT / "jaxgpu").glob("*.py"))
+    assert flat == ["__init__.py"], f"a module of jaxgpu/ outside its rooms: {flat}"
+
+
+def test_one_name_one_file():
+    """No two modules of the tree share a file name, but an experiment's measure.py and view.py and __init__.py."""
+    seen: dict[str, list[str]] = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            if path.name not in ("__init__.py", "measure.py", "view.py"):
+                seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert not {k: v for k, v in seen.items() if len(v) > 1}
+
+
+def test_the_records_and_the_harness_import_no_plotting_and_no_jax(tmp_path):
+    names = [m for m in _modules() if m.startswith(("jaxgpu.records", "jaxgpu.ground.hardware", "experiments.harness"))
+             and m != "jaxgpu.records.figures"]
+    code = (f"import importlib, sys\nfor m in {names!r}:\n    importlib.import_module(m)\n"
+            "print(sorted(m for m in ('matplotlib', 'jax', 'jaxlib') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", (proc.stdout, proc.stderr[-2000:])
 
 
 def test_hardware_comes_back_typed_from_run_json():

@@ -1,7 +1,7 @@
 import re
 from pathlib import Path
 
-from jaxgpu import results
+from jaxgpu.records import results
 
 import experiments
 from experiments.analysis import claims
@@ -86,12 +86,12 @@ def _committed_pairs():
 def _ledgers():
     """The evidence every rule is decided on in the committed report: the runs as measured, and the CPU runs'
     programs as predicted on a GPU (the ledger's forecast column)."""
-    from experiments.analysis import prediction
+    from experiments.analysis import pricing
 
     pairs = _committed_pairs()
     runs = list({id(r): r for r, _ in pairs}.values())
     cpu = [(r, x) for r, x in pairs if r.env.get("backend") == "cpu"]
-    return {"measured": pairs, "predicted on a GPU": cpu + prediction.predicted_pairs(runs)}
+    return {"measured": pairs, "predicted on a GPU": cpu + pricing.predicted_pairs(runs)}
 
 
 def _split(pairs):
@@ -181,7 +181,7 @@ def test_a_rule_that_raises_is_a_bug_not_missing_data():
 def test_c13_names_the_cpu_feature_that_decides_it(tmp_path):
     from pathlib import Path as P
 
-    from jaxgpu import devices
+    from jaxgpu.ground import devices
 
     from tests.test_verdicts import SCENARIOS
 

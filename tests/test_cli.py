@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpu import results
+from jaxgpu.records import results
 
 ROOT = Path(__file__).resolve().parents[1]
 

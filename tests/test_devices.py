@@ -1,7 +1,7 @@
 import jax
 import pytest
 
-from jaxgpu import devices
+from jaxgpu.ground import devices
 
 from tests.conftest import HOST_DEVICES
 

@@ -5,8 +5,9 @@ import time
 import numpy as np
 import pytest
 
-from jaxgpu import distributed, results
-from jaxgpu.distributed import Spec
+from jaxgpu.kernels import distributed
+from jaxgpu.kernels.distributed import Spec
+from jaxgpu.records import results
 
 SPEC = Spec(widths=(16,), input_dim=8, global_batch=8, steps=3)
 

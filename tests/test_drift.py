@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpu import results
+from jaxgpu.records import results
 
 import experiments
 from experiments.analysis import drift
@@ -51,8 +51,8 @@ def test_the_drift_of_a_program_is_how_far_two_of_its_moments_lie_apart():
 
 
 def test_the_roofline_check_names_the_drift_beside_its_error():
-    from experiments.analysis.prediction import errors, measured_roofs
-    from experiments.reporting.prediction import check_sentence
+    from experiments.analysis.pricing import errors, measured_roofs
+    from experiments.reporting.accuracy import check_sentence
     from tests.test_predict import RUN, _records
 
     recs = _records()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpu import results
+from jaxgpu.records import results
 
 import experiments
 from experiments.analysis import claims

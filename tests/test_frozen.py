@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpu import hardware, results
+from jaxgpu.ground import hardware
+from jaxgpu.records import results
 
 from experiments.report import STUDY_RUNS
 from experiments.reporting import frozen

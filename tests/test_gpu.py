@@ -2,7 +2,8 @@
 
 import pytest
 
-from jaxgpu import hardware, matmul
+from jaxgpu.ground import hardware
+from jaxgpu.kernels import matmul
 
 pytestmark = pytest.mark.gpu
 

@@ -1,6 +1,6 @@
 import pytest
 
-from jaxgpu import hardware
+from jaxgpu.ground import hardware
 
 
 def test_cpu_estimate_formula():

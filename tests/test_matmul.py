@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from jaxgpu import matmul
+from jaxgpu.kernels import matmul
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "int8"])
@@ -81,7 +81,8 @@ def test_torch_peer_when_installed():
 
 
 def test_a_size_that_cannot_fit_is_recorded_not_crashed(monkeypatch):
-    from jaxgpu import devices, results
+    from jaxgpu.ground import devices
+    from jaxgpu.records import results
 
     from experiments.harness import runner
 

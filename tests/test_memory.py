@@ -2,7 +2,9 @@ import jax
 import numpy as np
 import pytest
 
-from jaxgpu import fit, memory, mlp, results
+from jaxgpu.kernels import chains, mlp, stream
+from jaxgpu.pricing import fit
+from jaxgpu.records import results
 
 import experiments
 from experiments import memory_fit
@@ -11,40 +13,40 @@ from experiments.memory_fit import measure as memory_fit_measure
 from experiments.memory_fit import view as memory_fit_view
 
 
-@pytest.mark.parametrize("kernel", list(memory.KERNELS))
+@pytest.mark.parametrize("kernel", list(stream.KERNELS))
 @pytest.mark.parametrize("variant", ["jit", "loop"])
 def test_stream_kernels_compute_the_right_values(kernel, variant, device):
-    arrays = memory.stream_arrays(4096, sharding=jax.sharding.SingleDeviceSharding(device))
-    r = memory.bench_stream(kernel, arrays, variant, loop_iters=3, target_s=0.0)
-    assert r.gbytes_per_s > 0 and r.bytes_per_call == memory.stream_bytes(kernel, 4096, 4)
-    fn = memory.stream_kernel(kernel)
-    np.testing.assert_allclose(np.asarray(fn(*arrays)), memory.stream_reference(kernel, *arrays), rtol=1e-6)
+    arrays = stream.stream_arrays(4096, sharding=jax.sharding.SingleDeviceSharding(device))
+    r = stream.bench_stream(kernel, arrays, variant, loop_iters=3, target_s=0.0)
+    assert r.gbytes_per_s > 0 and r.bytes_per_call == stream.stream_bytes(kernel, 4096, 4)
+    fn = stream.stream_kernel(kernel)
+    np.testing.assert_allclose(np.asarray(fn(*arrays)), stream.stream_reference(kernel, *arrays), rtol=1e-6)
 
 
 def test_stream_counting():
-    assert memory.stream_bytes("copy", 10, 4) == 80 and memory.stream_bytes("triad", 10, 4) == 120
+    assert stream.stream_bytes("copy", 10, 4) == 80 and stream.stream_bytes("triad", 10, 4) == 120
 
 
 def test_a_wrong_kernel_is_caught(monkeypatch):
-    arrays = memory.stream_arrays(1024)
-    monkeypatch.setitem(memory.KERNELS, "triad", (2, 1))
-    monkeypatch.setattr(memory, "stream_kernel", lambda k: (lambda a, b, c: b + 2.0 * c))
+    arrays = stream.stream_arrays(1024)
+    monkeypatch.setitem(stream.KERNELS, "triad", (2, 1))
+    monkeypatch.setattr(stream, "stream_kernel", lambda k: (lambda a, b, c: b + 2.0 * c))
     with pytest.raises(ArithmeticError, match="wrong result"):
-        memory.bench_stream("triad", arrays, "jit", target_s=0.0)
+        stream.bench_stream("triad", arrays, "jit", target_s=0.0)
 
 
 @pytest.mark.parametrize("kernel", ["copy", "triad"])
 def test_numpy_and_torch_peers(kernel):
-    assert memory.bench_stream_numpy(kernel, 4096, target_s=0.0).gbytes_per_s > 0
+    assert stream.bench_stream_numpy(kernel, 4096, target_s=0.0).gbytes_per_s > 0
     pytest.importorskip("torch")
-    assert memory.bench_stream_torch(kernel, 4096, target_s=0.0).gbytes_per_s > 0
+    assert stream.bench_stream_torch(kernel, 4096, target_s=0.0).gbytes_per_s > 0
 
 
 def test_roofline_points(device):
-    p = memory.bench_fma(16, 4096, device, target_s=0.0)
+    p = chains.bench_fma(16, 4096, device, target_s=0.0)
     assert p.intensity == 4.0 and p.flops == 2 * 16 * 4096
-    assert memory.bench_matvec(128, device, target_s=0.0).intensity == pytest.approx(0.5, rel=0.02)
-    assert memory.matmul_point(64, device, target_s=0.0).intensity == pytest.approx(64 / 6)
+    assert chains.bench_matvec(128, device, target_s=0.0).intensity == pytest.approx(0.5, rel=0.02)
+    assert chains.matmul_point(64, device, target_s=0.0).intensity == pytest.approx(64 / 6)
 
 
 def test_transfer_moves_every_byte(device):
@@ -54,18 +56,18 @@ def test_transfer_moves_every_byte(device):
     start = next(i for i in range(1, 17) if (raw[i:].ctypes.data % 64) == 4)
     unaligned = raw[start:start + n]
     for d in ("host_to_device", "device_to_host"):
-        r = memory.bench_transfer(unaligned.nbytes, d, device, target_s=0.0, host=unaligned)
+        r = stream.bench_transfer(unaligned.nbytes, d, device, target_s=0.0, host=unaligned)
         assert r.nbytes == unaligned.nbytes and r.gbytes_per_s > 0, d
     # an aligned array may be taken as it is on CPU: then the case says so rather than time nothing
     try:
-        memory.bench_transfer(1 << 16, "host_to_device", device, target_s=0.0)
+        stream.bench_transfer(1 << 16, "host_to_device", device, target_s=0.0)
     except results.Unsupported as err:
         assert device.platform == "cpu" and "zero copy" in str(err)
 
 
 def test_device_to_host_copies_a_fresh_array_every_time(device, monkeypatch):
     made = []
-    real = memory.fresh_device_copy
+    real = stream.fresh_device_copy
 
     def recording(host, dev):
         x = real(host, dev)
@@ -73,8 +75,8 @@ def test_device_to_host_copies_a_fresh_array_every_time(device, monkeypatch):
         made.append(x)
         return x
 
-    monkeypatch.setattr(memory, "fresh_device_copy", recording)
-    r = memory.bench_transfer(1 << 16, "device_to_host", device, target_s=0.0)
+    monkeypatch.setattr(stream, "fresh_device_copy", recording)
+    r = stream.bench_transfer(1 << 16, "device_to_host", device, target_s=0.0)
     # the check's array, then one per warm-up and timed copy: none copied twice
     assert len(made) == 1 + 2 + r.timing.n_iters
     assert len({id(x) for x in made}) == len(made)
@@ -99,10 +101,10 @@ def test_device_to_host_copies_once(device):
             return self.cached.copy() if copy else self.cached
 
     x = OnGpu()
-    out = memory.device_to_host(x)
+    out = stream.device_to_host(x)
     assert x.asked == [None] and np.array_equal(out, x.cached)  # the device-to-host copy only
-    cpu = memory.fresh_device_copy(np.arange(1024, dtype=np.float32), device)
-    got = memory.device_to_host(cpu)
+    cpu = stream.fresh_device_copy(np.arange(1024, dtype=np.float32), device)
+    got = stream.device_to_host(cpu)
     if device.platform == "cpu":  # host memory the array's view may share: a real copy, once
         assert not np.shares_memory(got, np.asarray(cpu)) and np.array_equal(got, np.arange(1024))
 
@@ -131,8 +133,8 @@ def test_last_level_cache_is_read(tmp_path):
         (tmp_path / index).mkdir()
         (tmp_path / index / "size").write_text(size + "\n")
     (tmp_path / "index4").mkdir()  # no size file: skipped
-    assert memory.last_level_cache_bytes(str(tmp_path)) == 32 * 2**20
-    assert memory.last_level_cache_bytes(str(tmp_path / "absent")) is None
+    assert stream.last_level_cache_bytes(str(tmp_path)) == 32 * 2**20
+    assert stream.last_level_cache_bytes(str(tmp_path / "absent")) is None
 
 
 def test_estimator_arithmetic_by_hand():
@@ -197,26 +199,26 @@ def _loop_body(hlo: str) -> str:
     return re.search(r"^%?" + re.escape(body) + r" \([^\n]*\{\n(.*?)\n\}", hlo, re.M | re.S).group(1)
 
 
-@pytest.mark.parametrize("kernel", list(memory.KERNELS))
+@pytest.mark.parametrize("kernel", list(stream.KERNELS))
 def test_the_stream_loop_copies_no_array_in_its_body(kernel):
     # a carry of all three arrays made XLA:GPU copy two of them whole each iteration (7 arrays moved, 3 counted)
     import re
 
     import jax.numpy as jnp
 
-    from jaxgpu import targets
+    from jaxgpu.pricing import targets
 
     array_copy = re.compile(r"= \w+\[\d[\d,]*\]\S* copy\(")  # a copy of an array (the loop counter's is a scalar)
     n = 1 << 16
     x = jnp.ones(n)
-    cpu = jax.jit(memory.stream_loop(kernel, 10)).lower(x, x, x).compile().as_text()
+    cpu = jax.jit(stream.stream_loop(kernel, 10)).lower(x, x, x).compile().as_text()
     assert not array_copy.search(_loop_body(cpu)), _loop_body(cpu)
     if targets.unavailable() is None:
         dev = targets.devices("h200", 1)[0]
-        gpu = targets.compile_plan(memory.stream_loop(kernel, 10), *[targets.spec((n,), "float32", dev)] * 3).hlo
+        gpu = targets.compile_plan(stream.stream_loop(kernel, 10), *[targets.spec((n,), "float32", dev)] * 3).hlo
         assert not array_copy.search(_loop_body(gpu)), _loop_body(gpu)
-    r = memory.bench_stream(kernel, memory.stream_arrays(n), "loop", target_s=0.0)  # checked inside
-    assert r.bytes_per_call == memory.stream_bytes(kernel, n, 4)
+    r = stream.bench_stream(kernel, stream.stream_arrays(n), "loop", target_s=0.0)  # checked inside
+    assert r.bytes_per_call == stream.stream_bytes(kernel, n, 4)
 
 
 def test_the_allocators_dump_is_held_and_one_line_passed_on(capfd):

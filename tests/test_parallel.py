@@ -6,7 +6,9 @@ import numpy as np
 import optax
 import pytest
 
-from jaxgpu import data, fit, mlp, parallel, timing
+from jaxgpu.ground import data, timing, workload
+from jaxgpu.kernels import mlp, parallel
+from jaxgpu.pricing import fit
 
 N = 4  # conftest.HOST_DEVICES
 
@@ -106,8 +108,8 @@ def test_tensor_parallel_memory_per_device_falls_and_matches_the_estimate(devs):
 
 
 def test_megatron_split_alternates_and_replicates_what_does_not_divide():
-    assert [fit.megatron_split(i, 8, 8, 2) for i in range(3)] == ["column", "row", "column"]
-    assert fit.megatron_split(0, 8, 10, 4) is None  # 10 outputs over 4 devices: replicated
+    assert [workload.megatron_split(i, 8, 8, 2) for i in range(3)] == ["column", "row", "column"]
+    assert workload.megatron_split(0, 8, 10, 4) is None  # 10 outputs over 4 devices: replicated
     specs = parallel.tensor_parallel_specs({f"Dense_{i}": {"kernel": np.zeros((8, 10 if i == 2 else 8))}
                                             for i in range(3)}, 4)
     assert specs["Dense_0"]["kernel"] == jax.sharding.PartitionSpec(None, "model")

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpu import results
+from jaxgpu.records import results
 
 import experiments
 from experiments import report
 from experiments.contract import Case, Cost
-from experiments.harness import plan, runner
+from experiments.harness import budget, runner
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_STUDY_S = 2 * 240  # the quick GPU study runs in the GPU check's two parts of 240 s at most each
@@ -83,7 +83,7 @@ def _cases(n, seconds=1.0, key_every=0):
 
 
 def test_a_budget_runs_key_cases_first_and_shares_the_rest():
-    m = plan.machine("cpu")
+    m = budget.machine("cpu")
     spec = experiments.load("matmul")  # any spec that is not run-first
     plans = [runner._Plan("a", spec, _cases(6, key_every=3), 6.0), runner._Plan("b", spec, _cases(6), 6.0)]
     order = runner._order(plans, budget_s=9.0)
@@ -98,7 +98,7 @@ def test_a_budget_runs_key_cases_first_and_shares_the_rest():
 
 
 def test_a_case_reading_a_skipped_case_is_skipped_with_it_and_a_resumed_one_is_priced():
-    m = plan.machine("cpu")
+    m = budget.machine("cpu")
     run = {"case": "run"}
     ran = []
     cases = [Case(run, lambda: ran.append("run") or {"x": 1.0},
@@ -180,6 +180,6 @@ def test_a_run_first_experiment_stays_first_when_key_cases_go_first():
     # memory_fit reads the device's high-water mark: other experiments' key cases must not run before it
     first = runner._Plan("memory_fit", experiments.load("memory_fit"), _cases(3), 3.0)
     other = runner._Plan("matmul", experiments.load("matmul"), _cases(3, key_every=1), 3.0)
-    for budget in (None, 100.0):
-        order = [(p.name, c.params["i"]) for p, c in runner._order([first, other], budget)]
-        assert order[:3] == [("memory_fit", 0), ("memory_fit", 1), ("memory_fit", 2)], (budget, order)
+    for seconds in (None, 100.0):
+        order = [(p.name, c.params["i"]) for p, c in runner._order([first, other], seconds)]
+        assert order[:3] == [("memory_fit", 0), ("memory_fit", 1), ("memory_fit", 2)], (seconds, order)

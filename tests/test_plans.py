@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpu import plans, results, stack
-from jaxgpu import prediction as predict
+from jaxgpu.ground import stack
+from jaxgpu.pricing import plans, roofline
+from jaxgpu.records import results
 
-from experiments.analysis import prediction as view
+from experiments.analysis import pricing as view
 
 
 def _kernel(name, flops, nbytes, is_dot=False, count=1, gemm=None, dtype="f32"):
@@ -31,7 +32,7 @@ def test_the_timed_program_is_the_one_whose_counts_the_record_carries():
     import jax
     import jax.numpy as jnp
 
-    from jaxgpu import timing
+    from jaxgpu.ground import timing
 
     x = jnp.ones((64, 64))
     with timing.collecting_programs() as programs:
@@ -48,7 +49,8 @@ def test_a_cpu_run_compiles_its_timed_programs_for_the_gpu_where_the_extra_is_in
     import jax
     import jax.numpy as jnp
 
-    from jaxgpu import targets, timing
+    from jaxgpu.ground import timing
+    from jaxgpu.pricing import targets
 
     if targets.unavailable():
         pytest.skip(targets.unavailable())
@@ -125,7 +127,7 @@ def test_a_record_with_a_plan_is_priced_kernel_by_kernel_and_one_without_from_it
     roofs = view.measured_roofs(run, recs)
     with_plan = view.predicted_s(inf, roofs, run=run)
     counts = view.predicted_s(inf, roofs, run=RUN)
-    assert with_plan == pytest.approx(predict.price(plans.expand(cpu), roofs, exclude=inf.key).estimate_s)
+    assert with_plan == pytest.approx(roofline.price(plans.expand(cpu), roofs, exclude=inf.key).estimate_s)
     assert with_plan > 10 * 1e6 / roofs.bandwidth_at(1e6) and counts < with_plan  # counts as one kernel: a bound
     assert view.priced(inf, roofs, [])[1] == "counts"
 
@@ -139,10 +141,10 @@ def test_a_twin_is_priced_on_xla_gpus_plan_and_another_gpu_on_the_h200s_named_so
     (h200,) = {name for *_, name in view.gpu_plans(run, inf, "H200 SXM")} - {"xla:gpu h200, triton gemm"}
     assert h200 == "xla:gpu h200"
     assert all("standing in for the A100 80GB" in name for *_, name in view.gpu_plans(run, inf, "A100 80GB"))
-    roofs = predict.roofs_for(predict.hardware.GPUS["H200 SXM"])
+    roofs = roofline.roofs_for(roofline.hardware.GPUS["H200 SXM"])
     t, name = view.priced(inf, roofs, view.gpu_plans(run, inf, "H200 SXM"), own=False)
     assert name == "xla:gpu h200"  # the cheaper of the two GEMM choices, as an autotuner keeps
-    assert t == pytest.approx(predict.price(plans.expand(gpu), roofs).estimate_s)
+    assert t == pytest.approx(roofline.price(plans.expand(gpu), roofs).estimate_s)
     twin = next(r for _, r in view.predicted_pairs([run]) if r.key == inf.key)
     assert twin.metrics["time_s_median"] == pytest.approx(t)
 
@@ -154,10 +156,10 @@ def test_exp_log_and_pow_are_counted_apart_and_priced_at_their_own_rate():
     hlo = jax.jit(lambda x: jnp.exp(x) * 2.0 + jnp.log(x)).lower(jnp.ones(1000)).compile().as_text()
     (k,) = [k for k in stack.kernels(hlo) if k.flops]
     assert k.transcendentals == 2000 and k.flops >= 3000
-    slow = predict.Roofs("x", {"elementwise": 1e12, "transcendental": 1e6}, 1e12, 0.0, "test")
-    fast = predict.Roofs("x", {"elementwise": 1e12}, 1e12, 0.0, "test")
-    assert predict.price([k], slow).estimate_s == pytest.approx(2000 / 1e6 + (k.flops - 2000) / 1e12)
-    assert predict.price([k], fast).estimate_s < 1e-6  # without a measured rate, one FLOP each, as XLA counts
+    slow = roofline.Roofs("x", {"elementwise": 1e12, "transcendental": 1e6}, 1e12, 0.0, "test")
+    fast = roofline.Roofs("x", {"elementwise": 1e12}, 1e12, 0.0, "test")
+    assert roofline.price([k], slow).estimate_s == pytest.approx(2000 / 1e6 + (k.flops - 2000) / 1e12)
+    assert roofline.price([k], fast).estimate_s < 1e-6  # without a measured rate, one FLOP each, as XLA counts
 
 
 def test_a_loop_timed_per_kernel_is_priced_as_its_share_of_the_loop_program():
@@ -183,28 +185,28 @@ def test_the_report_prices_on_the_plans_its_runs_kept():
 def test_a_thread_pool_wake_seen_in_the_stream_curve_is_paid_once_per_program():
     # triad points: 3 KB in 1 us, then 6 KB in 61 us and 96 KB in 80 us (the pool waking, then bytes)
     curve = ((3072.0, 3072 / 1e-6, "a"), (6144.0, 6144 / 61e-6, "b"), (98304.0, 98304 / 80e-6, "c"))
-    roofs = predict.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test", bandwidth_curve=curve)
+    roofs = roofline.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test", bandwidth_curve=curve)
     at, wake = roofs.split()
     assert at == pytest.approx((3072 * 6144) ** 0.5) and wake == pytest.approx(60e-6)  # between the two sizes
     # a kernel between the sizes on either side of the jump is split too: priced without the point at 6 kB, a
     # curve whose next point is 12 kB still wakes the pool for a 6 kB kernel
-    wider = predict.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test",
+    wider = roofline.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test",
                           bandwidth_curve=(*curve, (12288.0, 12288 / 62e-6, "b2")))
     assert wider.split(exclude="b")[0] <= 6144 < 12288
     assert roofs.bandwidth_at(98304) == pytest.approx(98304 / 20e-6)  # the bytes' own time, the wake apart
     small = _kernel("f", 10.0, 50_000.0)
-    one = predict.price([small], roofs).estimate_s
-    ten = predict.price([small] * 10, roofs).estimate_s
+    one = roofline.price([small], roofs).estimate_s
+    ten = roofline.price([small] * 10, roofs).estimate_s
     assert one > 60e-6 and ten - one == pytest.approx(9 * (one - 60e-6))  # woken once, not ten times
     # a kernel that may update its buffer in place is never split: no wake
     dus = _kernel("select_dynamic-update-slice_fusion", 10.0, 50_000.0)
-    assert predict.price([dus], roofs).estimate_s < 30e-6
+    assert roofline.price([dus], roofs).estimate_s < 30e-6
     # without a point on both sides of the jump there is none to find
     assert roofs.split(exclude="a") == (float("inf"), 0.0)
-    flat = predict.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test", bandwidth_curve=curve[1:])
+    flat = roofline.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test", bandwidth_curve=curve[1:])
     assert flat.split() == (float("inf"), 0.0)
     # leaving the last-level cache for DRAM (50 MB in 1.1 ms, 200 MB in 7.6 ms) is bytes, not a wake
-    dram = predict.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test",
+    dram = roofline.Roofs("x", {"elementwise": 1e12}, 1e10, 0.0, "test",
                          bandwidth_curve=((5e7, 5e7 / 1.1e-3, "d"), (2e8, 2e8 / 7.6e-3, "e")))
     assert dram.split() == (float("inf"), 0.0)
 
@@ -213,17 +215,17 @@ def test_pow_is_counted_apart_and_priced_at_the_pow_chains_rate():
     import jax
     import jax.numpy as jnp
 
-    from jaxgpu import memory
+    from jaxgpu.kernels import chains
 
-    hlo = jax.jit(memory.power_chain(3)).lower(jnp.ones(100)).compile().as_text()
+    hlo = jax.jit(chains.power_chain(3)).lower(jnp.ones(100)).compile().as_text()
     (k,) = [k for k in stack.kernels(hlo) if k.flops]
     assert k.powers == 300 and k.transcendentals == 300
     assert stack.Kernel.from_list(k.to_list()) == k and stack.Kernel.from_list(k.to_list()[:10]).powers == 0.0
     rates = {"elementwise": 1e12, "transcendental": 1e9}
-    slow = predict.price([k], predict.Roofs("x", {**rates, "power": 1e8}, 1e12, 0.0, "test")).estimate_s
-    as_exp = predict.price([k], predict.Roofs("x", rates, 1e12, 0.0, "test")).estimate_s
+    slow = roofline.price([k], roofline.Roofs("x", {**rates, "power": 1e8}, 1e12, 0.0, "test")).estimate_s
+    as_exp = roofline.price([k], roofline.Roofs("x", rates, 1e12, 0.0, "test")).estimate_s
     assert slow == pytest.approx(300 / 1e8, rel=0.01) and as_exp == pytest.approx(300 / 1e9, rel=0.01)
-    p = memory.bench_power(2, 1 << 10, target_s=0.0)
+    p = chains.bench_power(2, 1 << 10, target_s=0.0)
     assert p.metrics()["powers_per_s"] > 0 and "transcendentals_per_s" not in p.metrics()
 
 
@@ -233,7 +235,7 @@ def test_a_call_over_several_host_devices_is_priced_as_the_one_machine_runs_it()
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from jaxgpu import timing
+    from jaxgpu.ground import timing
 
     mesh = jax.make_mesh((4,), ("x",), devices=jax.devices("cpu")[:4])
     x = jax.device_put(jnp.ones(1 << 16), NamedSharding(mesh, P("x")))

@@ -2,7 +2,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxgpu import matmul, precision, results
+from jaxgpu.ground import precision
+from jaxgpu.kernels import matmul
+from jaxgpu.records import results
 
 import experiments
 from experiments.harness import runner
@@ -165,7 +167,7 @@ def test_tf32_asks_for_the_tf32_algorithm_on_a_gpu_and_runs_as_fp32_on_the_cpu()
     import jax
     import optax
 
-    from jaxgpu import mlp
+    from jaxgpu.kernels import mlp
 
     a = jnp.asarray(np.random.default_rng(0).standard_normal((64, 64), dtype=np.float32))
     algo = r"algorithm = <lhs_precision_type = tf32, rhs_precision_type = tf32, accumulation_type = f32"

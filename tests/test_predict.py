@@ -7,24 +7,25 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jaxgpu import hardware, results
-from jaxgpu import prediction as predict
+from jaxgpu.ground import hardware
+from jaxgpu.pricing import roofline
+from jaxgpu.records import results
 
-from experiments.analysis import prediction as view
+from experiments.analysis import pricing as view
 
-ROOFS = predict.Roofs("test", {"fp32": 100e9, "elementwise": 10e9, "bf16": 400e9}, 10e9, 1e-5, "by hand", 1e-6)
+ROOFS = roofline.Roofs("test", {"fp32": 100e9, "elementwise": 10e9, "bf16": 400e9}, 10e9, 1e-5, "by hand", 1e-6)
 
 
 def test_the_bound_by_hand():
-    p = predict.bound(2e9, 1e8, ROOFS)  # 20 ms of compute, 10 ms of memory
+    p = roofline.bound(2e9, 1e8, ROOFS)  # 20 ms of compute, 10 ms of memory
     assert p.lower_s == pytest.approx(0.02 + 1e-5) and p.upper_s == pytest.approx(0.03 + 1e-5)
     assert p.bound == "compute"
-    assert predict.bound(2e9, 1e8, ROOFS, "bf16").bound == "memory"  # 5 ms of compute now
-    assert predict.bound(0, 0, ROOFS, loop_steps=1000).lower_s == pytest.approx(1e-5 + 1e-3)
+    assert roofline.bound(2e9, 1e8, ROOFS, "bf16").bound == "memory"  # 5 ms of compute now
+    assert roofline.bound(0, 0, ROOFS, loop_steps=1000).lower_s == pytest.approx(1e-5 + 1e-3)
 
 
 def test_gpu_roofs_are_datasheet_times_achieved_shares():
-    r = predict.roofs_for(hardware.GPUS["H200 SXM"])
+    r = roofline.roofs_for(hardware.GPUS["H200 SXM"])
     assert r.bandwidth == pytest.approx(4.3e12)  # the copy measured on the lent H200
     assert r.flops["bf16"] == pytest.approx(794.5e12)  # an H100's bf16 MAMF, the same processor
     assert r.flops["elementwise"] == pytest.approx(67e12 * 794.5 / 989.4)
@@ -33,7 +34,7 @@ def test_gpu_roofs_are_datasheet_times_achieved_shares():
 def test_kernels_are_read_from_the_optimised_program():
     f = lambda x, w: jax.nn.gelu(x @ w) * 2 + 1
     x, w = jnp.ones((256, 512)), jnp.ones((512, 128))
-    ks = predict.kernels(jax.jit(f).lower(x, w).compile().as_text())
+    ks = roofline.kernels(jax.jit(f).lower(x, w).compile().as_text())
     assert ks and any(k.is_dot for k in ks)
     assert sum(k.flops for k in ks) >= 2 * 256 * 512 * 128
     assert sum(k.bytes for k in ks) >= 4 * (256 * 512 + 512 * 128 + 256 * 128)
@@ -44,22 +45,22 @@ def test_an_unfused_product_is_counted_from_the_shapes_of_what_it_reads():
     f = jax.grad(lambda w, x: jnp.sum(jnp.maximum(x @ w, 0.0) ** 2))
     x, w = jnp.ones((256, 128)), jnp.ones((128, 64))
     compiled = jax.jit(f).lower(w, x).compile()
-    dots = [k for k in predict.kernels(compiled.as_text()) if k.is_dot]
+    dots = [k for k in roofline.kernels(compiled.as_text()) if k.is_dot]
     assert len(dots) == 2 and all(k.flops == 2 * 256 * 128 * 64 for k in dots)
     assert {k.gemm for k in dots} == {(1, 256, 64, 128), (1, 128, 64, 256)} and all(k.precision != "" for k in dots)
     xla = compiled.cost_analysis()
     xla = xla[0] if isinstance(xla, list) else xla
-    assert sum(k.flops * k.count for k in predict.kernels(compiled.as_text())) == pytest.approx(xla["flops"], rel=0.05)
+    assert sum(k.flops * k.count for k in roofline.kernels(compiled.as_text())) == pytest.approx(xla["flops"], rel=0.05)
 
 
 def test_predict_says_which_roof_binds():
     big = jnp.ones((1024, 1024))
-    mm = predict.predict(lambda a, b: a @ b, big, big, on="H200 SXM")
+    mm = roofline.predict(lambda a, b: a @ b, big, big, on="H200 SXM")
     assert mm.bound == "compute" and mm.lower_s <= mm.upper_s
-    vec = predict.predict(lambda a: a * 2 + 1, jnp.ones(1 << 22), on="H200 SXM")
+    vec = roofline.predict(lambda a: a * 2 + 1, jnp.ones(1 << 22), on="H200 SXM")
     assert vec.bound == "memory"
     with pytest.raises(KeyError, match="unknown GPU"):
-        predict.predict(lambda a: a, big, on="TPU v9")
+        roofline.predict(lambda a: a, big, on="TPU v9")
 
 
 RUN = results.Run(Path("cpu-run"), {"env": {"backend": "cpu", "device_kind": "cpu", "cpu_model": "X"}}, ())
@@ -129,8 +130,8 @@ def test_a_compiled_plan_that_widens_a_format_prices_it_at_the_wider_roof():
     assert view.compiled_plan([cpu, compiled], "H200 SXM") == {"fp8_e5m2": "bf16"}
     assert view.compiled_plan([cpu, compiled], "A100 80GB") == {}  # a plan speaks for its own GPU only
     widened = {r.key: r.metrics["time_s_median"] for _, r in view.predicted_pairs([cpu, compiled])}
-    roofs = predict.roofs_for(hardware.GPUS["H200 SXM"])
-    at = lambda dtype: predict.bound(fp8.metrics["flops_xla"], fp8.metrics["bytes_xla"], roofs, dtype).lower_s
+    roofs = roofline.roofs_for(hardware.GPUS["H200 SXM"])
+    at = lambda dtype: roofline.bound(fp8.metrics["flops_xla"], fp8.metrics["bytes_xla"], roofs, dtype).lower_s
     assert alone[fp8.key] == pytest.approx(at("fp8")) and widened[fp8.key] == pytest.approx(at("bf16"))
     assert widened[fp8.key] > 1.8 * alone[fp8.key]  # the H200's fp8 roof is twice its bf16
 
@@ -139,7 +140,7 @@ def test_a_time_to_target_is_priced_as_its_steps():
     to_target = _rec("training", {"case": "to_target", "width": 1024, "batch": 128, "target": 0.9},
                      {"time_s_to_target": 30.0, "steps": 500.0, "step_flops_xla": 1e9, "step_bytes_xla": 1e7})
     assert view.timed_as(to_target) == ("time_s_to_target", 500.0, 1e9, 1e7)
-    one = predict.bound(1e9, 1e7, ROOFS).lower_s
+    one = roofline.bound(1e9, 1e7, ROOFS).lower_s
     assert view.predicted_s(to_target, ROOFS) == pytest.approx(500 * one)
     twin = view.predicted_record(to_target, 3.0, "NVIDIA H200 SXM, predicted")
     assert twin.metrics["time_s_to_target"] == 3.0 and twin.metrics["steps"] == 500.0
@@ -203,9 +204,9 @@ def test_predicted_twins_say_so_and_are_never_written(tmp_path):
     cpu = results.Run(RUN.path, RUN.meta, tuple(_records()))
     twins = view.predicted_pairs([cpu])
     assert twins and all(run.predicted and rec.predicted and rec.mode == "predicted" for run, rec in twins)
-    from jaxgpu import report as rp
+    from jaxgpu.records import labels
 
-    assert rp.measured(twins) == []
+    assert labels.measured(twins) == []
     with results.RunWriter(tmp_path / "run", {"run_id": "r", "env": RUN.env}) as w:
         with pytest.raises(ValueError, match="predicted record is not written"):
             w.write(twins[0][1])
@@ -214,22 +215,22 @@ def test_predicted_twins_say_so_and_are_never_written(tmp_path):
 
 def test_wave_fill_by_hand():
     # 1024 x 1024 outputs on 132 SMs, k too short to split: 128x128 tiles make 64 tiles, one wave of 132 slots
-    assert predict.wave_fill((1, 1024, 1024, 256), 132, ((128, 128),)) == pytest.approx(64 / 132)
+    assert roofline.wave_fill((1, 1024, 1024, 256), 132, ((128, 128),)) == pytest.approx(64 / 132)
     # the best tile of several: 128x256 gives 32 tiles (32/132), so 128x128 is kept
-    assert predict.wave_fill((1, 1024, 1024, 256), 132, ((128, 256), (128, 128))) == pytest.approx(64 / 132)
+    assert roofline.wave_fill((1, 1024, 1024, 256), 132, ((128, 256), (128, 128))) == pytest.approx(64 / 132)
     # with k = 1024 the reduction splits in two: 128 tiles of half the work in one wave
-    assert predict.wave_fill((1, 1024, 1024, 1024), 132, ((128, 128),)) == pytest.approx(128 / 132)
+    assert roofline.wave_fill((1, 1024, 1024, 1024), 132, ((128, 128),)) == pytest.approx(128 / 132)
     # 132 tiles exactly fill a wave; no SMs to fill: no quantisation
-    assert predict.wave_fill((1, 128 * 12, 128 * 11, 64), 132, ((128, 128),)) == pytest.approx(1.0)
-    assert predict.wave_fill((1, 100, 100, 100), 0, ((128, 128),)) == 1.0
+    assert roofline.wave_fill((1, 128 * 12, 128 * 11, 64), 132, ((128, 128),)) == pytest.approx(1.0)
+    assert roofline.wave_fill((1, 100, 100, 100), 0, ((128, 128),)) == 1.0
     # a matrix-vector product (one row) uses 1/64 of a 64-row tile at best
-    assert predict.wave_fill((1, 1, 4096, 4096), 108, predict.TENSOR_TILES) <= 1 / 64
+    assert roofline.wave_fill((1, 1, 4096, 4096), 108, roofline.TENSOR_TILES) <= 1 / 64
 
 
 def test_a_small_gemm_is_priced_below_a_large_ones_rate():
-    roofs = predict.roofs_for(hardware.GPUS["H100 SXM"])
-    k = lambda n: predict.Kernel("gemm", 2.0 * n**3, 6.0 * n * n, True, gemm=(1, n, n, n), dtype="bf16")
-    rate = lambda n: 2.0 * n**3 / predict.price([k(n)], roofs).estimate_s
+    roofs = roofline.roofs_for(hardware.GPUS["H100 SXM"])
+    k = lambda n: roofline.Kernel("gemm", 2.0 * n**3, 6.0 * n * n, True, gemm=(1, n, n, n), dtype="bf16")
+    rate = lambda n: 2.0 * n**3 / roofline.price([k(n)], roofs).estimate_s
     assert rate(1024) < 0.6 * rate(16384)  # a 1024^3 GEMM fills half a wave of 132 SMs, and its launch shows
     assert rate(16384) == pytest.approx(roofs.flops["bf16"], rel=0.02)
 
@@ -240,50 +241,50 @@ def test_kernels_inside_a_loop_count_its_trips():
 
     x = jnp.ones((64, 64))
     hlo = jax.jit(f).lower(x, x).compile().as_text()
-    dots = [k for k in predict.kernels(hlo) if k.is_dot]
+    dots = [k for k in roofline.kernels(hlo) if k.is_dot]
     assert dots and all(k.count == 7 for k in dots)
-    from jaxgpu import stack
+    from jaxgpu.ground import stack
 
     assert stack.loop_steps(hlo) == 7
 
 
 def test_predict_prices_xla_gpus_own_plan_from_shapes_alone():
-    from jaxgpu import targets
+    from jaxgpu.pricing import targets
 
     if targets.unavailable():
         pytest.skip(targets.unavailable())
     S = jax.ShapeDtypeStruct
-    p = predict.predict(lambda a, b: a @ b, S((8192, 8192), jnp.bfloat16), S((8192, 8192), jnp.bfloat16), on="h100")
+    p = roofline.predict(lambda a, b: a @ b, S((8192, 8192), jnp.bfloat16), S((8192, 8192), jnp.bfloat16), on="h100")
     assert p.plan == "xla:gpu h100" and p.kernels == 1 and p.lower_s <= p.estimate_s <= p.upper_s
-    assert 2 * 8192**3 / p.estimate_s == pytest.approx(predict.roofs_for(hardware.GPUS["H100 SXM"]).flops["bf16"],
+    assert 2 * 8192**3 / p.estimate_s == pytest.approx(roofline.roofs_for(hardware.GPUS["H100 SXM"]).flops["bf16"],
                                                        rel=0.05)
-    cpu = predict.predict(lambda a, b: a @ b, S((8192, 8192), jnp.bfloat16), S((8192, 8192), jnp.bfloat16), on="h100",
+    cpu = roofline.predict(lambda a, b: a @ b, S((8192, 8192), jnp.bfloat16), S((8192, 8192), jnp.bfloat16), on="h100",
                           plan="cpu")
     assert cpu.plan == "xla:cpu, estimate"
 
 
 def test_without_the_extra_predict_falls_back_to_the_cpu_plan_and_says_so(monkeypatch):
-    from jaxgpu import targets
+    from jaxgpu.pricing import targets
 
     monkeypatch.setattr(targets, "unavailable", lambda: "the CUDA plugin is not installed")
     S = jax.ShapeDtypeStruct
-    p = predict.predict(lambda a: a * 2, S((1 << 26,), jnp.float32), on="H200 SXM")
+    p = roofline.predict(lambda a: a * 2, S((1 << 26,), jnp.float32), on="H200 SXM")
     assert p.plan == "xla:cpu, estimate (the CUDA plugin is not installed)" and p.bound == "memory"
     with pytest.raises(RuntimeError, match="the CUDA plugin is not installed"):
-        predict.predict(lambda a: a * 2, S((1 << 20,), jnp.float32), on="H200 SXM", plan="gpu")
-    assert predict.predict(lambda a: a * 2, S((16,), jnp.float32), on="L4").plan == (
+        roofline.predict(lambda a: a * 2, S((1 << 20,), jnp.float32), on="H200 SXM", plan="gpu")
+    assert roofline.predict(lambda a: a * 2, S((16,), jnp.float32), on="L4").plan == (
         "xla:cpu, estimate (the CUDA plugin is not installed)")
 
 
 def test_a_gpu_without_a_target_is_priced_on_its_nearest_targets_plan():
-    from jaxgpu import targets
+    from jaxgpu.pricing import targets
 
     if why := targets.unavailable():
         pytest.skip(why)
     S = jax.ShapeDtypeStruct
-    p = predict.predict(lambda a, b: a @ b, S((1024, 1024), jnp.bfloat16), S((1024, 1024), jnp.bfloat16), on="L4")
+    p = roofline.predict(lambda a, b: a @ b, S((1024, 1024), jnp.bfloat16), S((1024, 1024), jnp.bfloat16), on="L4")
     assert p.plan.startswith("xla:gpu a100, standing in for the L4"), p.plan
-    nvl = predict.predict(lambda a: a * 2, S((1 << 20,), jnp.float32), on="h200 nvl")
+    nvl = roofline.predict(lambda a: a * 2, S((1 << 20,), jnp.float32), on="h200 nvl")
     assert nvl.plan == "xla:gpu h200, standing in for the H200 NVL"
 
 

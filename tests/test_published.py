@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpu import hardware, published, results
+from jaxgpu.ground import hardware
+from jaxgpu.pricing import published
+from jaxgpu.records import results
 
 from experiments.gpu_model import view
 
@@ -60,7 +62,7 @@ def test_summary_by_hand():
 
 
 def test_a_gemm_and_a_stream_case_are_priced_on_the_gpus_plan():
-    from jaxgpu import targets
+    from jaxgpu.pricing import targets
 
     from experiments.gpu_model import measure
 
@@ -74,7 +76,7 @@ def test_a_gemm_and_a_stream_case_are_priced_on_the_gpus_plan():
 
 
 def test_without_the_extra_the_case_says_the_cpu_plan_stood_in(monkeypatch):
-    from jaxgpu import targets
+    from jaxgpu.pricing import targets
 
     from experiments.gpu_model import measure
 

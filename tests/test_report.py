@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpu import results
+from jaxgpu.records import results
 
 import experiments
 from experiments import report
 from experiments.analysis import claims as claims_mod
-from experiments.analysis import prediction
+from experiments.analysis import pricing
 from experiments.harness import runner
 from experiments.reporting import build
 
@@ -154,15 +154,15 @@ def test_every_experiment_runs_tiny_and_reports(every_tiny):
     assert "## How well does the roofline predict?" in md and "H200 SXM (predicted)" in md
     # the records are what was measured: the model's figures are recomputed when they are read
     assert "roofs" not in run.meta and not any("time_s_predicted" in r.metrics for r in run.records)
-    priced = prediction.errors(run, list(run.records))
-    assert len(priced) >= 30 and all(p > 0 for _, p, _ in priced)
+    errs = pricing.errors(run, list(run.records))
+    assert len(errs) >= 30 and all(p > 0 for _, p, _ in errs)
 
 
 def test_each_figure_draws_the_h200_prediction_beside_what_ran(every_tiny):
     tmp_path, _, _ = every_tiny
     run = results.read_run(tmp_path)
     sections = {s.anchor: s for s in report.build_sections([run])}
-    guessed = {r.experiment for _, r in prediction.predicted_pairs([run])}
+    guessed = {r.experiment for _, r in pricing.predicted_pairs([run])}
     assert guessed >= {"matmul", "precision", "bandwidth", "roofline", "serial_parallel", "inference", "training"}
     for name in guessed - {"op_mix"}:  # op_mix draws shares of time, which a whole-step bound cannot split
         labels = [line.get_label() for p in sections[name].plots for ax in p.figure.axes for line in ax.get_lines()]
@@ -424,6 +424,6 @@ def test_the_summary_says_which_plan_priced_the_gpu_and_prefers_a_measurement(ti
 
 
 def report_si(x, unit):
-    from jaxgpu import report as rp
+    from jaxgpu.records import labels
 
-    return rp.si(x, unit)
+    return labels.si(x, unit)

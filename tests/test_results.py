@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from jaxgpu import results
-from jaxgpu.results import Record
+from jaxgpu.records import results
+from jaxgpu.records.results import Record
 
 
 def _rec(n=1, **kw):

@@ -3,7 +3,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxgpu import serial, stack, threads
+from jaxgpu.ground import stack
+from jaxgpu.kernels import serial, threads
 
 import experiments
 from experiments import compiler

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpu import results, targets
+from jaxgpu.pricing import targets
+from jaxgpu.records import results
 
 ROOT = Path(__file__).resolve().parents[1]
 REASON = targets.unavailable()
@@ -111,7 +112,8 @@ def test_a_gpu_train_steps_flops_are_counted_from_its_hlo_library_gemms_included
     import jax
     import optax
 
-    from jaxgpu import mlp, stack, timing
+    from jaxgpu.ground import stack, timing
+    from jaxgpu.kernels import mlp
 
     widths, batch, d = (1024, 1024), 256, 784
     model, opt = mlp.MLP(widths=widths, n_out=10), optax.adamw(1e-3)
@@ -145,7 +147,9 @@ def test_xla_gpu_plans_an_h100_and_an_h200_alike():
     import jax.numpy as jnp
     import optax
 
-    from jaxgpu import hardware, mlp, precision, prediction
+    from jaxgpu.ground import hardware, precision
+    from jaxgpu.kernels import mlp
+    from jaxgpu.pricing import roofline
 
     a = jax.ShapeDtypeStruct((1024, 1024), jnp.bfloat16)
     v = jax.ShapeDtypeStruct((1 << 20,), jnp.float32)
@@ -157,7 +161,7 @@ def test_xla_gpu_plans_an_h100_and_an_h200_alike():
                 (step, (state, jax.ShapeDtypeStruct((256, 64), jnp.float32), jax.ShapeDtypeStruct((256,), jnp.int32)))]
     for fn, args in programs:
         for triton in (False, True):
-            h100, h200 = (prediction.plan_for(fn, *args, on=hardware.GPUS[g], plan="gpu", triton_gemm=triton)
+            h100, h200 = (roofline.plan_for(fn, *args, on=hardware.GPUS[g], plan="gpu", triton_gemm=triton)
                           for g in ("H100 SXM", "H200 SXM"))
             assert [k.to_list()[1:] for k in h100[0]] == [k.to_list()[1:] for k in h200[0]], (fn, triton)
             assert h100[1] == h200[1]

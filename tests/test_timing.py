@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jaxgpu import timing
+from jaxgpu.ground import timing
 
 
 class _Slow:
@@ -91,7 +91,7 @@ def test_a_programs_work_says_which_count_it_is():
     import jax
     import jax.numpy as jnp
 
-    from jaxgpu import timing
+    from jaxgpu.ground import timing
 
     x = jnp.ones((64, 64))
     compiled = jax.jit(lambda a: a @ a).lower(x).compile()
@@ -112,7 +112,7 @@ def test_a_programs_work_says_which_count_it_is():
 
 
 def test_a_stateful_step_is_waited_for_with_its_new_state():
-    from jaxgpu import timing
+    from jaxgpu.ground import timing
 
     waited = []
 

@@ -5,7 +5,8 @@ import numpy as np
 import optax
 import pytest
 
-from jaxgpu import data, mlp, stack
+from jaxgpu.ground import data, stack
+from jaxgpu.kernels import mlp
 
 
 @pytest.fixture(scope="module")

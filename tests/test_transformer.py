@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxgpu import transformer as tf
+from jaxgpu.kernels import transformer as tf
 
 LLAMA = tf.Config("test-llama", 2, 64, 4, 2, 128, 256, 64, "llama")
 GPT2 = tf.Config("test-gpt2", 2, 64, 4, 4, 256, 256, 64, "gpt2")
@@ -125,7 +125,8 @@ def test_a_sharded_train_step_keeps_its_layout_and_matches_the_whole_one():
 
 @pytest.mark.slow
 def test_the_experiment_measures_the_smallest_and_compiles_every_size(tmp_path):
-    from jaxgpu import results, targets
+    from jaxgpu.pricing import targets
+    from jaxgpu.records import results
 
     from experiments.harness import runner
 
@@ -161,7 +162,7 @@ def test_the_command_prices_a_described_decoder_as_the_library_does(tmp_path):
     import subprocess
     import sys
 
-    from jaxgpu import sizing, targets
+    from jaxgpu.pricing import sizing, targets
 
     if why := targets.unavailable():
         pytest.skip(why)
@@ -206,7 +207,7 @@ def test_the_command_refuses_bad_input_in_one_line(argv, said):
 
 
 def test_every_mode_plans_and_pure_bf16_holds_less_than_mixed_precision():
-    from jaxgpu import sizing, targets
+    from jaxgpu.pricing import sizing, targets
 
     if why := targets.unavailable():
         pytest.skip(why)

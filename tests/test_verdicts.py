@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpu import results
+from jaxgpu.records import results
 
 from experiments.analysis import claims
 from experiments.analysis.evidence import Evidence

@@ -23,7 +23,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from jaxgpu.results import Record, Run
+from jaxgpu.records.results import Record, Run
 
 from experiments.analysis import derive
 from experiments.analysis.evidence import Evidence, MissingField, covers

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from jaxgpu.results import Record
+from jaxgpu.records.results import Record
 
 
 def _spread(m: dict) -> tuple[float, float, float]:

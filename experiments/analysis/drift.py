@@ -9,7 +9,7 @@ import itertools
 import statistics
 from collections.abc import Iterable
 
-from jaxgpu.results import Record
+from jaxgpu.records.results import Record
 
 
 @dataclasses.dataclass(frozen=True)

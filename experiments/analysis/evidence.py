@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from jaxgpu.results import Record, Run, cpu_partner
+from jaxgpu.records.results import Record, Run, cpu_partner
 
 Pairs = list[tuple[Run, Record]]
 

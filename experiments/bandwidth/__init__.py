@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from jaxgpu import devices, workload
+from jaxgpu.ground import devices, workload
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
 
@@ -37,7 +37,7 @@ PROFILES = {
     # quick: 128 MiB arrays (4x a 32 MB L3): a fresh output is first-touched every plain-jit call,
     # which at this VM's ~0.4 GB/s first-touch rate is what the quick profile's time goes on
     # the small sizes are the prediction model's: a kernel of a few KB to MB costs what its size costs here
-    # (cache-resident, or split over the cores at a cost: jaxgpu.prediction's bandwidth curve)
+    # (cache-resident, or split over the cores at a cost: jaxgpu.pricing.roofline's bandwidth curve)
     ("quick", "cpu"): Config(sweep=(*SMALL, 1 << 20, 1 << 22, 1 << 24), max_main_bytes=128 * 2**20,
                              min_main_bytes=128 * 2**20, target_s=0.2),
     ("full", "cpu"): Config(sweep=(*SMALL, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 27), max_main_bytes=4 * 2**30,
@@ -99,7 +99,7 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
             _cost("triad", "sharded", n, "float32", cfg, ctx, draws=True))
     if ctx.platform == "cpu":
         # the cause and the cure of XLA:CPU's slow plain-jit triad: the same triad in a fresh process
-        # with glibc's malloc as it comes and with the tuned settings (jaxgpu.devices.TUNED_MALLOC)
+        # with glibc's malloc as it comes and with the tuned settings (jaxgpu.ground.devices.TUNED_MALLOC)
         for allocator in ("system", "tuned"):
             add({"kernel": "triad", "impl": "jax", "variant": "process", "allocator": allocator, "n": n,
                  "dtype": "float32"}, functools.partial(_measure.process, allocator, n, cfg, ctx),

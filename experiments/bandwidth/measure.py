@@ -8,7 +8,15 @@ import gc
 import jax
 import numpy as np
 
-from jaxgpu import devices, memory
+from jaxgpu.ground import devices
+from jaxgpu.kernels.stream import (
+    bench_stream,
+    bench_stream_numpy,
+    bench_stream_process,
+    bench_stream_torch,
+    last_level_cache_bytes,
+    stream_arrays,
+)
 
 from experiments.bandwidth import Config
 from experiments.contract import RunContext
@@ -41,26 +49,26 @@ def _draw(n: int, dtype: str, sharded: bool, platform: str):
         sharding = NamedSharding(Mesh(np.array(jax.devices(platform)), ("x",)), PartitionSpec("x"))
     elif platform:
         sharding = jax.sharding.SingleDeviceSharding(jax.devices(platform)[0])
-    return memory.stream_arrays(n, dtype, sharding)
+    return stream_arrays(n, dtype, sharding)
 
 
 def stream(kernel: str, variant: str, n: int, dtype: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
     arrays = _arrays(n, dtype, variant == "sharded", ctx.platform)
-    res = memory.bench_stream(kernel, arrays, "loop" if variant == "loop" else "jit", target_s=cfg.target_s)
+    res = bench_stream(kernel, arrays, "loop" if variant == "loop" else "jit", target_s=cfg.target_s)
     return _with_peak(res.metrics(), ctx)
 
 
 def process(allocator: str, n: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
     _release()  # the worker makes its own arrays: free this process's first
-    return _with_peak(memory.bench_stream_process("triad", n, "float32", allocator, cfg.target_s), ctx)
+    return _with_peak(bench_stream_process("triad", n, "float32", allocator, cfg.target_s), ctx)
 
 
 def peer(impl: str, kernel: str, n: int, dtype: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
     _release()  # the peers allocate their own arrays: free JAX's first
     if impl == "numpy":
-        res = memory.bench_stream_numpy(kernel, n, dtype, cfg.target_s)
+        res = bench_stream_numpy(kernel, n, dtype, cfg.target_s)
     else:
-        res = memory.bench_stream_torch(kernel, n, dtype, "cuda" if ctx.platform == "gpu" else "cpu", cfg.target_s)
+        res = bench_stream_torch(kernel, n, dtype, "cuda" if ctx.platform == "gpu" else "cpu", cfg.target_s)
     return _with_peak(res.metrics(), ctx)
 
 
@@ -72,5 +80,5 @@ def _with_peak(m: dict[str, float], ctx: RunContext) -> dict[str, float]:
 
 
 def info(ctx: RunContext) -> dict[str, float | str]:
-    return {"llc_bytes": float(memory.last_level_cache_bytes() or 0),
+    return {"llc_bytes": float(last_level_cache_bytes() or 0),
             "counting": "STREAM: bytes read + written per element (copy/scale 2 arrays, add/triad 3), median time"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -16,43 +16,45 @@ from experiments.contract import View
 CLAIMS = for_experiment("bandwidth")
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Memory bandwidth (STREAM)", "bandwidth", CLAIMS)
-    good = rp.ok(pairs)
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    sec = figures.Section("Memory bandwidth (STREAM)", "bandwidth", CLAIMS)
+    good = labels.ok(pairs)
     series, limits, notes = [], [], []
-    for label, (run, recs) in rp.by_run(good).items():
+    for label, (run, recs) in labels.by_run(good).items():
         jit = sorted((x.params["n"] * 4, x.metrics["gbytes_per_s"]) for x in recs
                      if x.params["kernel"] == "triad" and x.params["variant"] == "jit"
                      and x.params["dtype"] == "float32")
         if jit:
-            series.append(rp.Series(f"{label} JAX triad (jit)", [p[0] for p in jit], [p[1] for p in jit],
-                                    style=rp.style(run)))
+            series.append(figures.Series(f"{label} JAX triad (jit)", [p[0] for p in jit], [p[1] for p in jit],
+                                    style=figures.style(run)))
         for x in recs:
             if x.params["variant"] != "jit" and x.params["kernel"] == "triad" and x.params["dtype"] == "float32":
                 name = x.params["impl"] if x.params["impl"] != "jax" else f"JAX {x.params['variant']}"
                 name += f" ({x.params['allocator']} malloc)" if "allocator" in x.params else ""
-                series.append(rp.Series(f"{label} {name}", [x.params["n"] * 4], [x.metrics["gbytes_per_s"]],
+                series.append(figures.Series(f"{label} {name}", [x.params["n"] * 4], [x.metrics["gbytes_per_s"]],
                                         style="x" if run.predicted else "s"))
         hw = run.hardware
         if hw and hw.memory_bw_gbps:
-            limits.append(rp.Limit(f"{label} HBM datasheet {hw.memory_bw_gbps:,.0f} GB/s", hw.memory_bw_gbps))
+            limits.append(figures.Limit(f"{label} HBM datasheet {hw.memory_bw_gbps:,.0f} GB/s", hw.memory_bw_gbps))
         notes.append(_takeaway(label, run, recs))
     if series:
-        fig = rp.line_plot(series, xlabel="array size (each of 3 arrays)", ylabel="GB/s (STREAM counting)", xunit="B",
+        fig = figures.line_plot(series, xlabel="array size (each of 3 arrays)", ylabel="GB/s (STREAM counting)",
+                                xunit="B",
                            title="triad a = b + s*c: bandwidth vs size, JAX variants and peers", limits=limits,
                            logy=len({run.env.get("backend") for run, _ in good}) > 1)  # a GPU's is 100x a CPU's
-        sec.plots.append(rp.Plot("bandwidth_triad", fig, " ".join(n for n in notes if n)))
+        sec.plots.append(figures.Plot("bandwidth_triad", fig, " ".join(n for n in notes if n)))
     rows = []
-    for run, x in sorted(rp.measured(good), key=lambda p: (p[0].label, p[1].params["n"], p[1].params["kernel"],
+    for run, x in sorted(labels.measured(good), key=lambda p: (p[0].label, p[1].params["n"], p[1].params["kernel"],
                                                            p[1].params["impl"])):
         m = x.metrics
         variant = x.params["variant"] + (f" ({x.params['allocator']} malloc)" if "allocator" in x.params else "")
         rows.append([run.label, x.params["impl"], variant, x.params["kernel"], x.params["dtype"],
-                     rp.fmt(x.params["n"] * np.dtype(x.params["dtype"]).itemsize / 1e6), rp.fmt(m["gbytes_per_s"]),
-                     rp.fmt(m.get("peak_fraction")), rp.fmt(m.get("page_faults_per_call"))])
-    sec.tables.append(rp.Table(["run", "impl", "variant", "kernel", "dtype", "MB/array", "GB/s", "of HBM peak",
+                     labels.fmt(x.params["n"] * np.dtype(x.params["dtype"]).itemsize / 1e6),
+                     labels.fmt(m["gbytes_per_s"]),
+                     labels.fmt(m.get("peak_fraction")), labels.fmt(m.get("page_faults_per_call"))])
+    sec.tables.append(figures.Table(["run", "impl", "variant", "kernel", "dtype", "MB/array", "GB/s", "of HBM peak",
                                 "page faults/call"], rows, "Every STREAM measurement"))
-    sec.paragraphs += rp.not_ok(rp.measured(pairs))
+    sec.paragraphs += labels.not_ok(labels.measured(pairs))
     return sec
 
 

@@ -3,7 +3,7 @@
 Each collective runs inside ``shard_map`` over a ``data`` mesh of the run's devices, is
 checked against numpy, and is timed. ``gbytes_per_s`` is the bus bandwidth and
 ``algbw_gbytes_per_s`` the algorithm bandwidth, both as NCCL-tests define them
-(``jaxgpu.parallel.BUS_FACTOR``; ``params.bytes`` is NCCL-tests' size). On CPU host
+(``jaxgpu.kernels.parallel.BUS_FACTOR``; ``params.bytes`` is NCCL-tests' size). On CPU host
 devices a "collective" is memory copies between buffers of one process on shared cores:
 the figure is what XLA's CPU runtime does, not an interconnect. A collective over one
 device moves nothing and is recorded as ``unsupported`` with that reason, not as a bandwidth.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from jaxgpu import workload
+from jaxgpu.ground import workload
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext, one_device_case
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jaxgpu import devices as dv
-from jaxgpu import parallel
+from jaxgpu.ground import devices as dv
+from jaxgpu.kernels import parallel
 
 from experiments.collectives import Config
 from experiments.contract import RunContext

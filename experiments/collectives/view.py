@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -14,20 +14,20 @@ from experiments.contract import View
 CLAIMS = for_experiment("collectives")
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Collectives: bus bandwidth vs message size", "collectives", CLAIMS)
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    sec = figures.Section("Collectives: bus bandwidth vs message size", "collectives", CLAIMS)
     sec.paragraphs.append("Bus bandwidth (NCCL-tests: all-reduce algbw x 2(n-1)/n; all-gather, reduce-scatter and "
                           "all-to-all x (n-1)/n; ppermute x 1), each result checked against numpy first. CPU host "
                           "devices share one process and its cores: there the figure is XLA's in-memory copy "
                           "path, not a link between chips.")
-    good = rp.ok(pairs, "collectives")
+    good = labels.ok(pairs, "collectives")
     series, notes, colors = [], [], {}
     styles = ("-o", "--s", ":^", "-.v")  # one line style per run, one colour per collective
-    for i, (label, (_run, recs)) in enumerate(rp.by_run(good).items()):
-        for name in rp.first_seen(x.params["collective"] for x in recs):
+    for i, (label, (_run, recs)) in enumerate(labels.by_run(good).items()):
+        for name in labels.first_seen(x.params["collective"] for x in recs):
             pts = sorted((x.params["bytes"], x.metrics["gbytes_per_s"]) for x in recs if x.params["collective"] == name)
             if pts:
-                series.append(rp.Series(f"{label} {name.replace('_', '-')}", [p[0] for p in pts],
+                series.append(figures.Series(f"{label} {name.replace('_', '-')}", [p[0] for p in pts],
                                         [p[1] for p in pts], style=styles[i % len(styles)],
                                         color=colors.setdefault(name, f"C{len(colors)}")))
         ar = sorted((x.params["bytes"], x.metrics["gbytes_per_s"], x.metrics["time_s_median"], x.params["devices"])
@@ -35,13 +35,15 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         if ar:
             best = max(ar, key=lambda p: p[1])
             notes.append(f"On {label} ({ar[0][3]} devices) all-reduce took {ar[0][2] * 1e6:.0f} us at "
-                         f"{rp.si(ar[0][0], 'B')} (latency-bound) and peaked at {best[1]:.3g} GB/s bus bandwidth at "
-                         f"{rp.si(best[0], 'B')}.")
+                         f"{labels.si(ar[0][0], 'B')} (latency-bound) and peaked at "
+                         f"{best[1]:.3g} GB/s bus bandwidth at "
+                         f"{labels.si(best[0], 'B')}.")
     if series:
-        fig = rp.line_plot(series, xlabel="message size (NCCL-tests size)", ylabel="bus bandwidth (GB/s)", xunit="B",
+        fig = figures.line_plot(series, xlabel="message size (NCCL-tests size)", ylabel="bus bandwidth (GB/s)",
+                                xunit="B",
                            title="Collectives over the run's devices")
-        sec.plots.append(rp.Plot("collectives", fig, " ".join(notes)))
-    sec.paragraphs += rp.not_ok(pairs, lambda x: x.params["collective"])
+        sec.plots.append(figures.Plot("collectives", fig, " ".join(notes)))
+    sec.paragraphs += labels.not_ok(pairs, lambda x: x.params["collective"])
     return sec
 
 

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgpu import matmul, stack, timing
+from jaxgpu.ground import stack, timing
+from jaxgpu.kernels import matmul
 
 from experiments.compiler import N_CHAIN_OPS, TOLERANCE, Config
 from experiments.contract import RunContext
@@ -105,7 +106,7 @@ def attachments(ctx: RunContext, out_dir: Path) -> list[str]:
 
 def plan(name: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
     """XLA:GPU's plan of one program: fusions, the kernels left, the library calls."""
-    from jaxgpu import targets
+    from jaxgpu.pricing import targets
 
     dev = ctx.target_devices(1)[0]
     b, i, o = cfg.layer

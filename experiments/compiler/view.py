@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -14,16 +14,18 @@ from experiments.contract import View
 CLAIMS = for_experiment("compiler")
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("The software stack: what XLA does with a JAX program", "compiler", CLAIMS)
-    good = rp.ok(pairs)
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    sec = figures.Section("The software stack: what XLA does with a JAX program", "compiler", CLAIMS)
+    good = labels.ok(pairs)
     rows, notes = [], []
     for run, x in good:
         m = x.metrics
-        rows.append([run.label, x.params["program"], rp.fmt(m["eager_time_s"] * 1e6), rp.fmt(m["time_s_median"] * 1e6),
-                     rp.fmt(m["speedup"]), rp.fmt(m["compile_s"] * 1e3), rp.fmt(m.get("runs_to_amortise_compile")),
+        rows.append([run.label, x.params["program"], labels.fmt(m["eager_time_s"] * 1e6),
+                     labels.fmt(m["time_s_median"] * 1e6),
+                     labels.fmt(m["speedup"]), labels.fmt(m["compile_s"] * 1e3),
+                     labels.fmt(m.get("runs_to_amortise_compile")),
                      f"{int(m['instructions_before'])} -> {int(m['instructions_after'])}", int(m["fusions_after"]),
-                     rp.fmt(m["unfused_bytes"] / 1e6), rp.fmt(m.get("fused_bytes", float("nan")) / 1e6)])
+                     labels.fmt(m["unfused_bytes"] / 1e6), labels.fmt(m.get("fused_bytes", float("nan")) / 1e6)])
         if x.params["program"] == "gelu_chain" and "runs_to_amortise_compile" in m:
             notes.append(f"On {run.label} the 9-op GELU chain ran {m['speedup']:.1f}x faster jitted than op by op "
                          f"({m.get('dispatch_s_per_op', 0) * 1e6:.1f} us saved per op), fused into "
@@ -32,10 +34,11 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                          f"{m['unfused_bytes'] / 1e6:.0f} MB unfused vs "
                          f"{m.get('fused_bytes', float('nan')) / 1e6:.0f} "
                          "MB fused (XLA cost analysis).")
-    sec.tables.append(rp.Table(["run", "program", "op-by-op us", "jit us", "speed-up", "compile ms", "runs to amortise",
+    sec.tables.append(figures.Table(["run", "program", "op-by-op us", "jit us", "speed-up", "compile ms",
+                                     "runs to amortise",
                                 "top-level HLO ops", "fusions", "MB unfused", "MB fused"], rows,
                                "Op by op vs jit; fusion before and after XLA's optimisation"))
-    for label, (run, _) in rp.by_run(pairs).items():
+    for label, (run, _) in labels.by_run(pairs).items():
         info = run.meta.get("info", {}).get("compiler")
         if info:
             sec.paragraphs.append(f"Library calls in the optimized HLO on {label}: "
@@ -46,29 +49,29 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                                   + ", ".join(f"{run.path.name}/{f}" for f in files) + ".")
     if good:
 
-        fig = rp.Figure(figsize=(6.5, 3.2), dpi=100)
+        fig = figures.Figure(figsize=(6.5, 3.2), dpi=100)
         ax = fig.add_subplot()
-        labels = [f"{run.label}\n{x.params['program']}" for run, x in good]
+        names = [f"{run.label}\n{x.params['program']}" for run, x in good]
         xs = range(len(good))
         ax.bar([i - 0.2 for i in xs], [x.metrics["eager_time_s"] * 1e6 for _, x in good], width=0.4, label="op by op")
         ax.bar([i + 0.2 for i in xs], [x.metrics["time_s_median"] * 1e6 for _, x in good], width=0.4, label="jit")
-        ax.set_xticks(list(xs), labels, fontsize=7)
+        ax.set_xticks(list(xs), names, fontsize=7)
         ax.set_yscale("log")
         ax.set_ylabel("us per call (median)")
         ax.legend(fontsize=7)
         ax.grid(True, axis="y", alpha=0.3)
         fig.tight_layout()
-        sec.plots.append(rp.Plot("compiler", fig, " ".join(notes) or "Op by op vs jit, per program."))
+        sec.plots.append(figures.Plot("compiler", fig, " ".join(notes) or "Op by op vs jit, per program."))
     return sec
 
 
-def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+def compiled(sec: figures.Section, pairs: list[labels.Pair]) -> None:
     """The same programs compiled for a GPU this machine does not have (compiled, not run)."""
     rows = [[run.label, x.params["program"], f"{int(x.metrics['instructions_before'])} -> "
-             f"{int(x.metrics['instructions_after'])}", int(x.metrics["fusions_after"]), rp.libraries(x.metrics)]
-            for run, x in rp.ok(pairs)]
+             f"{int(x.metrics['instructions_after'])}", int(x.metrics["fusions_after"]), labels.libraries(x.metrics)]
+            for run, x in labels.ok(pairs)]
     if rows:
-        sec.tables.append(rp.Table(["run", "program", "top-level HLO ops", "fusions", "library calls"], rows,
+        sec.tables.append(figures.Table(["run", "program", "top-level HLO ops", "fusions", "library calls"], rows,
                                    "Compiled, not run: the programs as XLA:GPU plans them"))
 
 

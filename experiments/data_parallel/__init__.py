@@ -17,7 +17,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from jaxgpu import fit, workload
+from jaxgpu.ground import workload
+from jaxgpu.pricing import fit
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext, one_device_case
 

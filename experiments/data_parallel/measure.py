@@ -7,8 +7,9 @@ import functools
 import jax
 import optax
 
-from jaxgpu import devices as dv
-from jaxgpu import fit, mlp, parallel
+from jaxgpu.ground import devices as dv
+from jaxgpu.kernels import mlp, parallel
+from jaxgpu.pricing import fit
 
 from experiments.contract import RunContext
 from experiments.data_parallel import TOLERANCE, Config
@@ -25,7 +26,7 @@ def _state(cfg: Config):
 
 
 def _batch(cfg: Config, n: int, seed: int = 0):
-    from jaxgpu import data
+    from jaxgpu.ground import data
 
     return data.synthetic(n, cfg.input_dim, seed=seed)
 
@@ -85,7 +86,7 @@ def plan(variant: str, k: int, cfg: Config, ctx: RunContext) -> dict[str, float]
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from jaxgpu import targets
+    from jaxgpu.pricing import targets
 
     model, opt = _model(cfg)
     devs = ctx.target_devices(k)

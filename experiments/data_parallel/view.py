@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -15,10 +15,10 @@ from experiments.data_parallel import TOLERANCE
 CLAIMS = for_experiment("data_parallel")
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
+def section(pairs: list[labels.Pair]) -> figures.Section:
 
-    sec = rp.Section("Data parallel: three implementations, scaling with devices", "data_parallel", CLAIMS)
-    good = rp.ok(pairs)
+    sec = figures.Section("Data parallel: three implementations, scaling with devices", "data_parallel", CLAIMS)
+    good = labels.ok(pairs)
     rows = []
     for run, x in good:
         if x.params["case"] == "agreement":
@@ -27,18 +27,18 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                           and y.params["variant"] == v and y.params["devices"] == k), None)
             rows.append([run.label, x.params["variant"], x.params["devices"], f"{x.metrics['rel_error']:.1e}",
                          f"{'yes' if x.metrics['rel_error'] <= TOLERANCE else 'no'}",
-                         rp.fmt(speed * 1e3 if speed else None), int(x.metrics["lines_of_code"])])
+                         labels.fmt(speed * 1e3 if speed else None), int(x.metrics["lines_of_code"])])
     if rows:
-        sec.tables.append(rp.Table(["run", "variant", "devices", "loss rel. error", f"within {TOLERANCE:g}",
+        sec.tables.append(figures.Table(["run", "variant", "devices", "loss rel. error", f"within {TOLERANCE:g}",
                                     "ms per step", "lines of code"], rows,
                                    "The three implementations: loss trajectory vs the single-device step on the same "
                                    "global batches, step time (strong scaling) and the lines it takes to write"))
-    for label, (run, recs) in rp.by_run(good).items():
-        fig = rp.Figure(figsize=(9.0, 3.8), dpi=100)
+    for label, (run, recs) in labels.by_run(good).items():
+        fig = figures.Figure(figsize=(9.0, 3.8), dpi=100)
         notes = []
         for i, mode in enumerate(("strong", "weak")):
             ax = fig.add_subplot(1, 2, i + 1)
-            for v in rp.first_seen(x.params["variant"] for x in recs if x.params["case"] in ("strong", "weak")):
+            for v in labels.first_seen(x.params["variant"] for x in recs if x.params["case"] in ("strong", "weak")):
                 pts = sorted((x.params["devices"], x.metrics["time_s_median"], x.metrics["predicted_time_s"],
                               x.metrics["speedup"])
                              for x in recs if x.params["case"] == mode and x.params["variant"] == v)
@@ -51,26 +51,26 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                     notes.append(f"{mode} scaling, jit + sharding: {pts[-1][3]:.2f}x the single-device throughput on "
                                  f"{pts[-1][0]} devices ({pts[-1][3] / pts[-1][0]:.0%} efficiency), "
                                  f"{pts[-1][1] / pts[-1][2]:.2f}x the predicted step time.")
-            rp.finish(fig, ax, xlabel="devices", ylabel="ms per step", logx=True,
+            figures.finish(fig, ax, xlabel="devices", ylabel="ms per step", logx=True,
                       title=f"{mode} scaling "
                             f"({'global batch fixed' if mode == 'strong' else 'batch per device fixed'})")
         if notes:
             host = run.env.get("backend") == "cpu"
             caveat = (" These are CPU host devices sharing the same cores: the figure shows correctness and the "
                       "cost of splitting one machine's work, not a speed-up." if host else "")
-            sec.plots.append(rp.Plot(f"data_parallel_{len(sec.plots)}", fig,
+            sec.plots.append(figures.Plot(f"data_parallel_{len(sec.plots)}", fig,
                                      f"On {label}: " + " ".join(notes) + caveat))
-    sec.paragraphs += rp.not_ok(pairs)
+    sec.paragraphs += labels.not_ok(pairs)
     return sec
 
 
-def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+def compiled(sec: figures.Section, pairs: list[labels.Pair]) -> None:
     """The collectives XLA:GPU inserts into the data-parallel step (compiled, not run)."""
     rows = [[run.label, x.params["variant"], x.params["devices"], int(x.metrics.get("all_reduce_count", 0)),
-             rp.fmt(x.metrics.get("all_reduce_bytes", 0) / 1e6), rp.fmt(x.metrics["gradient_bytes"] / 1e6),
-             rp.fmt(x.metrics["bytes_compiled"] / 1e6)] for run, x in rp.ok(pairs)]
+             labels.fmt(x.metrics.get("all_reduce_bytes", 0) / 1e6), labels.fmt(x.metrics["gradient_bytes"] / 1e6),
+             labels.fmt(x.metrics["bytes_compiled"] / 1e6)] for run, x in labels.ok(pairs)]
     if rows:
-        sec.tables.append(rp.Table(["run", "variant", "GPUs", "all-reduces", "all-reduce MB", "gradients MB",
+        sec.tables.append(figures.Table(["run", "variant", "GPUs", "all-reduces", "all-reduce MB", "gradients MB",
                                     "MB per GPU"], rows, "Compiled, not run: the all-reduce each step needs, "
                                                           "against the gradients' bytes"))
 

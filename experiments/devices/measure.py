@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from jaxgpu import devices as dv
-from jaxgpu import hardware
-from jaxgpu.results import Unsupported
+from jaxgpu.ground import devices as dv
+from jaxgpu.ground import hardware
+from jaxgpu.records.results import Unsupported
 
 from experiments.contract import RunContext
 
@@ -31,7 +31,7 @@ def describe(hw: hardware.Hardware, n_devices: int, allocator_bytes: int | None 
 def device(ctx: RunContext) -> dict[str, float]:
     hw = ctx.hardware
     if hw is None:
-        raise Unsupported(f"{ctx.device_kind} is not in jaxgpu.hardware's table")
+        raise Unsupported(f"{ctx.device_kind} is not in jaxgpu.ground.hardware's table")
     return describe(hw, ctx.n_devices, dv.device_memory_bytes(ctx.device) if ctx.platform == "gpu" else None)
 
 

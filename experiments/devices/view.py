@@ -6,8 +6,8 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import hardware
-from jaxgpu import report as rp
+from jaxgpu.ground import hardware
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -15,10 +15,10 @@ from experiments.contract import View
 CLAIMS = for_experiment("devices")
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
+def section(pairs: list[labels.Pair]) -> figures.Section:
 
-    sec = rp.Section("What each backend is: cores, lanes, memory", "devices", CLAIMS)
-    good = rp.ok(pairs)
+    sec = figures.Section("What each backend is: cores, lanes, memory", "devices", CLAIMS)
+    good = labels.ok(pairs)
     seen, rows, bars = set(), [], []
     for run, x in good:
         key = (x.params["device"], run.env.get("cpu_model") if x.params["role"] == "cpu" else "")
@@ -27,26 +27,27 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         seen.add(key)
         m = x.metrics
         name = x.params["device"] if x.params["device"] not in ("cpu", "host cpu") else run.machine
-        rows.append([name, int(m["cores"]), rp.fmt(m.get("clock_ghz")), int(m["lanes_per_core"]),
+        rows.append([name, int(m["cores"]), labels.fmt(m.get("clock_ghz")), int(m["lanes_per_core"]),
                      int(m["parallel_lanes"]),
-                     rp.fmt(m.get("memory_gb")), rp.fmt(m.get("memory_bw_gbps")), rp.fmt(m["peak_fp32_tflops"]),
+                     labels.fmt(m.get("memory_gb")), labels.fmt(m.get("memory_bw_gbps")),
+                     labels.fmt(m["peak_fp32_tflops"]),
                      "estimate" if m["estimate"] else "datasheet"])
         bars.append((name if len(name) <= 34 else name[:33] + "…", m["parallel_lanes"]))
-    sec.tables.append(rp.Table(["device", "cores / SMs", "clock GHz", "fp32 lanes per core", "parallel lanes",
+    sec.tables.append(figures.Table(["device", "cores / SMs", "clock GHz", "fp32 lanes per core", "parallel lanes",
                                 "memory GB", "bandwidth GB/s", "fp32 TFLOP/s", "source"], rows,
                                "Parallel lanes = cores x fp32 lanes (SIMD width on a CPU, FP32 units per SM on a GPU)"))
     if bars:
-        sec.plots.append(rp.Plot("devices", _figure(bars), _takeaway(rows)))
+        sec.plots.append(figures.Plot("devices", _figure(bars), _takeaway(rows)))
     return sec
 
 
-def _figure(measured: list[tuple[str, float]]) -> rp.Figure:
+def _figure(measured: list[tuple[str, float]]) -> figures.Figure:
     """Parallel fp32 lanes: each device the run saw (measured introspection), then every GPU of the hardware
     table from its datasheet (SMs x FP32 units per SM), so that "thousands of cores" has its scale."""
     sheet = [(f"{hw.name} (datasheet)", hw.cores * hw.lanes_per_core) for hw in hardware.GPUS.values()
              if hw.lanes_per_core and hw.name not in {n for n, _ in measured}]
     bars = measured + sorted(sheet, key=lambda b: b[1])
-    fig = rp.Figure(figsize=(7.0, 0.45 * len(bars) + 1.2), dpi=100)
+    fig = figures.Figure(figsize=(7.0, 0.45 * len(bars) + 1.2), dpi=100)
     ax = fig.add_subplot()
     colors = ["#4a7ab5" if i < len(measured) else "#b0b0b0" for i in range(len(bars))]
     ax.barh([b[0] for b in bars], [b[1] for b in bars], color=colors)
@@ -56,7 +57,7 @@ def _figure(measured: list[tuple[str, float]]) -> rp.Figure:
     ax.set_xscale("log")
     ax.set_xlim(right=max(b[1] for b in bars) * 4)
     ax.tick_params(axis="y", labelsize=8)
-    return rp.finish(fig, ax, xlabel="parallel fp32 lanes (cores x SIMD lanes; SMs x FP32 units)",
+    return figures.finish(fig, ax, xlabel="parallel fp32 lanes (cores x SIMD lanes; SMs x FP32 units)",
                      title="Lanes that work at once: devices of the run (blue), GPU datasheets (grey)", grid="x")
 
 

@@ -1,7 +1,7 @@
 """distributed: one data-parallel training job over N processes with ``jax.distributed`` (C17).
 
 ``--processes N`` (default 2) local processes meet through JAX's coordination service on
-127.0.0.1 and train the MLP together (``jaxgpu.distributed``); the same job in one
+127.0.0.1 and train the MLP together (``jaxgpu.kernels.distributed``); the same job in one
 process is the reference, and ``rel_error`` is the largest relative difference of the
 per-step losses. A process that dies or hangs ends the case as ``failed`` with the
 reason within ``timeout_s``; nothing waits forever. On CPU the processes talk through
@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from jaxgpu import distributed, results
+from jaxgpu.kernels import distributed
+from jaxgpu.records import results
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
 

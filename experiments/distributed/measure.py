@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxgpu import distributed
+from jaxgpu.kernels import distributed
 
 from experiments.contract import RunContext
 from experiments.distributed import TOLERANCE, Config, worker_platform

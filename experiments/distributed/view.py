@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -14,23 +14,23 @@ from experiments.contract import View
 CLAIMS = for_experiment("distributed")
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Several processes, one job: jax.distributed", "distributed", CLAIMS)
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    sec = figures.Section("Several processes, one job: jax.distributed", "distributed", CLAIMS)
     rows = []
     for run, x in pairs:
         if x.status == "ok":
             m = x.metrics
             rows.append([run.label, x.params["processes"], x.params["worker_platform"], f"{m['rel_error']:.1e}",
-                         rp.fmt(m["time_s_median"] * 1e3), rp.fmt(m["single_process_step_s"] * 1e3),
-                         rp.fmt(m["wall_s"])])
+                         labels.fmt(m["time_s_median"] * 1e3), labels.fmt(m["single_process_step_s"] * 1e3),
+                         labels.fmt(m["wall_s"])])
             sec.paragraphs.append(
                 f"On {run.label}, {x.params['processes']} processes joined through jax.distributed and trained "
                 f"one model: their losses matched the single-process run to {m['rel_error']:.1e} (relative). A step "
                 f"took {m['time_s_median'] * 1e3:.2f} ms against {m['single_process_step_s'] * 1e3:.2f} ms in one "
                 f"process; the whole job, start-up included, {m['wall_s']:.1f} s.")
-    sec.paragraphs += rp.not_ok(pairs)
+    sec.paragraphs += labels.not_ok(pairs)
     if rows:
-        sec.tables.append(rp.Table(["run", "processes", "worker platform", "loss rel. error vs 1 process",
+        sec.tables.append(figures.Table(["run", "processes", "worker platform", "loss rel. error vs 1 process",
                                     "ms per step", "1-process ms per step", "job wall s"], rows,
                                    "Data-parallel MLP across processes (gloo on CPU, NCCL on GPUs)"))
     return sec

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgpu import timing
+from jaxgpu.ground import timing
 
 from experiments.contract import RunContext
 from experiments.drift import Config

@@ -3,40 +3,40 @@ against its median, and how far two moments lie apart. Imports no JAX."""
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis import drift
 from experiments.contract import View
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Does the machine keep its speed?", "drift",
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    sec = figures.Section("Does the machine keep its speed?", "drift",
                      lead="The same matrix product, STREAM triad and trivial call, timed again at moments spread "
                           "through the run")
     series, notes, rows = [], [], []
-    for label, (_run, recs) in rp.by_run(rp.ok(rp.measured(pairs), "drift")).items():
+    for label, (_run, recs) in labels.by_run(labels.ok(labels.measured(pairs), "drift")).items():
         drifts = drift.of_run(recs)
         if not drifts:
             continue
         for d in drifts.values():
-            series.append(rp.Series(f"{label} {d.program}", list(range(d.moments)),
+            series.append(figures.Series(f"{label} {d.program}", list(range(d.moments)),
                                     [t / d.median_s for t in d.times_s]))
-            rows.append([label, d.program, d.moments, rp.fmt(d.median_s * 1e6), f"{d.pairwise:.0%}",
+            rows.append([label, d.program, d.moments, labels.fmt(d.median_s * 1e6), f"{d.pairwise:.0%}",
                          f"{d.slowest_over_fastest:.2f}x"])
         notes.append(f"On {label}, {drift.sentence(drifts)}: two cases timed at different moments, a case and the "
                      "roofs it is priced on in the roofline check included, cannot be compared more finely than "
                      "that.")
     if series:
-        fig = rp.line_plot(series, xlabel="moment of the run (evenly spread, first to last case)",
+        fig = figures.line_plot(series, xlabel="moment of the run (evenly spread, first to last case)",
                            ylabel="time / the program's median", title="the same programs, timed again",
                            logx=False, logy=False)
-        sec.plots.append(rp.Plot("drift", fig, " ".join(notes)))
+        sec.plots.append(figures.Plot("drift", fig, " ".join(notes)))
     if rows:
-        sec.tables.append(rp.Table(["run", "program", "moments", "median (us)", "two moments apart (median)",
+        sec.tables.append(figures.Table(["run", "program", "moments", "median (us)", "two moments apart (median)",
                                     "slowest / fastest"], rows,
                                    "Each moment's time is the median of its own repeats; two moments apart: the "
                                    "median of |t_a / t_b - 1| over ordered pairs of moments"))
-    sec.paragraphs += rp.not_ok(pairs)
+    sec.paragraphs += labels.not_ok(pairs)
     return sec
 
 

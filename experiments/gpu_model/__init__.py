@@ -1,4 +1,4 @@
-"""gpu_model: the GPU predictions checked against GPU measurements others published (jaxgpu.published).
+"""gpu_model: the GPU predictions checked against GPU measurements others published (jaxgpu.pricing.published).
 
 Nothing is timed here. Each case compiles a published workload as a JAX program for the GPU its source
 measured on (XLA:GPU's own plan, on this CPU, where the gpu-compile extra is installed) and prices it with
@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from jaxgpu import published
+from jaxgpu.pricing import published
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
 

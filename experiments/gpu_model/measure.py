@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 
-from jaxgpu import precision, prediction, published
+from jaxgpu.ground import precision
+from jaxgpu.pricing import published, roofline
 
 
 def price(case_id: str) -> dict[str, float]:
@@ -13,8 +14,8 @@ def price(case_id: str) -> dict[str, float]:
     with precision.enable_x64() if published.needs_x64(case) else contextlib.nullcontext():
         fn, args = published.program(case)  # a float64 spec made outside the scope would be float32
         for prefix, plan in (("", "auto"), ("cpu_plan_", "cpu")):
-            p = prediction.predict(fn, *args, on=case.gpu, plan=plan)
-            t, lo, hi = published.seconds(case, p, prediction.GPU_KERNEL_S, prediction.GPU_LAUNCH_S)
+            p = roofline.predict(fn, *args, on=case.gpu, plan=plan)
+            t, lo, hi = published.seconds(case, p, roofline.GPU_KERNEL_S, roofline.GPU_LAUNCH_S)
             out.update({f"{prefix}predicted_s": t, f"{prefix}lower_s": lo, f"{prefix}upper_s": hi,
                         f"{prefix}error": published.error(t, case)})
             if plan == "auto":
@@ -35,14 +36,15 @@ def _headline_program(name: str, size: int):
     import jax.numpy as jnp
     import optax
 
-    from jaxgpu import data, matmul, memory, mlp
+    from jaxgpu.ground import data
+    from jaxgpu.kernels import matmul, mlp, stream
 
     S = jax.ShapeDtypeStruct
     if name in ("matmul_fp32", "matmul_bf16"):
         dtype = jnp.float32 if name == "matmul_fp32" else jnp.bfloat16
         return matmul.jax_matmul(name.split("_")[1]), (S((size, size), dtype), S((size, size), dtype)), 2.0 * size**3
     if name == "triad_fp32":
-        return jax.jit(memory.stream_kernel("triad")), (S((size,), jnp.float32),) * 3, 12.0 * size
+        return jax.jit(stream.stream_kernel("triad")), (S((size,), jnp.float32),) * 3, 12.0 * size
     # the training experiment's steps: its throughput sweep (3 layers, batch 1024, 784 inputs) and its
     # time-to-target students (2 layers, batch 256, on data.teacher's 64 inputs)
     if name == "train_step":
@@ -62,7 +64,7 @@ def headline(name: str, size: int, gpu: str) -> dict[str, float]:
     """A summary program priced on ``gpu``: seconds per call (a call as the study times it, dispatch
     included) with bounds, the plan priced, and the work one call does (FLOPs, bytes or samples)."""
     fn, args, work = _headline_program(name, size)
-    p = prediction.predict(fn, *args, on=gpu)
+    p = roofline.predict(fn, *args, on=gpu)
     return {"predicted_s": p.estimate_s, "lower_s": p.lower_s, "upper_s": p.upper_s, "work": work,
             "gpu_plan": float(p.plan.startswith("xla:gpu")), "launches": float(p.kernels),
             "flops_plan": p.flops, "bytes_plan": p.bytes}

@@ -3,8 +3,8 @@ the report's predicted GPU figures can be trusted. Imports no JAX."""
 
 from __future__ import annotations
 
-from jaxgpu import published
-from jaxgpu import report as rp
+from jaxgpu.pricing import published
+from jaxgpu.records import figures, labels
 
 from experiments.contract import View
 
@@ -19,10 +19,10 @@ def as_published(case: published.Case, seconds: float) -> float:
     return seconds * (1e3 if case.unit == "ms" else 1e6)
 
 
-def scores(pairs: list[rp.Pair], metric: str = "error") -> dict[str, dict[str, float]]:
+def scores(pairs: list[labels.Pair], metric: str = "error") -> dict[str, dict[str, float]]:
     """``published.summary`` of the errors over all scored cases, per kind and per half (the latest record of
     each case; calibration cases are left out)."""
-    latest = {x.params["case"]: x for _, x in rp.ok(pairs, "gpu_model") if x.params["case"] in _BY_ID}
+    latest = {x.params["case"]: x for _, x in labels.ok(pairs, "gpu_model") if x.params["case"] in _BY_ID}
     recs = [(_BY_ID[k], x) for k, x in latest.items() if not _BY_ID[k].calibration and metric in x.metrics]
     out = {"all": published.summary([x.metrics[metric] for _, x in recs])}
     for kind in published.KINDS:
@@ -34,7 +34,7 @@ def scores(pairs: list[rp.Pair], metric: str = "error") -> dict[str, dict[str, f
 
 def _num(x: float) -> str:
     """A figure in its source's unit: whole numbers with thousands separators from 100 up."""
-    return f"{x:,.0f}" if abs(x) >= 100 else rp.fmt(x)
+    return f"{x:,.0f}" if abs(x) >= 100 else labels.fmt(x)
 
 
 def _said(s: dict[str, float]) -> str:
@@ -43,10 +43,10 @@ def _said(s: dict[str, float]) -> str:
     return f"median error {s['median_abs_error']:.0%}, {s['within_2x']:.0%} within 2x ({int(s['cases'])} cases)"
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    good = rp.ok(pairs, "gpu_model")
-    sec = rp.Section("How good is the GPU column? Predictions against published GPU measurements", "gpu_model")
-    sec.paragraphs += rp.not_ok(pairs)
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    good = labels.ok(pairs, "gpu_model")
+    sec = figures.Section("How good is the GPU column? Predictions against published GPU measurements", "gpu_model")
+    sec.paragraphs += labels.not_ok(pairs)
     if not good:
         return sec
     latest = {x.params["case"]: x for _, x in good if x.params["case"] in _BY_ID}
@@ -72,19 +72,19 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         rows.append([c.id, c.gpu, c.workload, f"{_num(c.published)} {c.unit}", f"{_num(pred)} ({_num(lo)}-"
                      f"{_num(hi)})", f"{m['error']:+.0%}", f"{m['cpu_plan_error']:+.0%}", role, c.source])
         points.append((c.kind, c.published_s, m["predicted_s"], m["cpu_plan_predicted_s"]))
-    sec.tables.append(rp.Table(
+    sec.tables.append(figures.Table(
         ["case", "GPU", "workload", "published", "predicted (bounds)", "error", "error on the CPU plan", "role",
          "source"], rows,
         "Predicted, not run: error = predicted time / published time - 1 (+50%: the prediction is 1.5x slower than "
         "the measurement). Calibration cases set a constant of the model and are not scored."))
-    sec.plots.append(rp.Plot("gpu_model", _figure(points),
+    sec.plots.append(figures.Plot("gpu_model", _figure(points),
                              f"Predicted against published seconds per call, on XLA:GPU's plan: {_said(s['all'])}; on "
                              f"this CPU's plan: {_said(old['all'])}."))
     return sec
 
 
-def _figure(points) -> rp.Figure:
-    fig = rp.Figure(figsize=(6.5, 4.2), dpi=100)
+def _figure(points) -> figures.Figure:
+    fig = figures.Figure(figsize=(6.5, 4.2), dpi=100)
     ax = fig.add_subplot()
     markers = dict(zip(published.KINDS, "osD^v"))
     lo = min(min(p[1], p[2], p[3]) for p in points)
@@ -100,7 +100,7 @@ def _figure(points) -> rp.Figure:
                     label=f"{kind}, CPU plan")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    rp.finish(fig, ax, xlabel="published seconds per call (measured by others)",
+    figures.finish(fig, ax, xlabel="published seconds per call (measured by others)",
               ylabel="predicted seconds per call (not run)", title="The GPU model against published measurements")
     return fig
 

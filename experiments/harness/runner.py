@@ -7,7 +7,7 @@ tests call it directly. A case that raises is recorded (``failed``, ``unsupporte
 With a time budget (``budget_s``) the run measures every experiment's key cases first
 (the ones a claim's verdict rests on, as the caller's ``rests_on`` says: the command line
 hands it ``experiments.analysis.claims.rests_on``), then shares what is left among the experiments in
-proportion to their estimated time (``experiments.harness.plan``), skipping what would not
+proportion to their estimated time (``experiments.harness.budget``), skipping what would not
 fit; run.json then says the run was cut and by how much, and ``--resume`` continues it.
 
 The runner writes records and run.json only: the report and the analysis are the command
@@ -25,12 +25,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from jaxgpu import devices, hardware, results
-from jaxgpu import report as rp
+from jaxgpu.ground import devices, hardware
+from jaxgpu.records import labels, results
 
 import experiments
 from experiments.contract import Case, Experiment, RunContext
-from experiments.harness import plan as plan_mod
+from experiments.harness import budget
 
 __all__ = ["Case", "RunContext", "default_out_dir", "run_study", "dry_run", "budget_plan", "check_same_machine"]
 
@@ -72,7 +72,7 @@ def _build(names: Sequence[str], ctx: RunContext, profile: str, settings: dict |
     In compiled mode the cases are each experiment's ``compiled_cases`` (none where only timing
     can answer), built from its GPU config."""
     compiled = ctx.mode == "compiled"
-    m = plan_mod.machine("compile") if compiled else _machine(ctx.platform, ctx.device_kind)
+    m = budget.machine("compile") if compiled else _machine(ctx.platform, ctx.device_kind)
     configs, plans = {}, []
     for name in names:
         exp = experiments.load(name)
@@ -81,7 +81,7 @@ def _build(names: Sequence[str], ctx: RunContext, profile: str, settings: dict |
         cases = _still_to_do(name, make(configs[name], ctx), done)
         if rests_on is not None:
             cases = [dataclasses.replace(c, key=rests_on(name, c.params)) for c in cases]
-        plans.append(_Plan(name, exp, cases, plan_mod.experiment_seconds(cases, m)))
+        plans.append(_Plan(name, exp, cases, budget.experiment_seconds(cases, m)))
     plans.sort(key=lambda p: not p.exp.run_first)
     return configs, plans
 
@@ -102,16 +102,16 @@ def _still_to_do(name: str, cases: list[Case], done: set[str]) -> list[Case]:
     return out
 
 
-def _machine(platform: str, device_kind: str | None) -> plan_mod.Machine:
+def _machine(platform: str, device_kind: str | None) -> budget.Machine:
     try:
-        return plan_mod.machine(platform, device_kind)
+        return budget.machine(platform, device_kind)
     except KeyError:  # a GPU the hardware table does not have: planned as the default GPU
-        return plan_mod.machine(platform)
+        return budget.machine(platform)
 
 
 def _dry_context(platform: str, target: str | None, host_devices: int | None, processes: int | None,
                  seed: int) -> RunContext:
-    m = plan_mod.machine(platform, target)
+    m = budget.machine(platform, target)
     kind = "cpu" if platform == "cpu" else f"NVIDIA {m.hardware.name}"
     n = (host_devices or 1) if platform == "cpu" else 1
     return RunContext(platform=platform, profile="", device_kind=kind, n_devices=n, hardware=m.hardware, seed=seed,
@@ -126,7 +126,7 @@ def dry_run(names: Sequence[str], *, platform: str, profile: str = "quick", targ
     ctx = dataclasses.replace(_dry_context(platform, target, host_devices, processes, seed), profile=profile)
     _, plans = _build(names, ctx, profile, settings)
     m = _machine(platform, ctx.device_kind)
-    return plan_mod.lines([plan_mod.plan([(p.name, p.cases)], m)[0] for p in plans], m)
+    return budget.lines([budget.plan([(p.name, p.cases)], m)[0] for p in plans], m)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,7 +156,7 @@ def budget_plan(names: Sequence[str], *, platform: str, budget_s: float, rests_o
         est += m.experiment_setup_s if est and p.name not in started else 0.0
         if not p.exp.spread and not allow.take(p.name, case.key, est, elapsed):
             if case.key:
-                cut.append(f"{p.name} {rp.case_label(case.params)}")
+                cut.append(f"{p.name} {labels.case_label(case.params)}")
             continue
         started.add(p.name)
         taken[p.name] += 1
@@ -208,12 +208,12 @@ class _Setting:
 
     ctx: RunContext
     env: dict[str, Any]
-    machine: plan_mod.Machine
+    machine: budget.Machine
 
 
 def _setting(platform: str, profile: str, seed: int, processes: int | None, compile_for: str | None) -> _Setting:
     if compile_for:
-        from jaxgpu import targets
+        from jaxgpu.pricing import targets
 
         target = targets.target(compile_for)
         env = {**devices.fingerprint("cpu"), "backend": "gpu", "device_kind": target.device_kind,
@@ -221,7 +221,7 @@ def _setting(platform: str, profile: str, seed: int, processes: int | None, comp
         ctx = RunContext(platform="gpu", profile=profile, device_kind=target.device_kind, n_devices=COMPILE_DEVICES,
                          hardware=hardware.GPUS[target.hardware], seed=seed, processes=processes, mode="compiled",
                          target=target)
-        return _Setting(ctx, env, plan_mod.machine("compile"))
+        return _Setting(ctx, env, budget.machine("compile"))
     env = devices.fingerprint(platform)
     ctx = RunContext(platform=platform, profile=profile, device_kind=env["device_kind"], n_devices=env["n_devices"],
                      hardware=hardware.for_device(platform, env["device_kind"]), seed=seed, processes=processes)
@@ -257,7 +257,7 @@ def _meta(run_id: str, names: Sequence[str], setting: _Setting, configs: dict[st
                       "budget_s": budget_s, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}],
     }
     if compile_for:
-        from jaxgpu import targets
+        from jaxgpu.pricing import targets
 
         meta.update(target=ctx.target.name, compile_options=targets.COMPILE_OPTIONS,
                     target_config=targets.config_text(ctx.target))
@@ -287,13 +287,13 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
 
     Args:
       names: registered experiment names, in order.
-      platform: "cpu" or "gpu" (see ``jaxgpu.devices.resolve``).
+      platform: "cpu" or "gpu" (see ``jaxgpu.ground.devices.resolve``).
       profile: "tiny" (tests), "quick" (the default study) or "full" (reference runs).
       out_dir: the result folder; with ``resume``, cases already recorded there are skipped.
       budget_s: measure key cases first and stop cleanly before this many seconds.
       rests_on: ``rests_on(experiment, params)``: whether a verdict rests on the case (its key).
       settings: ``{experiment: {field: value}}`` applied to the profile's configs.
-      compile_for: a ``jaxgpu.targets`` name ("h200"): compile each experiment's programs for that
+      compile_for: a ``jaxgpu.pricing.targets`` name ("h200"): compile each experiment's programs for that
         GPU on this machine's CPU and record what XLA:GPU plans (``mode: compiled``), running nothing.
 
     Returns:
@@ -321,7 +321,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
     # The folder and run.json exist before anything else can fail (an info() hook importing a
     # broken peer, say): whatever happens next, the run leaves a result folder behind.
     writer = results.RunWriter(out_dir, meta, new=not resume)  # a new run claims its folder atomically
-    from jaxgpu import timing  # imports JAX: the run is about to start it anyway
+    from jaxgpu.ground import timing  # imports JAX: the run is about to start it anyway
 
     counts = {s: 0 for s in results.STATUSES}
     spent = {p.name: 0.0 for p in plans}
@@ -417,15 +417,15 @@ def _done(out_dir: Path, resume: bool, log: Callable[[str], None]) -> set[str]:
 
 
 def _measure_all(plans: list[_Plan], ctx: RunContext, run_id: str, budget_s: float | None,
-                 machine: plan_mod.Machine, writer: results.RunWriter, counts: dict[str, int],
+                 machine: budget.Machine, writer: results.RunWriter, counts: dict[str, int],
                  spent: dict[str, float], bar, log: Callable[[str], None], t_start: float) -> int:
     """Measures the plans' cases in order, writing each record as it comes; returns how many the budget skipped."""
     allow = _allowances(plans, budget_s, machine)
     current, started, skipped, left_out = None, set(), 0, set()
-    from jaxgpu import plans as plans_mod
-    from jaxgpu import timing  # imports JAX: the run has started it
+    from jaxgpu.ground import timing  # imports JAX: the run has started it
+    from jaxgpu.pricing.plans import gpu_targets
 
-    gpus = plans_mod.gpu_targets(ctx.platform, ctx.mode)
+    gpus = gpu_targets(ctx.platform, ctx.mode)
     for p, case in _order(plans, budget_s):
         est = machine.case_seconds(case.cost)
         est += machine.experiment_setup_s if est and p.name not in started else 0.0
@@ -479,10 +479,10 @@ class _Allowance:
         return True
 
 
-def _allowances(plans: list[_Plan], budget_s: float | None, machine: plan_mod.Machine) -> _Allowance | None:
+def _allowances(plans: list[_Plan], budget_s: float | None, machine: budget.Machine) -> _Allowance | None:
     if budget_s is None:
         return None
-    key_s = sum(plan_mod.experiment_seconds([c for c in p.cases if c.key], machine) for p in plans)
+    key_s = sum(budget.experiment_seconds([c for c in p.cases if c.key], machine) for p in plans)
     rest = {p.name: sum(machine.case_seconds(c.cost) for c in p.cases if not c.key) for p in plans}
     left = max(0.0, budget_s - key_s)
     total = sum(rest.values()) or 1.0
@@ -490,7 +490,7 @@ def _allowances(plans: list[_Plan], budget_s: float | None, machine: plan_mod.Ma
 
 
 def _short(params: dict[str, Any]) -> str:
-    return rp.case_label(params)[:60]
+    return labels.case_label(params)[:60]
 
 
 def _measure(exp: Experiment, case: Case, ctx: RunContext, run_id: str) -> results.Record:
@@ -508,14 +508,14 @@ def _measure(exp: Experiment, case: Case, ctx: RunContext, run_id: str) -> resul
 
 
 def _plans(record: results.Record, programs: list, ctx: RunContext, gpus: Sequence[str]) -> list[dict]:
-    """The compiled plans of the program ``record`` timed (``jaxgpu.plans``): none for a record that timed no
+    """The compiled plans of the program ``record`` timed (``jaxgpu.pricing.plans``): none for a record that timed no
     JAX program, and none, rather than a failed case, where a plan cannot be read."""
     if record.status != "ok" or not programs or record.mode != "measured":
         return []
-    from jaxgpu import plans
+    from jaxgpu.pricing.plans import of_case
 
     try:
         # the Triton GEMM choice only in a full run: compiling it costs a quick run half a minute of its five
-        return plans.of_case(record.metrics, programs, ctx.platform, gpus, triton=ctx.profile == "full")
+        return of_case(record.metrics, programs, ctx.platform, gpus, triton=ctx.profile == "full")
     except Exception:  # noqa: BLE001 - the record stands; the report prices it from its counts
         return []

@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax
 import optax
 
-from jaxgpu import data, mlp, timing
+from jaxgpu.ground import data, timing
+from jaxgpu.kernels import mlp
 
 from experiments.contract import RunContext
 from experiments.inference import Config

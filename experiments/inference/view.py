@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -14,16 +14,17 @@ from experiments.contract import View
 CLAIMS = for_experiment("inference")
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Training vs inference", "inference", CLAIMS)
-    good = rp.ok(pairs)
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    sec = figures.Section("Training vs inference", "inference", CLAIMS)
+    good = labels.ok(pairs)
     series, notes = [], []
-    for label, (run, recs) in rp.by_run(good).items():
+    for label, (run, recs) in labels.by_run(good).items():
         pts = sorted((x.params["batch"], x.metrics["samples_per_s"], x.metrics["time_s_median"]) for x in recs
                      if x.params["case"] == "batch")
         if pts:
-            series.append(rp.Series.of(f"{label} throughput (samples/s)", pts, style=rp.style(run)))
-            series.append(rp.Series(f"{label} latency (us per batch)", [p[0] for p in pts], [p[2] * 1e6 for p in pts],
+            series.append(figures.Series.of(f"{label} throughput (samples/s)", pts, style=figures.style(run)))
+            series.append(figures.Series(f"{label} latency (us per batch)", [p[0] for p in pts],
+                                         [p[2] * 1e6 for p in pts],
                                     style=":x" if run.predicted else "--s"))
             best = max(p[1] for p in pts)
             knee = next(p for p in pts if p[1] >= 0.9 * best)
@@ -36,12 +37,14 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                          f"inference step, {m.get('flops_ratio', float('nan')):.1f}x its FLOPs (XLA cost analysis) "
                          f"and {m['memory_ratio']:.1f}x its memory (XLA memory analysis).")
     if series:
-        fig = rp.line_plot(series, xlabel="batch size", ylabel="samples/s  |  us per batch",
+        fig = figures.line_plot(series, xlabel="batch size", ylabel="samples/s  |  us per batch",
                            title="MLP inference: throughput and latency vs batch")
-        sec.plots.append(rp.Plot("inference", fig, " ".join(notes)))
-    rows = [[run.label, x.params["batch"], rp.fmt(x.metrics["time_ratio"]), rp.fmt(x.metrics.get("flops_ratio")),
-             rp.fmt(x.metrics["memory_ratio"])] for run, x in rp.measured(good) if x.params["case"] == "train_vs_infer"]
-    sec.tables.append(rp.Table(["run", "batch", "time ratio", "FLOP ratio", "memory ratio"], rows,
+        sec.plots.append(figures.Plot("inference", fig, " ".join(notes)))
+    rows = [[run.label, x.params["batch"], labels.fmt(x.metrics["time_ratio"]),
+             labels.fmt(x.metrics.get("flops_ratio")),
+             labels.fmt(x.metrics["memory_ratio"])]
+            for run, x in labels.measured(good) if x.params["case"] == "train_vs_infer"]
+    sec.tables.append(figures.Table(["run", "batch", "time ratio", "FLOP ratio", "memory ratio"], rows,
                                "Train step / inference step"))
     return sec
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from jaxgpu import devices, workload
+from jaxgpu.ground import devices, workload
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
 

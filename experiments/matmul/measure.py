@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import re
 
-from jaxgpu import hardware, matmul
+from jaxgpu.ground import hardware
+from jaxgpu.kernels import matmul
 
 from experiments.contract import RunContext
 from experiments.matmul import FP32_TOLERANCE, Config

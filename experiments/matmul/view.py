@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -18,31 +18,31 @@ def _label(run, impl: str) -> str:
     return f"{run.label} {impl}"
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Matrix multiplication (fp32)", "matmul", CLAIMS)
-    sweep = [(r, x) for r, x in rp.ok(pairs, "matmul") if x.params.get("shape") == "square"]
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    sec = figures.Section("Matrix multiplication (fp32)", "matmul", CLAIMS)
+    sweep = [(r, x) for r, x in labels.ok(pairs, "matmul") if x.params.get("shape") == "square"]
     series, limits, lines = [], [], []
-    for label, (run, recs) in rp.by_run(sweep).items():
+    for label, (run, recs) in labels.by_run(sweep).items():
         impls = sorted({x.params["impl"] for x in recs}, key=lambda i: (i != "jax", i))
         for impl in impls:
             pts = sorted((x.params["n"], x.metrics["gflops"], x.metrics) for x in recs if x.params["impl"] == impl)
             flops = [2.0 * n**3 for n, _, _ in pts]
-            series.append(rp.Series(
-                f"{label} {impl}", [p[0] for p in pts], [p[1] for p in pts], style=rp.style(run),
+            series.append(figures.Series(
+                f"{label} {impl}", [p[0] for p in pts], [p[1] for p in pts], style=figures.style(run),
                 lo=[f / m.get("time_s_q75", m["time_s_max"]) / 1e9 for f, (_, _, m) in zip(flops, pts)],
                 hi=[f / m.get("time_s_q25", m["time_s_min"]) / 1e9 for f, (_, _, m) in zip(flops, pts)]))
         hw = run.hardware
         if hw and hw.peak_gflops("fp32"):
-            limits.append(rp.Limit(f"{label} fp32 peak ({hw.kind}) {hw.peak_gflops('fp32'):,.0f} GFLOP/s",
+            limits.append(figures.Limit(f"{label} fp32 peak ({hw.kind}) {hw.peak_gflops('fp32'):,.0f} GFLOP/s",
                                    hw.peak_gflops("fp32")))
         lines.append(_peer_takeaway(label, run, recs))
     if series:
-        fig = rp.line_plot(series, xlabel="n (square n x n x n)", ylabel="GFLOP/s", limits=limits,
+        fig = figures.line_plot(series, xlabel="n (square n x n x n)", ylabel="GFLOP/s", limits=limits,
                            title="fp32 matmul throughput (precision=highest); band: interquartile range of repeats")
-        sec.plots.append(rp.Plot("matmul_gflops", fig, " ".join(line for line in lines if line)))
-    sec.tables.append(_sweep_table(rp.ok(rp.measured(pairs), "matmul")))
-    sec.tables.append(_worked_table(rp.measured(pairs)))
-    for label, (run, _) in rp.by_run(rp.measured(pairs)).items():
+        sec.plots.append(figures.Plot("matmul_gflops", fig, " ".join(line for line in lines if line)))
+    sec.tables.append(_sweep_table(labels.ok(labels.measured(pairs), "matmul")))
+    sec.tables.append(_worked_table(labels.measured(pairs)))
+    for label, (run, _) in labels.by_run(labels.measured(pairs)).items():
         info = run.meta.get("info", {}).get("matmul")
         if info:
             sec.paragraphs.append(f"Libraries on {label}: " + "; ".join(f"{k}: {v}" for k, v in info.items()) + ".")
@@ -81,31 +81,31 @@ def _peer_takeaway(label: str, run, recs) -> str:
     return text + "."
 
 
-def _sweep_table(pairs) -> rp.Table:
+def _sweep_table(pairs) -> figures.Table:
     rows = []
     for run, x in sorted(pairs, key=lambda p: (p[0].label, p[1].params.get("shape", ""), p[1].params.get("m", 0),
                                                p[1].params.get("impl", ""))):
         if "impl" not in x.params:
             continue
         p, m = x.params, x.metrics
-        rows.append([run.label, p["impl"], f"{p['m']}x{p['k']}x{p['n']}", rp.fmt(m["time_s_median"] * 1e3),
-                     f"{rp.fmt(m['time_s_min'] * 1e3)}-{rp.fmt(m['time_s_max'] * 1e3)}", int(m["n_iters"]),
-                     rp.fmt(m["gflops"]), rp.fmt(m.get("peak_fraction")), rp.fmt(m["rel_error"])])
-    return rp.Table(["run", "impl", "m x k x n", "median ms", "min-max ms", "iters", "GFLOP/s", "of peak",
+        rows.append([run.label, p["impl"], f"{p['m']}x{p['k']}x{p['n']}", labels.fmt(m["time_s_median"] * 1e3),
+                     f"{labels.fmt(m['time_s_min'] * 1e3)}-{labels.fmt(m['time_s_max'] * 1e3)}", int(m["n_iters"]),
+                     labels.fmt(m["gflops"]), labels.fmt(m.get("peak_fraction")), labels.fmt(m["rel_error"])])
+    return figures.Table(["run", "impl", "m x k x n", "median ms", "min-max ms", "iters", "GFLOP/s", "of peak",
                      "rel. error"], rows, "Every timed matmul (fp32, precision=highest); rel. error vs numpy float64")
 
 
-def _worked_table(pairs) -> rp.Table:
+def _worked_table(pairs) -> figures.Table:
     rows = []
     for run, x in pairs:
         if x.experiment != "matmul" or x.params.get("case") != "worked_example":
             continue
         if x.status == "ok":
-            rows.append([run.label, x.params["dtype"], rp.fmt(x.metrics["top_left"]),
-                         "exact" if x.metrics["exact"] == 1.0 else f"off by {rp.fmt(x.metrics['max_abs_error'])}"])
+            rows.append([run.label, x.params["dtype"], labels.fmt(x.metrics["top_left"]),
+                         "exact" if x.metrics["exact"] == 1.0 else f"off by {labels.fmt(x.metrics['max_abs_error'])}"])
         else:
             rows.append([run.label, x.params["dtype"], "-", f"{x.status}: {x.reason}"])
-    return rp.Table(["run", "dtype", "top-left (1*5 + 2*7)", "[[19,22],[43,50]]"], rows,
+    return figures.Table(["run", "dtype", "top-left (1*5 + 2*7)", "[[19,22],[43,50]]"], rows,
                     "Claim C03: the explainer's worked example on every dtype (low precision accumulates in "
                     "fp32/int32)")
 

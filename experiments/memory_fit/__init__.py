@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from jaxgpu import fit
+from jaxgpu.pricing import fit
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
 

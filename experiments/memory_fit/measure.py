@@ -10,8 +10,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxgpu import devices, fit, mlp, timing
-from jaxgpu.results import DoesNotFit
+from jaxgpu.ground import devices, timing
+from jaxgpu.kernels import mlp
+from jaxgpu.pricing import fit
+from jaxgpu.records.results import DoesNotFit
 
 from experiments.contract import RunContext
 from experiments.memory_fit import Config
@@ -148,7 +150,7 @@ def table(t: fit.Transformer, preset: str, mode: str) -> dict[str, float]:
 
 def plan(widths, batch, preset, cfg: Config, ctx: RunContext) -> dict[str, float]:
     """The estimate against XLA:GPU's own memory plan of the train step, and where that plan fits."""
-    from jaxgpu import targets
+    from jaxgpu.pricing import targets
 
     dev = ctx.target_devices(1)[0]
     model, opt = mlp.MLP(widths=widths, n_out=10), optax.adamw(1e-3)

@@ -6,8 +6,8 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import fit
-from jaxgpu import report as rp
+from jaxgpu.pricing import fit
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -16,15 +16,15 @@ CLAIMS = for_experiment("memory_fit")
 TOLERANCE = 0.15  # an estimate within this share of XLA's own count holds
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
+def section(pairs: list[labels.Pair]) -> figures.Section:
 
-    sec = rp.Section("What fits in memory: predicted and checked against XLA", "memory_fit", CLAIMS)
-    val = [(r, x) for r, x in rp.ok(pairs) if x.params.get("case") == "mlp_train"]
+    sec = figures.Section("What fits in memory: predicted and checked against XLA", "memory_fit", CLAIMS)
+    val = [(r, x) for r, x in labels.ok(pairs) if x.params.get("case") == "mlp_train"]
     if val:
-        fig = rp.Figure(figsize=(6.0, 4.4), dpi=100)
+        fig = figures.Figure(figsize=(6.0, 4.4), dpi=100)
         ax = fig.add_subplot()
         notes = []
-        for label, (_run, recs) in rp.by_run(val).items():
+        for label, (_run, recs) in labels.by_run(val).items():
             ax.plot([x.metrics["bytes_measured"] / 1e6 for x in recs],
                     [x.metrics["bytes_predicted"] / 1e6 for x in recs],
                     "o", label=label, markersize=4)
@@ -32,14 +32,14 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
             worst = max(recs, key=lambda x: abs(x.metrics["prediction_error"]))
             within = sum(e <= TOLERANCE for e in errs)
             notes.append(f"On {label} the estimate was within {TOLERANCE:.0%} of XLA's memory analysis on {within} of "
-                         f"{len(errs)} MLP train steps (median error {rp.median(errs):.1%}; worst "
+                         f"{len(errs)} MLP train steps (median error {labels.median(errs):.1%}; worst "
                          f"{worst.metrics['prediction_error']:+.1%} at widths {worst.params['widths']}, batch "
                          f"{worst.params['batch']}, {worst.params['preset']})." + _held_out(recs))
         lim = max(x.metrics["bytes_measured"] for _, x in val) / 1e6 * 1.2
         ax.plot([0.1, lim], [0.1, lim], "k--", linewidth=1, label="prediction = XLA")
-        rp.finish(fig, ax, xlabel="XLA memory analysis (MB)", ylabel="estimate (MB)", logx=10, logy=True,
+        figures.finish(fig, ax, xlabel="XLA memory analysis (MB)", ylabel="estimate (MB)", logx=10, logy=True,
                   title="MLP train step (AdamW): estimate vs XLA")
-        sec.plots.append(rp.Plot("memory_fit", fig, " ".join(notes)))
+        sec.plots.append(figures.Plot("memory_fit", fig, " ".join(notes)))
         kept = {}
         for _, x in val:
             if "lowering_keep" in x.metrics:
@@ -54,12 +54,12 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                     f"layer), {m['lowering_input_copy']:g} per input, {m['lowering_weight_copy']:g} per weight"
                     for preset, m in kept.items()) + ".")
         rows = [[run.label, "x".join(map(str, x.params["widths"])), x.params["batch"], x.params["preset"],
-                 rp.fmt(x.metrics["bytes_predicted"] / 1e6), rp.fmt(x.metrics["bytes_measured"] / 1e6),
-                 f"{x.metrics['prediction_error']:+.1%}", rp.fmt(x.metrics.get("peak_bytes", float("nan")) / 1e6)]
+                 labels.fmt(x.metrics["bytes_predicted"] / 1e6), labels.fmt(x.metrics["bytes_measured"] / 1e6),
+                 f"{x.metrics['prediction_error']:+.1%}", labels.fmt(x.metrics.get("peak_bytes", float("nan")) / 1e6)]
                 for run, x in val]
-        sec.tables.append(rp.Table(["run", "widths", "batch", "preset", "estimate MB", "XLA MB", "error",
+        sec.tables.append(figures.Table(["run", "widths", "batch", "preset", "estimate MB", "XLA MB", "error",
                                     "device peak MB"], rows, "Estimate vs compiled.memory_analysis()"))
-    tab = [x for _, x in rp.ok(pairs) if x.params.get("case") == "transformer"]
+    tab = [x for _, x in labels.ok(pairs) if x.params.get("case") == "transformer"]
     if tab:
         seen, rows = set(), []
         for x in tab:
@@ -68,9 +68,11 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                 continue
             seen.add(key)
             m = x.metrics
-            rows.append([x.params["model"], x.params["mode"], x.params["preset"], rp.fmt(m["bytes_predicted"] / 1e9),
+            rows.append([x.params["model"], x.params["mode"], x.params["preset"],
+                         labels.fmt(m["bytes_predicted"] / 1e9),
                          *["yes" if m[f"fits_{gb}gb"] else "no" for gb in fit.GPU_MEMORY_GB]])
-        sec.tables.append(rp.Table(["model", "mode", "preset", "GB", *[f"fits {gb} GB" for gb in fit.GPU_MEMORY_GB]],
+        sec.tables.append(figures.Table(["model", "mode", "preset", "GB",
+                                         *[f"fits {gb} GB" for gb in fit.GPU_MEMORY_GB]],
                                    rows, "Decoder-only transformers, sequence 2048, batch 1: training with Adam "
                                          "(state + activations) and inference (weights + KV cache)"))
         t7 = next((x for x in tab if x.params == {"case": "transformer", "model": "7B", "preset": "bf16",
@@ -83,7 +85,7 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                 f"{i7.metrics['bytes_predicted'] / 1e9:.0f} GB to serve in bf16 and "
                 f"{t7.metrics['bytes_predicted'] / 1e9:.0f} GB to train with Adam "
                 f"({t7.metrics['bytes_predicted'] / i7.metrics['bytes_predicted']:.1f}x).")
-    sec.paragraphs += rp.not_ok(pairs)
+    sec.paragraphs += labels.not_ok(pairs)
     return sec
 
 
@@ -96,13 +98,13 @@ def _held_out(recs) -> str:
             f"{sum(e <= TOLERANCE for e in out)} of {len(out)} (worst {max(out):.1%}).")
 
 
-def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+def compiled(sec: figures.Section, pairs: list[labels.Pair]) -> None:
     """The estimate against XLA:GPU's own memory plan, and where each plan fits (compiled, not run)."""
-    good = rp.ok(pairs)
+    good = labels.ok(pairs)
     if not good:
         return
     rows = [[run.label, "x".join(map(str, x.params["widths"])), x.params["batch"], x.params["preset"],
-             rp.fmt(x.metrics["bytes_predicted"] / 1e6), rp.fmt(x.metrics["bytes_compiled"] / 1e6),
+             labels.fmt(x.metrics["bytes_predicted"] / 1e6), labels.fmt(x.metrics["bytes_compiled"] / 1e6),
              f"{x.metrics['prediction_error']:+.1%}",
              ", ".join(f"{gb} GB" for gb in fit.GPU_MEMORY_GB if x.metrics.get(f"fits_{gb}gb")) or "none"]
             for run, x in good]
@@ -111,9 +113,9 @@ def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
     sec.paragraphs.append(
         f"Compiled for {good[0][0].label}: the estimate, whose byte counts were read off XLA:CPU, was within "
         f"{TOLERANCE:.0%} of XLA:GPU's own plan on {within} of {len(errs)} train steps (median error "
-        f"{rp.median(errs):.1%}): out of sample, the CPU's lowering does not carry over to the GPU's. What fits "
+        f"{labels.median(errs):.1%}): out of sample, the CPU's lowering does not carry over to the GPU's. What fits "
         "where is decided by XLA:GPU's count (arguments + outputs + temporaries - aliased), not by the estimate.")
-    sec.tables.append(rp.Table(["run", "widths", "batch", "preset", "estimate MB", "XLA:GPU MB", "error",
+    sec.tables.append(figures.Table(["run", "widths", "batch", "preset", "estimate MB", "XLA:GPU MB", "error",
                                 "fits on"], rows, "Compiled, not run: the train step's memory as XLA:GPU plans it"))
 
 

@@ -7,7 +7,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxgpu import data, mlp, stack, timing
+from jaxgpu.ground import data, stack, timing
+from jaxgpu.kernels import mlp
 
 from experiments.contract import RunContext
 from experiments.op_mix import Config
@@ -56,7 +57,7 @@ def block(cfg: Config, ctx: RunContext) -> dict[str, float]:
 
 def plan(model: str, cfg: Config, ctx: RunContext, width: int = 0) -> dict[str, float]:
     """The FLOP shares of the step XLA:GPU compiles for the target, and the libraries it calls."""
-    from jaxgpu import targets
+    from jaxgpu.pricing import targets
 
     dev = ctx.target_devices(1)[0]
     if model == "mlp":

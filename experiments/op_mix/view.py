@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -14,31 +14,31 @@ from experiments.contract import View
 CLAIMS = for_experiment("op_mix")
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
+def section(pairs: list[labels.Pair]) -> figures.Section:
 
-    sec = rp.Section("Is deep learning mostly matrix multiplication?", "op_mix", CLAIMS)
+    sec = figures.Section("Is deep learning mostly matrix multiplication?", "op_mix", CLAIMS)
     # shares of time need the dots timed apart: a prediction of the whole step has none to draw
-    good = rp.ok(rp.measured(pairs))
+    good = labels.ok(labels.measured(pairs))
     if not good:
         return sec
-    fig = rp.Figure(figsize=(7.5, 3.8), dpi=100)
+    fig = figures.Figure(figsize=(7.5, 3.8), dpi=100)
     ax = fig.add_subplot()
-    labels, flop, tshare = [], [], []
+    names, flop, tshare = [], [], []
     for run, x in good:
-        labels.append(f"{run.label}\n{x.params['model'].replace('transformer_block', 'block')} w={x.params['width']}")
+        names.append(f"{run.label}\n{x.params['model'].replace('transformer_block', 'block')} w={x.params['width']}")
         flop.append(x.metrics["dot_flop_share"])
         tshare.append(x.metrics["dot_time_share"])
-    xs = range(len(labels))
+    xs = range(len(names))
     ax.bar([i - 0.2 for i in xs], flop, width=0.4, label="share of FLOPs in dot")
     ax.bar([i + 0.2 for i in xs], tshare, width=0.4, label="share of time in dot")
-    ax.set_xticks(list(xs), labels, fontsize=7)
+    ax.set_xticks(list(xs), names, fontsize=7)
     ax.set_ylim(0, 1.05)
     ax.set_title("train step: matmul share of FLOPs and of time", fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     notes = []
-    for label, (_run, recs) in rp.by_run(good).items():
+    for label, (_run, recs) in labels.by_run(good).items():
         m = sorted((x for x in recs if x.params["model"] == "mlp"), key=lambda x: x.params["width"])
         if m:
             notes.append(f"On {label} the MLP train step spent {m[0].metrics['dot_flop_share']:.0%} of its FLOPs and "
@@ -50,28 +50,30 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
             notes.append(f"A transformer block (d={t.params['width']}, seq {t.params['seq']}): "
                          f"{t.metrics['dot_flop_share']:.0%} of FLOPs, {t.metrics['dot_time_share']:.0%} of time in "
                          "matmul.")
-    sec.plots.append(rp.Plot("op_mix", fig, " ".join(notes)))
-    rows = [[run.label, x.params["model"], x.params["width"], rp.fmt(x.metrics["dot_flop_share"]),
-             rp.fmt(x.metrics["elementwise_flop_share"]), rp.fmt(x.metrics["reduce_flop_share"]),
-             rp.fmt(x.metrics["dot_time_share"]), rp.fmt(x.metrics["flops_parsed"]), rp.fmt(x.metrics.get("flops_xla"))]
+    sec.plots.append(figures.Plot("op_mix", fig, " ".join(notes)))
+    rows = [[run.label, x.params["model"], x.params["width"], labels.fmt(x.metrics["dot_flop_share"]),
+             labels.fmt(x.metrics["elementwise_flop_share"]), labels.fmt(x.metrics["reduce_flop_share"]),
+             labels.fmt(x.metrics["dot_time_share"]), labels.fmt(x.metrics["flops_parsed"]),
+             labels.fmt(x.metrics.get("flops_xla"))]
             for run, x in good]
     sec.paragraphs.append("Time share = time of a program doing only the step's dots, each at the precision it has "
                           "in the step, over the whole step; above 1 means the dots alone, unfused, ran slower than "
                           "inside the step.")
-    sec.tables.append(rp.Table(["run", "model", "width", "dot FLOPs", "elementwise", "reduce", "dot time",
+    sec.tables.append(figures.Table(["run", "model", "width", "dot FLOPs", "elementwise", "reduce", "dot time",
                                 "FLOPs (parsed)", "FLOPs (XLA)"], rows,
                                "FLOP shares from the HLO; time share = a program of only the step's dots / the "
                                "whole step"))
     return sec
 
 
-def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+def compiled(sec: figures.Section, pairs: list[labels.Pair]) -> None:
     """FLOP shares of the train steps compiled for a GPU (compiled, not run: no time shares)."""
-    rows = [[run.label, x.params["model"], x.params["width"], rp.fmt(x.metrics["dot_flop_share"]),
-             rp.fmt(x.metrics["elementwise_flop_share"]), rp.fmt(x.metrics["reduce_flop_share"]),
-             rp.libraries(x.metrics)] for run, x in rp.ok(pairs)]
+    rows = [[run.label, x.params["model"], x.params["width"], labels.fmt(x.metrics["dot_flop_share"]),
+             labels.fmt(x.metrics["elementwise_flop_share"]), labels.fmt(x.metrics["reduce_flop_share"]),
+             labels.libraries(x.metrics)] for run, x in labels.ok(pairs)]
     if rows:
-        sec.tables.append(rp.Table(["run", "model", "width", "dot FLOPs", "elementwise", "reduce", "library calls"],
+        sec.tables.append(figures.Table(["run", "model", "width", "dot FLOPs", "elementwise", "reduce",
+                                         "library calls"],
                                    rows, "Compiled, not run: FLOP shares of the GPU program and the libraries its "
                                          "dots become"))
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from jaxgpu import devices, workload
-from jaxgpu.presets import PRESETS, formats
+from jaxgpu.ground import devices, workload
+from jaxgpu.ground.presets import PRESETS, formats
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
 

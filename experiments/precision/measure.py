@@ -6,7 +6,9 @@ import contextlib
 import functools
 import math
 
-from jaxgpu import matmul, precision, results, stack
+from jaxgpu.ground import precision, stack
+from jaxgpu.kernels import matmul
+from jaxgpu.records import results
 
 from experiments.contract import RunContext
 from experiments.precision import ACC_COUNT, ACC_VALUE, PEER_BUDGET, Config
@@ -89,7 +91,7 @@ def range_record(dtype: str, value: float) -> dict[str, float]:
 
 def plan(preset: str, n: int, ctx: RunContext) -> dict[str, float]:
     """What XLA:GPU makes of one preset's matmul on the target: its GEMM library, its operand types."""
-    from jaxgpu import targets
+    from jaxgpu.pricing import targets
 
     p = precision.get(preset)
     dev = ctx.target_devices(1)[0]

@@ -6,8 +6,8 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import presets
-from jaxgpu import report as rp
+from jaxgpu.ground import presets
+from jaxgpu.records import figures, labels
 
 from experiments.analysis import derive
 from experiments.analysis.claims import for_experiment
@@ -21,24 +21,24 @@ def _sel(pairs, case):
     return [(r, x) for r, x in pairs if x.params.get("case") == case]
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Precision and Tensor Cores: one matmul in every format", "precision", CLAIMS)
-    sweep = rp.ok(_sel(pairs, "sweep"))
-    groups = rp.by_run(sweep)
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    sec = figures.Section("Precision and Tensor Cores: one matmul in every format", "precision", CLAIMS)
+    sweep = labels.ok(_sel(pairs, "sweep"))
+    groups = labels.by_run(sweep)
     takeaways = [_sweep_takeaway(label, recs) for label, (run, recs) in groups.items()]
     if groups:
-        sec.plots.append(rp.Plot("precision_gflops", _rate_bars(groups), " ".join(t for t in takeaways if t)))
-        sec.plots.append(_error_plot(rp.by_run(rp.measured(sweep))))
-    pairs = rp.measured(pairs)  # below: what ran
-    sec.tables.append(_sweep_table(rp.measured(sweep)))
+        sec.plots.append(figures.Plot("precision_gflops", _rate_bars(groups), " ".join(t for t in takeaways if t)))
+        sec.plots.append(_error_plot(labels.by_run(labels.measured(sweep))))
+    pairs = labels.measured(pairs)  # below: what ran
+    sec.tables.append(_sweep_table(labels.measured(sweep)))
     sec.tables.append(_mamf_table(_sel(pairs, "mamf")))
-    sec.tables.append(_format_table(rp.ok(_sel(pairs, "format"))))
-    acc_text, acc_table = _accumulate_view(rp.ok(_sel(pairs, "accumulate")))
+    sec.tables.append(_format_table(labels.ok(_sel(pairs, "format"))))
+    acc_text, acc_table = _accumulate_view(labels.ok(_sel(pairs, "accumulate")))
     sec.tables.append(acc_table)
-    rng_text, rng_table = _range_view(rp.ok(_sel(pairs, "range")))
+    rng_text, rng_table = _range_view(labels.ok(_sel(pairs, "range")))
     sec.tables.append(rng_table)
     sec.paragraphs += [t for t in (acc_text, rng_text) if t]
-    sec.paragraphs += rp.not_ok(pairs, lambda x: f"{x.params.get('preset', x.params)} n={x.params.get('n', '-')}")
+    sec.paragraphs += labels.not_ok(pairs, lambda x: f"{x.params.get('preset', x.params)} n={x.params.get('n', '-')}")
     return sec
 
 
@@ -80,12 +80,12 @@ def _upcast_note(m: dict) -> str:
     return f", upcast to {int(m['upcast_bits'])}-bit" if m.get("upcast_bits") else ""
 
 
-def _rate_bars(groups) -> rp.Figure:
+def _rate_bars(groups) -> figures.Figure:
     """JAX's GFLOP/s per preset at each run's largest n, a bar per run (a predicted run hatched), each bar's
     peak from the hardware table as a black tick above it and its speed-up over the run's fp32 on it: one
     colour per run, the presets in one order for every run."""
     names = list(presets.PRESETS)
-    fig = rp.Figure(figsize=(8.0, 4.0), dpi=100)
+    fig = figures.Figure(figsize=(8.0, 4.0), dpi=100)
     ax = fig.add_subplot()
     width = 0.8 / max(len(groups), 1)
     for i, (label, (run, recs)) in enumerate(groups.items()):
@@ -109,16 +109,16 @@ def _rate_bars(groups) -> rp.Figure:
     ax.plot([], [], color="black", linewidth=1.2, label="peak (datasheet or CPU estimate)")
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], [n.replace("_", " ") for n in names],
                   fontsize=8)
-    rp.finish(fig, ax, ylabel="GFLOP/s (int8: GOP/s)", logy=True, grid="y",
+    figures.finish(fig, ax, ylabel="GFLOP/s (int8: GOP/s)", logy=True, grid="y",
               title="one matmul per precision preset at the largest n: rate, speed-up over fp32, peak")
     ax.set_ylim(top=ax.get_ylim()[1] * 30)  # room above the bars for the legend
     ax.legend(fontsize=7, loc="upper left", ncols=2)
     return fig
 
 
-def _error_plot(groups) -> rp.Plot:
+def _error_plot(groups) -> figures.Plot:
 
-    fig = rp.Figure(figsize=(7.0, 3.8), dpi=100)
+    fig = figures.Figure(figsize=(7.0, 3.8), dpi=100)
     ax = fig.add_subplot()
     names = list(presets.PRESETS)
     width = 0.8 / max(len(groups), 1)
@@ -134,7 +134,7 @@ def _error_plot(groups) -> rp.Plot:
         ax.bar(xs, ys, width=width, label=f"{label} n={n}")
         worst[label] = errs
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, fontsize=8)
-    rp.finish(fig, ax, ylabel="rel. error vs float64", logy=True, grid="y",
+    figures.finish(fig, ax, ylabel="rel. error vs float64", logy=True, grid="y",
               title="accuracy per preset (whole quantise-multiply-dequantise path)")
     parts = []
     for label, errs in worst.items():
@@ -143,21 +143,23 @@ def _error_plot(groups) -> rp.Plot:
                      f"{ordered[-1]} ({errs[ordered[-1]]:.0e})"
                      + (f"; bf16 {errs['bf16']:.0e} vs fp16 {errs['fp16']:.0e}" if {"bf16",
                                                                                     "fp16"} <= set(errs) else ""))
-    return rp.Plot("precision_error", fig, ". ".join(parts) + ".")
+    return figures.Plot("precision_error", fig, ". ".join(parts) + ".")
 
 
-def _sweep_table(sweep) -> rp.Table:
+def _sweep_table(sweep) -> figures.Table:
     rows = []
-    speedups = {label: derive.precision_speedups(recs) for label, (run, recs) in rp.by_run(sweep).items()}
+    speedups = {label: derive.precision_speedups(recs) for label, (run, recs) in labels.by_run(sweep).items()}
     order = {name: i for i, name in enumerate(presets.PRESETS)}
     for run, x in sorted(sweep, key=lambda p: (p[0].label, p[1].params["n"], p[1].params["impl"],
                                                 order.get(p[1].params["preset"], 99))):
         m = x.metrics
-        rows.append([run.label, x.params["impl"], x.params["preset"], x.params["n"], rp.fmt(m["time_s_median"] * 1e3),
-                     rp.fmt(m["gflops"]), rp.fmt(_speedup(speedups, run.label, x)), rp.fmt(m.get("peak_fraction")),
-                     int(m.get("bytes_per_element", 0)), rp.fmt(m["rel_error"]),
+        rows.append([run.label, x.params["impl"], x.params["preset"], x.params["n"],
+                     labels.fmt(m["time_s_median"] * 1e3),
+                     labels.fmt(m["gflops"]), labels.fmt(_speedup(speedups, run.label,
+                                                                  x)), labels.fmt(m.get("peak_fraction")),
+                     int(m.get("bytes_per_element", 0)), labels.fmt(m["rel_error"]),
                      _upcast_cell(m)])
-    return rp.Table(["run", "impl", "preset", "n", "median ms", "GFLOP/s", "x fp32", "of peak", "bytes/elem",
+    return figures.Table(["run", "impl", "preset", "n", "median ms", "GFLOP/s", "x fp32", "of peak", "bytes/elem",
                      "rel. error", "upcast"], rows,
                     "Every timed preset; x fp32 = speed-up over fp32 (HIGHEST) at the same n, the sweep's own fp32 "
                     "timing beside the other presets (the matmul section times the same fp32 product apart: two "
@@ -172,17 +174,18 @@ def _speedup(speedups, label, x):
     return got[1] if got else None
 
 
-def _mamf_table(pairs) -> rp.Table:
+def _mamf_table(pairs) -> figures.Table:
     rows = []
     for run, x in pairs:
         if x.status != "ok":
             rows.append([run.label, x.params["preset"], "-", "-", "-", "-", f"{x.status}: {x.reason}"])
             continue
         m = x.metrics
-        rows.append([run.label, x.params["preset"], f"{int(m['m'])}x{int(m['k'])}x{int(m['n'])}", rp.fmt(m["gflops"]),
-                     rp.fmt(m.get("peak_fraction")), rp.fmt(m.get("torch_gflops")),
+        rows.append([run.label, x.params["preset"], f"{int(m['m'])}x{int(m['k'])}x{int(m['n'])}",
+                     labels.fmt(m["gflops"]),
+                     labels.fmt(m.get("peak_fraction")), labels.fmt(m.get("torch_gflops")),
                      _search(m)])
-    return rp.Table(["run", "preset", "best m x k x n", "GFLOP/s", "of peak", "torch same shape", "search"], rows,
+    return figures.Table(["run", "preset", "best m x k x n", "GFLOP/s", "of peak", "torch same shape", "search"], rows,
                     "Maximum achievable matmul FLOP/s (MAMF): the practical peak, searched around the large sizes; "
                     f"a search of fewer than {MAMF_SEARCHED} shapes (a quick run's) gives the best of a sample, "
                     "not the maximum")
@@ -199,7 +202,7 @@ def _search(m: dict) -> str:
     return said if n >= MAMF_SEARCHED else f"{said}: the best of a sample, not the maximum"
 
 
-def _format_table(pairs) -> rp.Table:
+def _format_table(pairs) -> figures.Table:
     seen, rows = set(), []
     for _, x in pairs:
         f = x.params["format"]
@@ -207,19 +210,20 @@ def _format_table(pairs) -> rp.Table:
             continue
         seen.add(f)
         m = x.metrics
-        rows.append([f, int(m["bits"]), int(m["exponent_bits"]), int(m["mantissa_bits"]), rp.fmt(m["eps"]),
-                     rp.fmt(m["max"]), rp.fmt(m["min_normal"]), rp.fmt(m["decimal_digits"])])
-    return rp.Table(["format", "bits", "exponent", "mantissa", "epsilon", "largest", "smallest normal",
+        rows.append([f, int(m["bits"]), int(m["exponent_bits"]), int(m["mantissa_bits"]), labels.fmt(m["eps"]),
+                     labels.fmt(m["max"]), labels.fmt(m["min_normal"]), labels.fmt(m["decimal_digits"])])
+    return figures.Table(["format", "bits", "exponent", "mantissa", "epsilon", "largest", "smallest normal",
                      "decimal digits"], rows, "Claim C14: number formats, from jnp.finfo / iinfo")
 
 
-def _accumulate_view(pairs) -> tuple[str, rp.Table]:
+def _accumulate_view(pairs) -> tuple[str, figures.Table]:
     rows, worst = [], None
     for run, x in pairs:
         m = x.metrics
-        rows.append([run.label, x.params["dtype"], x.params["accumulator"], rp.fmt(m["result"], 5), rp.fmt(m["exact"],
+        rows.append([run.label, x.params["dtype"], x.params["accumulator"], labels.fmt(m["result"], 5),
+                     labels.fmt(m["exact"],
                                                                                                            5),
-                     rp.fmt(m["rel_error"])])
+                     labels.fmt(m["rel_error"])])
         worse = worst is None or m["rel_error"] > worst[1].metrics["rel_error"]
         if x.params["accumulator"] == x.params["dtype"] and worse:
             worst = (run, x)
@@ -229,46 +233,46 @@ def _accumulate_view(pairs) -> tuple[str, rp.Table]:
         text = (f"Adding {ACC_VALUE} to itself {ACC_COUNT} times (exactly {ACC_VALUE * ACC_COUNT:g}) in a "
                 f"{x.params['dtype']} accumulator gave {x.metrics['result']:g} on {run.label}: once the sum's spacing "
                 "exceeds twice the addend, additions round away. This is why low-precision matmuls accumulate in fp32.")
-    return text, rp.Table(["run", "values", "accumulator", "sum", "exact", "rel. error"], rows,
+    return text, figures.Table(["run", "values", "accumulator", "sum", "exact", "rel. error"], rows,
                           f"Sequential sum of {ACC_COUNT} x {ACC_VALUE}")
 
 
-def _range_view(pairs) -> tuple[str, rp.Table]:
+def _range_view(pairs) -> tuple[str, figures.Table]:
     rows, lost = [], []
     for run, x in pairs:
         m = x.metrics
-        what = "overflow (inf)" if m["overflow"] else "underflow (0)" if m["underflow"] else rp.fmt(m["stored"])
-        rows.append([run.label, x.params["dtype"], rp.fmt(x.params["value"]), what, rp.fmt(m.get("rel_error"))])
+        what = "overflow (inf)" if m["overflow"] else "underflow (0)" if m["underflow"] else labels.fmt(m["stored"])
+        rows.append([run.label, x.params["dtype"], labels.fmt(x.params["value"]), what, labels.fmt(m.get("rel_error"))])
         if m["overflow"] or m["underflow"]:
             lost.append(f"{x.params['value']:g} in {x.params['dtype']} -> {'inf' if m['overflow'] else '0'}")
     held = sorted({x.params["dtype"] for _, x in pairs if not (x.metrics["overflow"] or x.metrics["underflow"])})
     held_by = f"; held by {', '.join(held)}" if held else ""
     text = ("Range, measured: " + "; ".join(lost) + held_by + ".") if lost else ""
-    return text, rp.Table(["run", "dtype", "value", "stored", "rel. error"], rows,
+    return text, figures.Table(["run", "dtype", "value", "stored", "rel. error"], rows,
                           "Values outside fp16's range that bf16's 8-bit exponent holds")
 
 
-def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+def compiled(sec: figures.Section, pairs: list[labels.Pair]) -> None:
     """What each preset's matmul becomes on a GPU this machine compiled for (compiled, not run)."""
     rows, kept, widened = [], [], []
     order = {name: i for i, name in enumerate(presets.PRESETS)}
-    for run, x in sorted(rp.ok(pairs), key=lambda p: (p[0].label, p[1].params["n"],
+    for run, x in sorted(labels.ok(pairs), key=lambda p: (p[0].label, p[1].params["n"],
                                                         order.get(p[1].params["preset"], 99))):
         m, preset = x.metrics, x.params["preset"]
         hw = run.hardware
         peak = hw.peak_gflops(presets.PRESETS[preset].hardware_dtype) if hw and preset in presets.PRESETS else None
         up = int(m.get("upcast_bits", 0))
-        rows.append([run.label, preset, x.params["n"], rp.libraries(m), f"to {up}-bit" if up else "kept",
-                     rp.fmt(peak / 1e3 if peak else None), rp.fmt(m.get("bytes_compiled", 0) / 1e6)])
+        rows.append([run.label, preset, x.params["n"], labels.libraries(m), f"to {up}-bit" if up else "kept",
+                     labels.fmt(peak / 1e3 if peak else None), labels.fmt(m.get("bytes_compiled", 0) / 1e6)])
         if x.params["n"] == max(y.params["n"] for _, y in pairs):
-            (widened if up else kept).append(f"{preset} ({rp.libraries(m)})" if not up else f"{preset} to {up}-bit")
+            (widened if up else kept).append(f"{preset} ({labels.libraries(m)})" if not up else f"{preset} to {up}-bit")
     if rows:
         label = pairs[0][0].label
         sec.paragraphs.append(f"Compiled for {label}: the GEMM of each preset as XLA:GPU plans it (cuBLAS(Lt) asked "
                               "for, since without a device XLA cannot autotune between libraries and Triton). Kept "
                               f"in their own format: {', '.join(kept) or 'none'}; widened before the product: "
                               f"{', '.join(widened) or 'none'}. A plan, not a speed: the peaks are the datasheet's.")
-        sec.tables.append(rp.Table(["run", "preset", "n", "library calls", "operands", "datasheet TFLOP/s",
+        sec.tables.append(figures.Table(["run", "preset", "n", "library calls", "operands", "datasheet TFLOP/s",
                                     "MB"], rows, "Compiled, not run: each preset's matmul on the target GPU"))
 
 

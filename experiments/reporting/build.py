@@ -10,14 +10,12 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-from jaxgpu import report as rp
-from jaxgpu import results
+from jaxgpu.records import figures, labels, results
 
 import experiments
-from experiments.analysis import claims, prediction
+from experiments.analysis import claims, pricing
 from experiments.analysis.evidence import MissingField, guard
-from experiments.reporting import frozen, summary
-from experiments.reporting import prediction as prediction_section
+from experiments.reporting import accuracy, frozen, summary
 
 TITLE = "jaxgpu: what does a GPU really buy deep learning?"
 INTRO = ("A popular explainer, {explainer}, tells its readers why GPUs suit deep learning. This report puts its 18 "
@@ -28,7 +26,7 @@ INTRO = ("A popular explainer, {explainer}, tells its readers why GPUs suit deep
 _RATE_METRICS = ("gflops", "gbytes_per_s", "samples_per_s")
 
 
-def build_sections(runs: Sequence[results.Run], notes: Sequence[str] = ()) -> list[rp.Section]:
+def build_sections(runs: Sequence[results.Run], notes: Sequence[str] = ()) -> list[figures.Section]:
     """The report's sections from runs (``notes``: sentences about how they were read, for the Runs section).
 
     Every record reaches the views guarded (``analysis.evidence``): a section whose records lack a field
@@ -37,7 +35,7 @@ def build_sections(runs: Sequence[results.Run], notes: Sequence[str] = ()) -> li
     pairs = results.merge(runs)
     present = {rec.experiment for _, rec in pairs}
     broken: list[str] = []  # what could not be drawn, in one line each (the ledger's first paragraphs)
-    gpu, guessed = _drawn(lambda: predictions(runs), "The GPU predictions", broken) or (prediction.gpu_of(runs), [])
+    gpu, guessed = _drawn(lambda: predictions(runs), "The GPU predictions", broken) or (pricing.gpu_of(runs), [])
     sections = [summary_section(runs, pairs, gpu, broken), ledger_section(pairs, present, guessed, gpu)]
     forecasts = _drawn(lambda: predicted_tables(runs, pairs, guessed, gpu), "The predicted tables", broken) or {}
     for name in experiments.names():
@@ -48,34 +46,34 @@ def build_sections(runs: Sequence[results.Run], notes: Sequence[str] = ()) -> li
             sections.append(sec)
     speed = _drawn(lambda: speedup_table(pairs), "The GPU / CPU speed-up table", broken)
     if speed is not None and speed.rows:
-        sections.append(rp.Section("GPU / CPU speed-up per case", "speedup", paragraphs=[
+        sections.append(figures.Section("GPU / CPU speed-up per case", "speedup", paragraphs=[
             "For every case measured on both a GPU and a CPU run: the GPU's rate over the CPU's "
             "(or the CPU's time over the GPU's), against the CPU of the GPU's own machine where that run is "
             "here."], tables=[speed]))
     before = _drawn(lambda: frozen.section(runs), "The predictions made before the GPU ran", broken)
     if before is not None:
         sections.append(before)
-    predicted = _drawn(lambda: prediction_section.section(runs), "How well does the roofline predict?", broken)
+    predicted = _drawn(lambda: accuracy.section(runs), "How well does the roofline predict?", broken)
     if predicted:
         sections.append(predicted)
     sections[1].paragraphs[:0] = completion_notes(runs) + broken
-    tables = [rp.env_table(list(runs))]
+    tables = [figures.env_table(list(runs))]
     plan = plan_table(runs)
     if plan.rows:
         tables.append(plan)
-    sections.append(rp.Section("Runs", "runs", tables=tables, paragraphs=[*notes, _status_summary(runs)]))
+    sections.append(figures.Section("Runs", "runs", tables=tables, paragraphs=[*notes, _status_summary(runs)]))
     return sections
 
 
-def summary_section(runs, pairs, gpu: str, broken: list[str]) -> rp.Section:
+def summary_section(runs, pairs, gpu: str, broken: list[str]) -> figures.Section:
     """What a GPU buys, first: ``summary.rows`` as a table, the machine named, each row's source below."""
     rows = _drawn(lambda: summary.rows(runs, pairs, gpu), "The summary", broken) or []
     cpu = next((r for r in runs if r.env.get("backend") == "cpu" and not r.compiled), None)
     hw = cpu.hardware if cpu else None
     machine = cpu.machine if cpu else "this machine"
-    peak = (f", fp32 peak {rp.si(hw.peak_flops('fp32'), 'FLOP/s')} ({hw.kind})" if hw and hw.peak_flops("fp32")
+    peak = (f", fp32 peak {labels.si(hw.peak_flops('fp32'), 'FLOP/s')} ({hw.kind})" if hw and hw.peak_flops("fp32")
             else "")
-    sec = rp.Section("What does a GPU buy? The answer first", "summary", paragraphs=[
+    sec = figures.Section("What does a GPU buy? The answer first", "summary", paragraphs=[
         f"\"Here\" is the machine this study ran on, {machine}{peak}, measured (run {cpu.path.name if cpu else '-'}). "
         f"The GPU column is the {gpu}: measured where a GPU run is merged; otherwise \"compiled, not run\" (XLA "
         "compiled the program for that GPU and its memory plan is read) or \"predicted, not run\" (that compiled "
@@ -100,12 +98,12 @@ VERDICT_MARKS = {"supported": "yes", "supported with caveats": "caveat", "contra
                  "inconclusive": "unsure", "not run": "none"}
 
 
-def experiment_section(name: str, pairs, predicted=()) -> rp.Section:
+def experiment_section(name: str, pairs, predicted=()) -> figures.Section:
     """An experiment's section: its view of the measured records, then what compiled runs planned.
 
     A compiled record (a program compiled for a GPU this machine does not have) never enters
     the measured figures: the view's ``compiled`` part shows it, labelled, or a plain table.
-    ``predicted``: the CPU cases as predicted on a GPU (``prediction.predicted_pairs``), which the view
+    ``predicted``: the CPU cases as predicted on a GPU (``pricing.predicted_pairs``), which the view
     draws as one more run, its label saying "predicted, not run"."""
     view = experiments.view(name)
     mine = [p for p in pairs if p[1].experiment == name]
@@ -114,7 +112,7 @@ def experiment_section(name: str, pairs, predicted=()) -> rp.Section:
     try:
         sec = view.section(measured + list(predicted))
     except MissingField as err:  # a damaged or older record: this section says so, the others build
-        return rp.Section(f"{name}: {experiments.load(name).description}", name, claims.for_experiment(name),
+        return figures.Section(f"{name}: {experiments.load(name).description}", name, claims.for_experiment(name),
                           paragraphs=[f"This section could not be drawn from its records: {err}. The records are "
                                       "in results.jsonl; the other sections and the ledger do not need them."])
     if not measured:  # only compiled records: the measured figures would be empty frames
@@ -144,34 +142,34 @@ def _said_predicted(text: str, twin: results.Run) -> str:
     return re.sub(rf"\b[Oo]n {label}", said, text).replace(twin.label, said)
 
 
-def _say_predicted(sec: rp.Section, twins) -> None:
+def _say_predicted(sec: figures.Section, twins) -> None:
     """The section's sentences about predicted twins in the report's words (``_said_predicted``); figures keep
     the twin's label, whose legend says "predicted, not run"."""
     for twin in twins:
         sec.paragraphs = [_said_predicted(p, twin) for p in sec.paragraphs]
-        sec.plots = [rp.Plot(p.name, p.figure, _said_predicted(p.takeaway, twin)) for p in sec.plots]
+        sec.plots = [figures.Plot(p.name, p.figure, _said_predicted(p.takeaway, twin)) for p in sec.plots]
 
 
 def predictions(runs: Sequence[results.Run]) -> tuple[str, list[tuple[results.Run, results.Record]]]:
     """The GPU the CPU runs' programs are predicted on (a merged GPU run's own, else an H200) and their timed
     cases as predicted there: the report's predicted twins, made once per report."""
-    gpu = prediction.gpu_of(list(runs))
-    return gpu, prediction.predicted_pairs(list(runs), gpu)
+    gpu = pricing.gpu_of(list(runs))
+    return gpu, pricing.predicted_pairs(list(runs), gpu)
 
 
 def predicted_tables(runs: Sequence[results.Run], pairs=None, guessed=None, gpu: str | None = None
-                     ) -> dict[str, rp.Table]:
+                     ) -> dict[str, figures.Table]:
     """Per experiment: its timed CPU cases predicted on ``gpu`` (``guessed``, as ``predictions`` makes them),
     with that GPU's measured time and the prediction's error where it was merged."""
     pairs = results.merge(runs) if pairs is None else pairs
     if guessed is None:
         gpu, guessed = predictions(runs)
-    on_gpu = prediction.measured_on(list(runs), gpu)
+    on_gpu = pricing.measured_on(list(runs), gpu)
     tables = {name: _predicted_table(name, pairs, guessed, gpu, on_gpu) for name in {r.experiment for _, r in guessed}}
     return {name: t for name, t in tables.items() if t.rows}
 
 
-def _predicted_table(name: str, pairs, guessed, gpu: str, on_gpu: dict[str, float]) -> rp.Table:
+def _predicted_table(name: str, pairs, guessed, gpu: str, on_gpu: dict[str, float]) -> figures.Table:
     """The experiment's timed CPU cases beside what they should take on ``gpu`` (predicted); where a merged
     run of that GPU measured the same case, its time and the prediction's error beside them."""
     measured = {x.key: (run, x) for run, x in pairs if x.experiment == name and not x.compiled
@@ -181,29 +179,29 @@ def _predicted_table(name: str, pairs, guessed, gpu: str, on_gpu: dict[str, floa
     for _, g in guessed:
         if g.experiment == name and g.key in measured:
             run, x = measured[g.key]
-            params = rp.case_label(x.params, ("impl",))
-            t, p = prediction.measured_s(x), prediction.measured_s(g)
-            row = [run.path.name, params, rp.fmt(t * 1e3), rp.fmt(p * 1e3), f"{t / p:.3g}x"]
+            params = labels.case_label(x.params, ("impl",))
+            t, p = pricing.measured_s(x), pricing.measured_s(g)
+            row = [run.path.name, params, labels.fmt(t * 1e3), labels.fmt(p * 1e3), f"{t / p:.3g}x"]
             if on_gpu:
                 m = on_gpu.get(g.key)
-                row += [rp.fmt(m * 1e3), f"{p / m - 1:+.0%}"] if m else ["-", "-"]
+                row += [labels.fmt(m * 1e3), f"{p / m - 1:+.0%}"] if m else ["-", "-"]
             rows.append(row)
     head = ["CPU run", "case", "measured here (ms)", f"{short} predicted (ms)", "predicted speed-up"]
     if on_gpu:
-        return rp.Table(head + [f"{short} measured (ms)", "prediction error"], rows,
+        return figures.Table(head + [f"{short} measured (ms)", "prediction error"], rows,
                         f"Predicted on the {gpu} from XLA's count of each CPU program and the GPU's datasheet roofs "
                         "x achieved shares, then measured on it in the merged GPU run: the error is "
                         "predicted / measured - 1")
-    return rp.Table(head, rows,
+    return figures.Table(head, rows,
                     f"Predicted, not run: each timed case on an {gpu}, from XLA's count of its program and the "
                     "GPU's datasheet roofs x achieved shares (see How well does the roofline predict?)")
 
 
-def _compiled_table(pairs) -> rp.Table:
-    rows = [[run.label, rp.case_label(x.params, ("case",)),
-             rp.fmt(x.metrics.get("bytes_compiled", float("nan")) / 1e6), rp.libraries(x.metrics),
+def _compiled_table(pairs) -> figures.Table:
+    rows = [[run.label, labels.case_label(x.params, ("case",)),
+             labels.fmt(x.metrics.get("bytes_compiled", float("nan")) / 1e6), labels.libraries(x.metrics),
              x.status if x.status != "ok" else ""] for run, x in pairs]
-    return rp.Table(["run", "case", "MB (XLA memory analysis)", "library calls", "status"], rows,
+    return figures.Table(["run", "case", "MB (XLA memory analysis)", "library calls", "status"], rows,
                     "Compiled for the GPU, not run: what XLA:GPU planned")
 
 
@@ -240,7 +238,7 @@ def ledger_rows(pairs, guessed_pairs, gpu: str) -> list[dict]:
 
 
 def ledger_section(pairs, present: set[str] | None = None, guessed_pairs=None, gpu: str | None = None
-                   ) -> rp.Section:
+                   ) -> figures.Section:
     """One row per claim: claim, verdict, the verdict predicted on a GPU, the deciding figure; the explainer's
     wording, the rule and its experiments folded under each claim (``ledger_rows``; ledger.json and .csv)."""
     runs = list({id(r): r for r, _ in pairs}.values())
@@ -271,15 +269,15 @@ def ledger_section(pairs, present: set[str] | None = None, guessed_pairs=None, g
     if len(profiles) > 1:
         paras.append(f"These runs used different profiles ({', '.join(profiles)}): a verdict that compares them "
                      "compares different sizes.")
-    return rp.Section("Claims ledger", "ledger", paragraphs=paras,
-                      tables=[rp.Table(["claim", "verdict", f"predicted on {gpu}" + ("" if gpu_ran else
+    return figures.Section("Claims ledger", "ledger", paragraphs=paras,
+                      tables=[figures.Table(["claim", "verdict", f"predicted on {gpu}" + ("" if gpu_ran else
                                                                                      " (not run)"),
                                         "deciding figure"], rows, marks={1: VERDICT_MARKS, 2: VERDICT_MARKS},
                                        details=details, details_title="The rules", id="ledger-table")],
                       exports={"ledger.json": items})
 
 
-def _version_warning(sec: rp.Section, name: str, pairs) -> None:
+def _version_warning(sec: figures.Section, name: str, pairs) -> None:
     versions = {rec.benchmark_version for _, rec in pairs if rec.experiment == name}
     if len(versions) > 1:
         sec.paragraphs.insert(0, f"Warning: these runs measured {name} with different methods "
@@ -295,7 +293,7 @@ def _status_summary(runs) -> str:
     return "Records per run: " + "; ".join(parts) + ". Raw records: results.jsonl in each run folder."
 
 
-def speedup_table(pairs) -> rp.Table:
+def speedup_table(pairs) -> figures.Table:
     """GPU/CPU ratio for each case (same experiment and params) measured on both backends.
 
     Each GPU run is set beside the CPU run of its own host where the merged runs have one
@@ -319,13 +317,13 @@ def speedup_table(pairs) -> rp.Table:
                 metric, ratio = "time_s_median", c.metrics["time_s_median"] / g.metrics["time_s_median"]
             else:
                 continue
-            params = rp.case_label(c.params)
-            rows.append([c.experiment, params, metric, rp.fmt(c.metrics[metric]), rp.fmt(g.metrics[metric]),
-                         rp.fmt(ratio) + "x" if ratio else "-", where])
-    return rp.Table(["experiment", "case", "metric", "CPU", "GPU", "GPU/CPU", "CPU run"], rows)
+            params = labels.case_label(c.params)
+            rows.append([c.experiment, params, metric, labels.fmt(c.metrics[metric]), labels.fmt(g.metrics[metric]),
+                         labels.fmt(ratio) + "x" if ratio else "-", where])
+    return figures.Table(["experiment", "case", "metric", "CPU", "GPU", "GPU/CPU", "CPU run"], rows)
 
 
-def plan_table(runs) -> rp.Table:
+def plan_table(runs) -> figures.Table:
     """Each run's planned seconds per experiment (experiments.plan, before it ran) beside the measured ones."""
     rows = []
     for run in runs:
@@ -333,14 +331,14 @@ def plan_table(runs) -> rp.Table:
         for name, t in timing.items():
             if t.get("cases"):
                 ratio = t["measured_s"] / t["planned_s"] if t.get("planned_s") else None
-                rows.append([run.path.name, name, t["cases"], rp.fmt(t["planned_s"]), rp.fmt(t["measured_s"]),
-                             rp.fmt(ratio) + "x" if ratio else "-"])
+                rows.append([run.path.name, name, t["cases"], labels.fmt(t["planned_s"]), labels.fmt(t["measured_s"]),
+                             labels.fmt(ratio) + "x" if ratio else "-"])
         if timing:
             planned = sum(t.get("planned_s", 0) for t in timing.values())
             measured = sum(t.get("measured_s", 0) for t in timing.values())
-            rows.append([run.path.name, "all", sum(t.get("cases", 0) for t in timing.values()), rp.fmt(planned),
-                         rp.fmt(measured), rp.fmt(measured / planned) + "x" if planned else "-"])
-    return rp.Table(["run", "experiment", "cases", "planned s", "measured s", "measured / planned"], rows,
+            rows.append([run.path.name, "all", sum(t.get("cases", 0) for t in timing.values()), labels.fmt(planned),
+                         labels.fmt(measured), labels.fmt(measured / planned) + "x" if planned else "-"])
+    return figures.Table(["run", "experiment", "cases", "planned s", "measured s", "measured / planned"], rows,
                     "The plan (python -m experiments.run --dry-run) against the time each experiment took")
 
 

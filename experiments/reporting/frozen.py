@@ -19,18 +19,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from jaxgpu import hardware, results
-from jaxgpu import prediction as predict
-from jaxgpu import report as rp
+from jaxgpu.ground import hardware
+from jaxgpu.pricing import roofline
+from jaxgpu.records import figures, labels, results
 
-from experiments.analysis import claims, prediction
+from experiments.analysis import claims, pricing
 from experiments.reporting import summary
 
 CARDS = ("H100 SXM", "H200 SXM")
 SCHEMA = 1
 # the code a prediction's figures come from: a change to any of it is a new model, and a new file
-MODEL_SOURCES = ("jaxgpu/prediction.py", "jaxgpu/plans.py", "jaxgpu/hardware.py", "experiments/analysis/prediction.py",
-                 "experiments/reporting/summary.py")
+MODEL_SOURCES = ("jaxgpu/pricing/roofline.py", "jaxgpu/pricing/plans.py", "jaxgpu/ground/hardware.py",
+                 "experiments/analysis/pricing.py", "experiments/reporting/summary.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -49,15 +49,15 @@ def _for_card(runs: Sequence[results.Run], card: str) -> list[results.Run]:
 
 def _cases(runs: Sequence[results.Run], card: str) -> dict[str, dict]:
     hw = hardware.GPUS[card]
-    roofs = predict.roofs_for(hw)
-    plan = prediction.compiled_plan(list(runs), card)
+    roofs = roofline.roofs_for(hw)
+    plan = pricing.compiled_plan(list(runs), card)
     out = {}
     for run in runs:
         if run.env.get("backend") != "cpu" or run.compiled:
             continue
-        for r in filter(prediction.on_a_gpu, prediction.timed(run.records)):
-            t, priced_on = prediction.priced(r, roofs, prediction.gpu_plans(run, r, card), own=False, plan=plan)
-            metric = prediction.timed_as(r)[0]
+        for r in filter(pricing.on_a_gpu, pricing.timed(run.records)):
+            t, priced_on = pricing.priced(r, roofs, pricing.gpu_plans(run, r, card), own=False, plan=plan)
+            metric = pricing.timed_as(r)[0]
             out[r.key] = {"experiment": r.experiment, "params": r.params, "metric": metric, "predicted": t,
                           "plan": priced_on, "run": run.path.name}
     return out
@@ -66,7 +66,7 @@ def _cases(runs: Sequence[results.Run], card: str) -> dict[str, dict]:
 def _verdicts(runs: Sequence[results.Run], card: str) -> dict[str, str]:
     pairs = results.merge(list(runs))
     cpu = [(r, x) for r, x in pairs if r.env.get("backend") == "cpu"]
-    return {c.id: v.verdict for c, v in claims.ledger(cpu + prediction.predicted_pairs(list(runs), card))}
+    return {c.id: v.verdict for c, v in claims.ledger(cpu + pricing.predicted_pairs(list(runs), card))}
 
 
 def freeze(runs: Sequence[results.Run], cards: Sequence[str] = CARDS) -> dict:
@@ -137,7 +137,7 @@ def compare(frozen: dict, runs: Sequence[results.Run]) -> list[Met]:
     """Each frozen prediction that a merged GPU run of the same card measured: the summary rows whose GPU figure was
     measured, then every timed case of the same key."""
     out = []
-    gpu_runs = prediction.gpu_runs(list(runs))
+    gpu_runs = pricing.gpu_runs(list(runs))
     for card, got in frozen.get("cards", {}).items():
         mine = [g for g, name in gpu_runs if name == card]
         if not mine:
@@ -149,7 +149,7 @@ def compare(frozen: dict, runs: Sequence[results.Run]) -> list[Met]:
             if m and m.basis == "measured" and m.gpu_value and row.get("gpu_value") \
                     and row["basis"].startswith("predicted"):
                 out.append(Met(row["topic"], card, row["gpu_value"], m.gpu_value, row["unit"], frozen["model"]))
-        measured = prediction.measured_on(list(runs), card)
+        measured = pricing.measured_on(list(runs), card)
         for key, case in got["cases"].items():
             if key in measured:
                 out.append(Met(key, card, case["predicted"], measured[key], "s", frozen["model"]))
@@ -159,19 +159,19 @@ def compare(frozen: dict, runs: Sequence[results.Run]) -> list[Met]:
 FOLDER = ROOT / "reports" / "predictions"
 
 
-def section(runs: Sequence[results.Run], folder: str | Path = FOLDER) -> rp.Section | None:
+def section(runs: Sequence[results.Run], folder: str | Path = FOLDER) -> figures.Section | None:
     """The report's section setting a merged GPU run's measurements beside every prediction frozen before it
     (``folder``), or None where no GPU run of a frozen card is merged."""
     met = [m for f in read(folder) if intact(f) for m in compare(f, runs)]
     if not met:
         return None
     rows = [[m.what if m.unit != "s" else m.what.replace(":", ": ", 1), m.card, m.model,
-             rp.si(m.predicted, m.unit), rp.si(m.measured, m.unit), f"{m.error:+.0%}"] for m in met]
+             labels.si(m.predicted, m.unit), labels.si(m.measured, m.unit), f"{m.error:+.0%}"] for m in met]
     errs = sorted(abs(m.error) for m in met)
     lead = (f"Predictions frozen before the GPU ran ({Path(folder).name}), beside "
             f"what it measured: {len(met)} figures, median |error| {errs[len(errs) // 2]:.0%}, "
             f"{sum(e <= 1 for e in errs) / len(errs):.0%} within 2x. A summary row's error is its rate's or time's; "
             "a case's is its timed seconds' (predicted / measured - 1).")
-    return rp.Section("The predictions made before the GPU ran", "frozen", paragraphs=[lead],
-                      tables=[rp.Table(["what", "card", "model", "predicted", "measured", "error"], rows,
+    return figures.Section("The predictions made before the GPU ran", "frozen", paragraphs=[lead],
+                      tables=[figures.Table(["what", "card", "model", "predicted", "measured", "error"], rows,
                                        "Frozen predictions against the GPU's measurements")])

@@ -16,8 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from jaxgpu import report as rp
-from jaxgpu import results
+from jaxgpu.records import figures, results
 
 from experiments.reporting.build import EXPLAINER, INTRO, TITLE, build_sections
 
@@ -33,7 +32,7 @@ def _png(fig) -> bytes:
 DPI = 200
 
 
-def alt_text(plot: rp.Plot) -> str:
+def alt_text(plot: figures.Plot) -> str:
     """What a figure shows, for a reader who cannot see it: its title, its axes and its takeaway."""
     parts = []
     for ax in plot.figure.get_axes():
@@ -48,7 +47,7 @@ def _cell(x) -> str:
     return str(x).replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(t: rp.Table) -> list[str]:
+def _md_table(t: figures.Table) -> list[str]:
     out = [f"*{t.caption}*", ""] if t.caption else []
     out.append("| " + " | ".join(_cell(h) for h in t.headers) + " |")
     out.append("|" + "---|" * len(t.headers))
@@ -68,7 +67,7 @@ def _md_text(x) -> str:
     return _MD_LINK.sub(lambda m: m.group(1), str(x))
 
 
-def _html_table(t: rp.Table) -> str:
+def _html_table(t: figures.Table) -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in t.headers)
 
     def td(i, x, r):
@@ -89,7 +88,7 @@ def _html_table(t: rp.Table) -> str:
     return f'<div class="tw"><table{ident}>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def _csv(t: rp.Table) -> str:
+def _csv(t: figures.Table) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(t.headers)
@@ -119,7 +118,7 @@ td.pred{font-style:italic;border-style:dashed;font-weight:400}td.compiled{border
 _WHOLE = ("summary", "ledger")
 
 
-def _figure(plot: rp.Plot, out_dir: Path) -> tuple[list[str], tuple[str, str]]:
+def _figure(plot: figures.Plot, out_dir: Path) -> tuple[list[str], tuple[str, str]]:
     png = _png(plot.figure)
     (out_dir / f"{plot.name}.png").write_bytes(png)
     alt = alt_text(plot)
@@ -130,7 +129,7 @@ def _figure(plot: rp.Plot, out_dir: Path) -> tuple[list[str], tuple[str, str]]:
     return md, (figure, f'<p class="takeaway"><b>Takeaway:</b> {html.escape(plot.takeaway)}</p>')
 
 
-def _table_files(s: rp.Section, t: rp.Table, i: int, out_dir: Path) -> str:
+def _table_files(s: figures.Section, t: figures.Table, i: int, out_dir: Path) -> str:
     """Writes a folded table as CSV beside the report; returns its file name."""
     name = f"{s.anchor}-{i + 1}.csv" if len(s.tables) > 1 else f"{s.anchor}.csv"
     (out_dir / "tables").mkdir(exist_ok=True)
@@ -138,7 +137,7 @@ def _table_files(s: rp.Section, t: rp.Table, i: int, out_dir: Path) -> str:
     return f"tables/{name}"
 
 
-def _section(s: rp.Section, out_dir: Path) -> tuple[list[str], list[str]]:
+def _section(s: figures.Section, out_dir: Path) -> tuple[list[str], list[str]]:
     claims = f" (claims {', '.join(s.claims)})" if s.claims else ""
     md = [f'<a id="{s.anchor}"></a>', f"## {s.title}{claims}", ""]
     head = f'<section id="{s.anchor}"><h2>{html.escape(s.title + claims)}</h2>'
@@ -191,7 +190,7 @@ def _section(s: rp.Section, out_dir: Path) -> tuple[list[str], list[str]]:
     return md, body + ["</section>"]
 
 
-def render(sections: Sequence[rp.Section], out_dir: Path, sources: Sequence[str]) -> tuple[str, str]:
+def render(sections: Sequence[figures.Section], out_dir: Path, sources: Sequence[str]) -> tuple[str, str]:
     """Writes the figures, the folded tables as CSV and each section's exports into out_dir; returns
     (markdown, html)."""
     raw = ", ".join(f"[{s}]({s}/{results.RESULTS_FILE})" for s in sources)
@@ -242,7 +241,7 @@ def write_report(dirs: Sequence[str | Path], out_dir: str | Path) -> tuple[Path,
     out_dir.
 
     Raises:
-      jaxgpu.results.ResultsError: a folder is not a run, or holds a record that is not one.
+      jaxgpu.records.results.ResultsError: a folder is not a run, or holds a record that is not one.
       OSError: the report could not be written (the message names the file).
     """
     dirs, runs, notes = once(dirs)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from jaxgpu import hardware, results
-from jaxgpu import report as rp
+from jaxgpu.ground import hardware
+from jaxgpu.records import figures, labels, results
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,18 +51,18 @@ def _cpu(pairs: Sequence[Pair]) -> list[Pair]:
 def _largest(pairs: Sequence[Pair], experiment: str, size, priced: Sequence[int] = (), **params) -> Pair | None:
     """The record of the largest case; of those at a size in ``priced`` (the sizes the GPU figure was priced
     at) where there is one, so that both columns are the same program."""
-    found = [p for p in rp.ok(pairs, experiment, **params)]
+    found = [p for p in labels.ok(pairs, experiment, **params)]
     same = [p for p in found if size(p[1].params) in priced]
     return max(same or found, key=lambda p: size(p[1].params)) if found else None
 
 
 def _priced(pairs: Sequence[Pair], program: str, gpu: str) -> list[int]:
-    return [x.params["size"] for _, x in rp.ok(pairs, "gpu_model", case="headline", program=program, gpu=gpu)]
+    return [x.params["size"] for _, x in labels.ok(pairs, "gpu_model", case="headline", program=program, gpu=gpu)]
 
 
 def _headline(pairs: Sequence[Pair], program: str, gpu: str, size: int | None = None) -> results.Record | None:
     """The gpu_model price of a summary program on ``gpu``: at ``size`` where it has one, else its largest."""
-    found = [x for _, x in rp.ok(pairs, "gpu_model", case="headline", program=program, gpu=gpu)]
+    found = [x for _, x in labels.ok(pairs, "gpu_model", case="headline", program=program, gpu=gpu)]
     same = [x for x in found if x.params.get("size") == size]
     return max(same or found, key=lambda x: x.params["size"]) if found else None
 
@@ -104,16 +104,17 @@ def _rate_row(topic: str, cpu: Pair | None, metric: str, unit: str, scale: float
     measured = _measured_gpu(pairs, x.key)
     if measured:
         g = measured[1].metrics[metric]
-        return Row(topic, f"{rp.si(here * scale, unit)}", f"{rp.si(g * scale, unit)}", _factor(g, here), "measured",
+        return Row(topic, f"{labels.si(here * scale, unit)}", f"{labels.si(g * scale, unit)}", _factor(g, here),
+                   "measured",
                    f"{shape}: measured in {run.path.name} and in {measured[0].path.name}", here * scale, g * scale,
                    unit)
     h = _headline(pairs, program, gpu_name, size)
     if h is None:
-        return Row(topic, rp.si(here * scale, unit), "-", "-", "not run",
+        return Row(topic, labels.si(here * scale, unit), "-", "-", "not run",
                    f"{shape}: measured in {run.path.name}; no GPU run and no gpu_model price of it", here * scale)
     g = h.metrics["work"] / h.metrics["predicted_s"]  # FLOP/s, B/s or samples/s: the unit the row shows
     plan, scores = _plan(h, scores)
-    return Row(topic, rp.si(here * scale, unit), rp.si(g, unit), _factor(g, here * scale), "predicted, not run",
+    return Row(topic, labels.si(here * scale, unit), labels.si(g, unit), _factor(g, here * scale), "predicted, not run",
                f"{shape}: measured in {run.path.name}; predicted on {gpu_name}, not run (the same program at "
                f"{_size(h)} on {plan}; {_error_of(scores, kind)})", here * scale, g, unit,
                _checked(scores, kind))
@@ -167,7 +168,7 @@ def rows(runs: Sequence[results.Run], pairs: Sequence[Pair], gpu: str) -> list[R
                     tr[1].params["n"] if tr else None)
     if row is not None and row.basis.startswith("predicted"):  # the model's bandwidth share is an H200's copy
         row = dataclasses.replace(row, source=row.source + "; the model's share of datasheet bandwidth (4.3 of 4.8 "
-                                  "TB/s) was set from a copy measured on an H200 (jaxgpu.prediction."
+                                  "TB/s) was set from a copy measured on an H200 (jaxgpu.pricing.roofline."
                                   "BANDWIDTH_FRACTION), so on an H200 this row restates that measurement")
     out.append(row)
     # 4. a train step
@@ -196,14 +197,14 @@ def _to_target(cpu, pairs, gpu: str, scores: dict) -> Row | None:
     measured = _measured_gpu(pairs, x.key)
     if measured:
         g = measured[1].metrics["time_s_to_target"]
-        return Row(topic, rp.si(here, "s"), rp.si(g, "s"), _factor(here, g), "measured",
+        return Row(topic, labels.si(here, "s"), labels.si(g, "s"), _factor(here, g), "measured",
                    f"measured in {run.path.name} and {measured[0].path.name}", here, g, "s")
     h = _headline(pairs, "to_target_step", gpu, width)
     if h is None or "steps" not in x.metrics:
-        return Row(topic, rp.si(here, "s"), "-", "-", "not run", f"measured in {run.path.name}", here, None, "s")
+        return Row(topic, labels.si(here, "s"), "-", "-", "not run", f"measured in {run.path.name}", here, None, "s")
     g = x.metrics["steps"] * h.metrics["predicted_s"]
     plan, scores = _plan(h, scores)
-    return Row(topic, rp.si(here, "s"), rp.si(g, "s"), _factor(here, g), "predicted, not run",
+    return Row(topic, labels.si(here, "s"), labels.si(g, "s"), _factor(here, g), "predicted, not run",
                f"measured in {run.path.name} ({x.metrics['steps']:,.0f} steps, compile apart); predicted on {gpu}, "
                f"not run: the same steps on {plan} ({_error_of(scores, 'train')})", here, g, "s",
                _checked(scores, "train"))
@@ -220,25 +221,25 @@ def _cards(nbytes: float) -> str:
 
 def _model_memory(cpu, pairs, runs) -> Row | None:
     """What a 7B model needs to serve and to train, and where that fits: XLA:GPU's plans for Llama-2 7B where a
-    compiled run holds them (the transformer experiment), else ``jaxgpu.fit``'s estimate."""
-    plans = {(x.params["mode"], x.params["devices"]): (r, x) for r, x in rp.ok(pairs, "transformer", case="plan",
+    compiled run holds them (the transformer experiment), else ``jaxgpu.pricing.fit``'s estimate."""
+    plans = {(x.params["mode"], x.params["devices"]): (r, x) for r, x in labels.ok(pairs, "transformer", case="plan",
                                                                                model="llama-7b")}
     if ("serve", 1) in plans and ("train", 1) in plans:
         return _model_plans(plans, runs)
-    serve = next((x for _, x in rp.ok(cpu, "memory_fit", case="transformer", model="7B", mode="inference",
+    serve = next((x for _, x in labels.ok(cpu, "memory_fit", case="transformer", model="7B", mode="inference",
                                      preset="bf16")), None)
-    train = next((x for _, x in rp.ok(cpu, "memory_fit", case="transformer", model="7B", mode="train",
+    train = next((x for _, x in labels.ok(cpu, "memory_fit", case="transformer", model="7B", mode="train",
                                      preset="bf16")), None)
     if serve is None or train is None:
         return None
     s, t = serve.metrics["bytes_predicted"], train.metrics["bytes_predicted"]
     host = next((r.env.get("host_memory_bytes") for r in runs if r.env.get("backend") == "cpu" and not r.compiled
                  and r.env.get("host_memory_bytes")), None)
-    here = (f"{rp.si(host, 'B')} of memory: serves it, cannot train it" if host and s <= host < t else
-            f"{rp.si(host, 'B')} of memory: " + ("serves and trains it" if host and t <= host else "too small")
+    here = (f"{labels.si(host, 'B')} of memory: serves it, cannot train it" if host and s <= host < t else
+            f"{labels.si(host, 'B')} of memory: " + ("serves and trains it" if host and t <= host else "too small")
             if host else "-")
     return Row("A 7B model (Llama-2 shape): to serve / to train", here,
-               f"serve {rp.si(s, 'B')}: {_cards(s)}; train {rp.si(t, 'B')}: {_cards(t)}", "-", "estimated",
+               f"serve {labels.si(s, 'B')}: {_cards(s)}; train {labels.si(t, 'B')}: {_cards(t)}", "-", "estimated",
                "jaxgpu.fit's estimate (weights, gradients, AdamW state, activations; bf16, batch 1, 4,096 tokens), "
                "checked against XLA's memory plans in the memory_fit section", None, t, "B")
 
@@ -250,18 +251,18 @@ def _model_plans(plans: dict, runs) -> Row:
     s, t = serve.metrics["bytes_compiled"], train.metrics["bytes_compiled"]
     host = next((r.env.get("host_memory_bytes") for r in runs if r.env.get("backend") == "cpu" and not r.compiled
                  and r.env.get("host_memory_bytes")), None)
-    here = (f"this machine's {rp.si(host, 'B')} of RAM " + ("serves and trains it" if t <= host else
+    here = (f"this machine's {labels.si(host, 'B')} of RAM " + ("serves and trains it" if t <= host else
                                                             "serves it, cannot train it" if s <= host else
                                                             "is too small to serve it at this batch, or to train it")
             if host else "-")
     split = {n: x.metrics["bytes_compiled"] for (mode, n), (_, x) in plans.items() if mode == "train" and n > 1}
     hw = run.hardware
     usable = USABLE * hw.memory_gb * 1e9 if hw else float("inf")
-    gpu_text = (f"serve {rp.si(s, 'B')}: " + (f"fits one {gpu}" if s <= usable else "more than one")
-                + f"; train {rp.si(t, 'B')}: " + (f"fits one {gpu}" if t <= usable else "more than one"))
+    gpu_text = (f"serve {labels.si(s, 'B')}: " + (f"fits one {gpu}" if s <= usable else "more than one")
+                + f"; train {labels.si(t, 'B')}: " + (f"fits one {gpu}" if t <= usable else "more than one"))
     if split:
         n = max(split)
-        gpu_text += f" (split over {n}, {rp.si(split[n], 'B')} each)"
+        gpu_text += f" (split over {n}, {labels.si(split[n], 'B')} each)"
     return Row("A 7B model (Llama-2 7B): to serve / to train", here, gpu_text, "-", "compiled, not run",
                f"XLA:GPU's memory plans compiled for {gpu} in {run.path.name} (not run): serve = one decode step, "
                f"batch {int(serve.metrics['batch'])} against {int(serve.metrics['seq']):,}-token KV caches, bf16; "
@@ -271,7 +272,7 @@ def _model_plans(plans: dict, runs) -> Row:
                s, t, "B")
 
 
-# JAX preallocates this share of a GPU's memory (jaxgpu.sizing.USABLE_FRACTION): a card fits a step within it
+# JAX preallocates this share of a GPU's memory (jaxgpu.pricing.sizing.USABLE_FRACTION): a card fits a step within it
 USABLE = 0.75
 
 
@@ -282,12 +283,12 @@ def _several(pairs) -> Row | None:
         n = max((k for k in by if by.get(k)), default=1)
         return (n, by[1] / by[n]) if n > 1 and by.get(1) else None
 
-    here_recs = [x for _, x in rp.ok(_cpu(pairs), "tensor_parallel")]
-    gpu_recs = [x for r, x in rp.ok(pairs, "tensor_parallel") if r.compiled and r.env.get("backend") == "gpu"]
+    here_recs = [x for _, x in labels.ok(_cpu(pairs), "tensor_parallel")]
+    gpu_recs = [x for r, x in labels.ok(pairs, "tensor_parallel") if r.compiled and r.env.get("backend") == "gpu"]
     here, there = ratio(here_recs, "bytes_measured"), ratio(gpu_recs, "bytes_compiled")
     if here is None and there is None:
         return None
-    gpu_run = next((r for r, x in rp.ok(pairs, "tensor_parallel") if r.compiled), None)
+    gpu_run = next((r for r, x in labels.ok(pairs, "tensor_parallel") if r.compiled), None)
     return Row("Splitting a model over devices (tensor parallel MLP)",
                f"{here[0]} host devices: {here[1]:.2g}x less memory each" if here else "-",
                f"{there[0]} GPUs: {there[1]:.2g}x less memory each" if there else "-",
@@ -298,8 +299,8 @@ def _several(pairs) -> Row | None:
                here[1] if here else None, there[1] if there else None, "x")
 
 
-def table(rows_: Sequence[Row], machine: str, gpu: str) -> rp.Table:
-    return rp.Table(["what", f"here ({machine})", f"{gpu}", "GPU / here", "GPU figure"],
+def table(rows_: Sequence[Row], machine: str, gpu: str) -> figures.Table:
+    return figures.Table(["what", f"here ({machine})", f"{gpu}", "GPU / here", "GPU figure"],
                     [[r.topic, r.here, r.gpu, r.factor, r.shown] for r in rows_],
                     "What a GPU buys: this machine measured; the GPU measured, compiled or predicted (open a row "
                     "for where its figures come from)", details=[r.source + "." for r in rows_],

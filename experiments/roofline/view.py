@@ -6,8 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
-from jaxgpu import results
+from jaxgpu.records import figures, labels, results
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -23,14 +22,14 @@ def roof(pairs_of_run) -> tuple[float | None, float | None]:
 
 
 def figure(groups: dict[str, tuple[list[results.Record], object]],
-           allocator: dict[str, str] | None = None, predicted: frozenset[str] = frozenset()) -> tuple[rp.Figure,
+           allocator: dict[str, str] | None = None, predicted: frozenset[str] = frozenset()) -> tuple[figures.Figure,
                                                                                                       list[str]]:
     """The roofline of each group, ``{label: (roofline records, Hardware or None)}``: the measured
     points, the roof measured from them (``roof``) and, where the hardware has both figures, the
     datasheet roof; returns the figure and one takeaway per group. The report and the notebook
     both draw with it. The groups named in ``predicted`` are drawn dashed and their roof called predicted."""
     allocator = allocator or {}
-    fig = rp.Figure(figsize=(7.0, 6.0), dpi=100)  # the legend below the axes: the points reach every corner
+    fig = figures.Figure(figsize=(7.0, 6.0), dpi=100)  # the legend below the axes: the points reach every corner
     ax = fig.add_subplot()
     notes = []
     xs = [2.0**e for e in range(-4, 13)]
@@ -39,7 +38,8 @@ def figure(groups: dict[str, tuple[list[results.Record], object]],
         pts = sorted((x.metrics["intensity_flop_per_byte"], x.metrics["gflops"], x.params["kind"]) for x in recs)
         how = "predicted" if label in predicted else "measured"
         (line,) = ax.plot([p[0] for p in pts if p[2] == "fma"], [p[1] for p in pts if p[2] == "fma"],
-                          rp.PREDICTED_STYLE if label in predicted else "-o", markersize=4, label=f"{label} FMA chain")
+                          figures.PREDICTED_STYLE if label in predicted else "-o", markersize=4,
+                          label=f"{label} FMA chain")
         for xi, yi, kind in pts:
             if kind != "fma":
                 ax.plot([xi], [yi], "s", color=line.get_color(), markersize=6)
@@ -51,22 +51,23 @@ def figure(groups: dict[str, tuple[list[results.Record], object]],
             ax.plot(xs, [min(hw.peak_gflops("fp32"), hw.memory_bw_gbps * x) for x in xs], ":", color="0.4",
                     linewidth=1, label=f"{label} datasheet roof (fp32)")
         notes.append(_takeaway(label, recs, bw, peak, hw, allocator.get(label), how))
-    rp.finish(fig, ax, xlabel="arithmetic intensity (FLOP per byte of memory traffic)", ylabel="GFLOP/s",
+    figures.finish(fig, ax, xlabel="arithmetic intensity (FLOP per byte of memory traffic)", ylabel="GFLOP/s",
               title="roofline: measured points against the roof", logx=True, logy=True, legend="below")
     return fig, notes
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("The roofline: when do the cores wait?", "roofline", CLAIMS)
-    groups = rp.by_run(rp.ok(pairs))
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    sec = figures.Section("The roofline: when do the cores wait?", "roofline", CLAIMS)
+    groups = labels.by_run(labels.ok(pairs))
     fig, notes = figure({label: (recs, run.hardware) for label, (run, recs) in groups.items()},
                         {label: run.env.get("allocator") for label, (run, _) in groups.items()},
                         frozenset(label for label, (run, _) in groups.items() if run.predicted))
-    sec.plots.append(rp.Plot("roofline", fig, " ".join(n for n in notes if n)))
-    rows = [[run.label, x.params["kind"], x.params.get("k", "-"), rp.fmt(x.metrics["intensity_flop_per_byte"]),
-             rp.fmt(x.metrics["gflops"]), rp.fmt(x.metrics["gbytes_per_s"]), rp.fmt(x.metrics["time_s_median"] * 1e3)]
-            for run, x in rp.ok(rp.measured(pairs))]
-    sec.tables.append(rp.Table(["run", "kind", "k", "FLOP/byte", "GFLOP/s", "GB/s", "median ms"], rows,
+    sec.plots.append(figures.Plot("roofline", fig, " ".join(n for n in notes if n)))
+    rows = [[run.label, x.params["kind"], x.params.get("k", "-"), labels.fmt(x.metrics["intensity_flop_per_byte"]),
+             labels.fmt(x.metrics["gflops"]), labels.fmt(x.metrics["gbytes_per_s"]),
+             labels.fmt(x.metrics["time_s_median"] * 1e3)]
+            for run, x in labels.ok(labels.measured(pairs))]
+    sec.tables.append(figures.Table(["run", "kind", "k", "FLOP/byte", "GFLOP/s", "GB/s", "median ms"], rows,
                                "Roofline points"))
     return sec
 

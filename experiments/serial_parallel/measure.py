@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from jaxgpu import serial, timing
+from jaxgpu.ground import timing
+from jaxgpu.kernels import serial
 
 from experiments.contract import RunContext
 from experiments.serial_parallel import Config

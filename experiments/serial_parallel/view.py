@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -19,16 +19,16 @@ def _times(recs, kind, variant):
             if x.params["kind"] == kind and x.params["variant"] == variant}
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Serial vs parallel: the professor and the students", "serial_parallel", CLAIMS)
-    good = rp.ok(pairs)
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    sec = figures.Section("Serial vs parallel: the professor and the students", "serial_parallel", CLAIMS)
+    good = labels.ok(pairs)
     series, notes = [], []
-    groups = rp.by_run(good)
+    groups = labels.by_run(good)
     for label, (run, recs) in groups.items():
-        for v in rp.first_seen(x.params["variant"] for x in recs if x.params["kind"] == "independent"):
+        for v in labels.first_seen(x.params["variant"] for x in recs if x.params["kind"] == "independent"):
             pts = sorted(_times(recs, "independent", v).items())
             if pts:
-                series.append(rp.Series.of(f"{label} {v}", pts, style=rp.style(run)))
+                series.append(figures.Series.of(f"{label} {v}", pts, style=figures.style(run)))
         py, vec = _times(recs, "independent", "python_loop"), _times(recs, "independent", "vectorized")
         common = sorted(set(py) & set(vec))
         hit = next((n for n in common if py[n] / vec[n] >= 100), None)
@@ -58,13 +58,14 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
             notes.append(f"Serial recurrence at N={n}: CPU {cs[n] * 1e3:.2f} ms, GPU {gs[n] * 1e3:.2f} ms: "
                          f"the {winner} wins the one hard problem.")
     if series:
-        fig = rp.line_plot(series, xlabel="N (independent multiply-adds)", ylabel="seconds (median)",
+        fig = figures.line_plot(series, xlabel="N (independent multiply-adds)", ylabel="seconds (median)",
                            title="N multiply-adds: serial vs parallel", logx=True)
         fig.axes[0].set_xscale("log", base=10)
-        sec.plots.append(rp.Plot("serial_parallel", fig, " ".join(notes)))
-    rows = [[run.label, x.params["kind"], x.params["variant"], x.params["n"], rp.fmt(x.metrics["time_s_median"] * 1e6),
-             rp.fmt(x.metrics["ns_per_element"])] for run, x in rp.measured(good)]
-    sec.tables.append(rp.Table(["run", "kind", "variant", "N", "median us", "ns per element"], rows, "Every case"))
+        sec.plots.append(figures.Plot("serial_parallel", fig, " ".join(notes)))
+    rows = [[run.label, x.params["kind"], x.params["variant"], x.params["n"],
+             labels.fmt(x.metrics["time_s_median"] * 1e6),
+             labels.fmt(x.metrics["ns_per_element"])] for run, x in labels.measured(good)]
+    sec.tables.append(figures.Table(["run", "kind", "variant", "N", "median us", "ns per element"], rows, "Every case"))
     return sec
 
 

@@ -4,7 +4,7 @@ For each model-axis size m (and one 2-D data x model mesh): the output of the sp
 inference step against the unsharded one (``rel_error``), the loss after ``steps`` split
 train steps against the unsharded train step (``loss_rel_error``), the train step's
 bytes per device from ``compiled.memory_analysis()`` (``bytes_measured``) next to
-``jaxgpu.fit.mlp_train_tensor_parallel`` (``bytes_predicted``), and the step time with
+``jaxgpu.pricing.fit.mlp_train_tensor_parallel`` (``bytes_predicted``), and the step time with
 its ``speedup`` over m = 1. On CPU host devices the time shows the cost of splitting,
 not a speed-up (the devices share the same cores); the memory is what each device holds.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from jaxgpu import fit
+from jaxgpu.pricing import fit
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext, one_device_case
 

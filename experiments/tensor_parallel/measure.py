@@ -9,8 +9,10 @@ import jax
 import numpy as np
 import optax
 
-from jaxgpu import data, fit, mlp, parallel, timing
-from jaxgpu import devices as dv
+from jaxgpu.ground import data, timing
+from jaxgpu.ground import devices as dv
+from jaxgpu.kernels import mlp, parallel
+from jaxgpu.pricing import fit
 
 from experiments.contract import RunContext
 from experiments.tensor_parallel import LOSS_TOLERANCE, OUTPUT_TOLERANCE, Config
@@ -57,7 +59,7 @@ def split(d: int, m: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
 
 def plan(d: int, m: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
     """Bytes per device of the split train step, from XLA:GPU's plan over d x m target GPUs."""
-    from jaxgpu import targets
+    from jaxgpu.pricing import targets
 
     model, opt = mlp.MLP(widths=cfg.widths), optax.adamw(1e-3)
     state = jax.eval_shape(lambda: mlp.init_state(model, opt, jax.random.key(0), cfg.input_dim))

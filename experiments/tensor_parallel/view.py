@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -14,14 +14,14 @@ from experiments.contract import View
 CLAIMS = for_experiment("tensor_parallel")
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
+def section(pairs: list[labels.Pair]) -> figures.Section:
 
-    sec = rp.Section("Tensor parallel: memory per device vs device count", "tensor_parallel", CLAIMS)
-    good = rp.ok(pairs)
-    fig = rp.Figure(figsize=(6.5, 4.2), dpi=100)
+    sec = figures.Section("Tensor parallel: memory per device vs device count", "tensor_parallel", CLAIMS)
+    good = labels.ok(pairs)
+    fig = figures.Figure(figsize=(6.5, 4.2), dpi=100)
     ax = fig.add_subplot()
     notes, rows = [], []
-    for label, (run, recs) in rp.by_run(good).items():
+    for label, (run, recs) in labels.by_run(good).items():
         pts = sorted((x.params["model"], x.metrics["bytes_measured"], x.metrics["bytes_predicted"])
                      for x in recs if x.params["data"] == 1)
         if not pts:
@@ -36,34 +36,34 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                          f"1/{last[0]} would be {1 / last[0]:.0%}), with outputs equal to the unsharded MLP's.")
         for x in sorted(recs, key=lambda r: (r.params["data"], r.params["model"])):
             mm = x.metrics
-            rows.append([run.label, f"{x.params['data']} x {x.params['model']}", rp.fmt(mm["bytes_measured"] / 1e6),
-                         rp.fmt(mm["bytes_predicted"] / 1e6), f"{mm['prediction_error']:+.1%}",
-                         f"{mm['rel_error']:.1e}", rp.fmt(mm["time_s_median"] * 1e3)])
+            rows.append([run.label, f"{x.params['data']} x {x.params['model']}", labels.fmt(mm["bytes_measured"] / 1e6),
+                         labels.fmt(mm["bytes_predicted"] / 1e6), f"{mm['prediction_error']:+.1%}",
+                         f"{mm['rel_error']:.1e}", labels.fmt(mm["time_s_median"] * 1e3)])
     if notes:
         from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-        rp.finish(fig, ax, xlabel="model-axis devices", ylabel="MB per device (train step, AdamW)", logx=True,
+        figures.finish(fig, ax, xlabel="model-axis devices", ylabel="MB per device (train step, AdamW)", logx=True,
                   logy=True, title="Megatron-style MLP: memory per device")
         counts = sorted({x.params["model"] for _, x in good})  # ticks 1, 2, 4, 8 and plain MB, not powers
         ax.set_xticks(counts, [str(c) for c in counts])
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.yaxis.set_minor_formatter(NullFormatter())
-        sec.plots.append(rp.Plot("tensor_parallel", fig, " ".join(notes)))
+        sec.plots.append(figures.Plot("tensor_parallel", fig, " ".join(notes)))
     if rows:
-        sec.tables.append(rp.Table(["run", "mesh data x model", "XLA MB/device", "estimate MB", "error",
+        sec.tables.append(figures.Table(["run", "mesh data x model", "XLA MB/device", "estimate MB", "error",
                                     "output rel. error", "ms per step"], rows,
                                    "Per-device memory from compiled.memory_analysis(); outputs vs the unsharded MLP"))
-    sec.paragraphs += rp.not_ok(pairs)
+    sec.paragraphs += labels.not_ok(pairs)
     return sec
 
 
-def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+def compiled(sec: figures.Section, pairs: list[labels.Pair]) -> None:
     """Bytes per device of the split step on 1..8 GPUs of a target, from XLA:GPU's plans (compiled, not run)."""
-    good = rp.ok(pairs)
-    rows = [[run.label, f"{x.params['data']} x {x.params['model']}", rp.fmt(x.metrics["bytes_compiled"] / 1e6),
-             rp.fmt(x.metrics["bytes_predicted"] / 1e6), f"{x.metrics['prediction_error']:+.1%}",
-             int(x.metrics.get("all_reduce_count", 0)), rp.fmt(x.metrics.get("all_reduce_bytes", 0) / 1e6)]
+    good = labels.ok(pairs)
+    rows = [[run.label, f"{x.params['data']} x {x.params['model']}", labels.fmt(x.metrics["bytes_compiled"] / 1e6),
+             labels.fmt(x.metrics["bytes_predicted"] / 1e6), f"{x.metrics['prediction_error']:+.1%}",
+             int(x.metrics.get("all_reduce_count", 0)), labels.fmt(x.metrics.get("all_reduce_bytes", 0) / 1e6)]
             for run, x in sorted(good, key=lambda p: (p[1].params["data"], p[1].params["model"]))]
     one = {x.params["model"]: x.metrics["bytes_compiled"] for _, x in good if x.params["data"] == 1}
     if 1 in one and len(one) > 1:
@@ -72,7 +72,7 @@ def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
                               f"{one[m] / one[1]:.0%} of the one-GPU train step ({one[m] / 1e6:.0f} of "
                               f"{one[1] / 1e6:.0f} MB), by XLA:GPU's memory plan.")
     if rows:
-        sec.tables.append(rp.Table(["run", "mesh data x model", "XLA:GPU MB/device", "estimate MB", "error",
+        sec.tables.append(figures.Table(["run", "mesh data x model", "XLA:GPU MB/device", "estimate MB", "error",
                                     "all-reduces", "all-reduce MB"], rows,
                                    "Compiled, not run: per-device memory and collectives of the split step"))
 

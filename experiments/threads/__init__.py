@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from jaxgpu import devices
+from jaxgpu.ground import devices
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
 

@@ -1,8 +1,8 @@
-"""threads, measured: one worker process per core count (jaxgpu.threads)."""
+"""threads, measured: one worker process per core count (jaxgpu.kernels.threads)."""
 
 from __future__ import annotations
 
-from jaxgpu import threads
+from jaxgpu.kernels import threads
 
 from experiments.threads import Config
 

@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis import derive
 from experiments.analysis.claims import for_experiment
@@ -15,18 +15,18 @@ from experiments.contract import View
 CLAIMS = for_experiment("threads")
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("More workers, more throughput?", "threads", CLAIMS)
-    good = rp.ok(pairs)
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    sec = figures.Section("More workers, more throughput?", "threads", CLAIMS)
+    good = labels.ok(pairs)
     series, notes, rows = [], [], []
-    for label, (_run, recs) in rp.by_run(good).items():
+    for label, (_run, recs) in labels.by_run(good).items():
         recs = sorted(recs, key=lambda x: x.params["workers"])
         ks = [x.params["workers"] for x in recs]
         sp = derive.core_speedups(recs)  # over the one-core record; none without it
         if sp:
-            series.append(rp.Series(f"{label} matmul", ks, [sp[k]["matmul_speedup"] for k in ks]))
-            series.append(rp.Series(f"{label} elementwise", ks, [sp[k]["elementwise_speedup"] for k in ks]))
-            series.append(rp.Series("ideal (speed-up = workers)", ks, ks, style=":"))
+            series.append(figures.Series(f"{label} matmul", ks, [sp[k]["matmul_speedup"] for k in ks]))
+            series.append(figures.Series(f"{label} elementwise", ks, [sp[k]["elementwise_speedup"] for k in ks]))
+            series.append(figures.Series("ideal (speed-up = workers)", ks, ks, style=":"))
             last = sp[ks[-1]]
             notes.append(f"On {label}, {ks[-1]} cores ran the matmul {last['matmul_speedup']:.2f}x and the elementwise "
                          f"kernel {last['elementwise_speedup']:.2f}x as fast as 1 core (matmul efficiency "
@@ -34,14 +34,14 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         for x in recs:
             m, s_ = x.metrics, sp.get(x.params["workers"], {})
             rows.append([label, x.params["workers"], int(m["cores_seen"]), int(m["os_threads"]),
-                         rp.fmt(m["matmul_gflops"]),
-                         rp.fmt(s_.get("matmul_speedup")), rp.fmt(m["elementwise_gbytes_per_s"]),
-                         rp.fmt(s_.get("elementwise_speedup"))])
+                         labels.fmt(m["matmul_gflops"]),
+                         labels.fmt(s_.get("matmul_speedup")), labels.fmt(m["elementwise_gbytes_per_s"]),
+                         labels.fmt(s_.get("elementwise_speedup"))])
     if series:
-        fig = rp.line_plot(series, xlabel="cores (workers)", ylabel="speed-up over 1 core",
+        fig = figures.line_plot(series, xlabel="cores (workers)", ylabel="speed-up over 1 core",
                            title="independent output entries in parallel", logy=False)
-        sec.plots.append(rp.Plot("threads", fig, " ".join(notes)))
-    sec.tables.append(rp.Table(["run", "workers", "cores seen", "OS threads", "matmul GFLOP/s", "speed-up",
+        sec.plots.append(figures.Plot("threads", fig, " ".join(notes)))
+    sec.tables.append(figures.Table(["run", "workers", "cores seen", "OS threads", "matmul GFLOP/s", "speed-up",
                                 "elementwise GB/s", "speed-up"], rows,
                                "Each row is its own process pinned to that many cores before JAX starts"))
     return sec

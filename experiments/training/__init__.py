@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from jaxgpu import devices, fit
+from jaxgpu.ground import devices
+from jaxgpu.pricing import fit
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
 

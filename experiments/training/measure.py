@@ -8,7 +8,8 @@ import functools
 import jax
 import optax
 
-from jaxgpu import data, matmul, mlp, precision, stack, timing
+from jaxgpu.ground import data, precision, stack, timing
+from jaxgpu.kernels import matmul, mlp
 
 from experiments.contract import RunContext
 from experiments.training import VARIANTS, Config

@@ -6,8 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
-from jaxgpu import results
+from jaxgpu.records import figures, labels, results
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -15,19 +14,19 @@ from experiments.contract import View
 CLAIMS = for_experiment("training")
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
+def section(pairs: list[labels.Pair]) -> figures.Section:
 
-    sec = rp.Section("Training an MLP: precision, throughput, time to accuracy", "training", CLAIMS)
-    good = rp.ok(pairs)
+    sec = figures.Section("Training an MLP: precision, throughput, time to accuracy", "training", CLAIMS)
+    good = labels.ok(pairs)
     curves = [(r, x) for r, x in good if x.params.get("case") == "curve"]
     runs_ = [(r, x) for r, x in good if x.params.get("case") == "run"]
     if curves:
         # against seconds of training (compile apart), not epochs: what C07's "days into hours" is about
-        fig = rp.Figure(figsize=(8.5, 3.6), dpi=100)
+        fig = figures.Figure(figsize=(8.5, 3.6), dpi=100)
         ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
         colors = {}
-        for label, (_run, recs) in rp.by_run(curves).items():
-            for v in rp.first_seen(x.params["variant"] for x in recs):
+        for label, (_run, recs) in labels.by_run(curves).items():
+            for v in labels.first_seen(x.params["variant"] for x in recs):
                 pts = sorted((x.metrics["train_s"], x.metrics["loss"], x.metrics["accuracy"]) for x in recs
                              if x.params["variant"] == v and x.metrics.get("train_s", 0) > 0)
                 if pts:
@@ -46,20 +45,21 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
         ax2.legend(fontsize=6)
         fig.suptitle("digits MLP per precision, against time", fontsize=10)
         fig.tight_layout()
-        sec.plots.append(rp.Plot("training_curves", fig, _curve_takeaway(runs_)))
+        sec.plots.append(figures.Plot("training_curves", fig, _curve_takeaway(runs_)))
     targets = [(r, x) for r, x in good if x.params.get("case") == "to_target"]
     if targets:
         sec.plots.append(_to_target_plot(targets))
     rows = []
     for run, x in runs_:
         m = x.metrics
-        rows.append([run.label, x.params["variant"], rp.fmt(m["accuracy"]), rp.fmt(m.get("time_s_to_target")),
-                     rp.fmt(m.get("time_s_to_target_with_compile")), rp.fmt(m["samples_per_s"]), rp.fmt(m.get("mfu")),
-                     rp.fmt(m["grad_zero_fraction"]), int(m["nonfinite_steps"]), int(m["skipped_steps"])])
-    sec.tables.append(rp.Table(["run", "variant", "test acc.", "s to target", "s to target + compile", "samples/s",
+        rows.append([run.label, x.params["variant"], labels.fmt(m["accuracy"]), labels.fmt(m.get("time_s_to_target")),
+                     labels.fmt(m.get("time_s_to_target_with_compile")), labels.fmt(m["samples_per_s"]),
+                     labels.fmt(m.get("mfu")),
+                     labels.fmt(m["grad_zero_fraction"]), int(m["nonfinite_steps"]), int(m["skipped_steps"])])
+    sec.tables.append(figures.Table(["run", "variant", "test acc.", "s to target", "s to target + compile", "samples/s",
                                 "MFU", "zero grads", "non-finite steps", "skipped (scaler)"], rows,
                                "Per run (seconds exclude compilation unless named)"))
-    for label, (_run, recs) in rp.by_run(runs_).items():
+    for label, (_run, recs) in labels.by_run(runs_).items():
         by = {x.params["variant"]: x.metrics for x in recs}
         m = by.get("fp32", {})
         if "fp16_to_zero_fraction" not in m:
@@ -78,11 +78,11 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
     if thr:
         series = []
         notes = []
-        for label, (run, recs) in rp.by_run(thr).items():
+        for label, (run, recs) in labels.by_run(thr).items():
             for impl in ("jax", "torch"):
                 pts = sorted((x.params["width"], x.metrics["samples_per_s"]) for x in recs if x.params["impl"] == impl)
                 if pts:
-                    series.append(rp.Series.of(f"{label} {impl}", pts, style=rp.style(run)))
+                    series.append(figures.Series.of(f"{label} {impl}", pts, style=figures.style(run)))
             by = {(x.params["width"], x.params["impl"]): x for x in recs}
             w = max(x.params["width"] for x in recs)
             j = by.get((w, "jax"))
@@ -96,43 +96,44 @@ def section(pairs: list[rp.Pair]) -> rp.Section:
                     note += (f"; the same MLP in PyTorch took {t.metrics['time_s_median'] * 1e3:.1f} ms "
                              f"(JAX {t.metrics['time_s_median'] / j.metrics['time_s_median']:.2f}x as fast)")
                 notes.append(note + "." + _behind(by, run.meta.get("info", {}).get("matmul", {})))
-        fig = rp.line_plot(series, xlabel="hidden width", ylabel="samples/s (train step)",
+        fig = figures.line_plot(series, xlabel="hidden width", ylabel="samples/s (train step)",
                            title="train-step throughput vs width, synthetic data")
-        sec.plots.append(rp.Plot("training_throughput", fig, " ".join(notes)))
+        sec.plots.append(figures.Plot("training_throughput", fig, " ".join(notes)))
     _ratio(sec, runs_)
     _to_target(sec, [(r, x) for r, x in good if x.params.get("case") == "to_target"])
-    sec.paragraphs += rp.not_ok(rp.measured(pairs))
+    sec.paragraphs += labels.not_ok(labels.measured(pairs))
     return sec
 
 
-def _to_target_plot(pairs) -> rp.Plot:
+def _to_target_plot(pairs) -> figures.Plot:
     """C07 drawn: seconds to the target accuracy against the student's width, per run (a predicted run dashed)."""
     series, parts = [], []
-    for label, (run, recs) in rp.by_run(pairs).items():
+    for label, (run, recs) in labels.by_run(pairs).items():
         pts = sorted((x.params["width"], x.metrics["time_s_to_target"]) for x in recs)
-        series.append(rp.Series.of(label, pts, style=rp.style(run)))
-        parts.append(f"{label}: " + ", ".join(f"width {w:,}: {rp.si(t, 's')}" for w, t in pts))
+        series.append(figures.Series.of(label, pts, style=figures.style(run)))
+        parts.append(f"{label}: " + ", ".join(f"width {w:,}: {labels.si(t, 's')}" for w, t in pts))
     target = pairs[0][1].params["target"]
-    fig = rp.line_plot(series, xlabel="student width (2 hidden layers)",
+    fig = figures.line_plot(series, xlabel="student width (2 hidden layers)",
                        ylabel=f"seconds to {target:.0%} test accuracy",
                        title=f"C07: time to {target:.0%} accuracy on the teacher task (compile apart)")
-    return rp.Plot("training_to_target", fig, f"Time to {target:.0%}: " + "; ".join(parts) + ".")
+    return figures.Plot("training_to_target", fig, f"Time to {target:.0%}: " + "; ".join(parts) + ".")
 
 
-def _to_target(sec: rp.Section, pairs) -> None:
+def _to_target(sec: figures.Section, pairs) -> None:
     """C07: the time a student of each width takes to the target accuracy on the teacher task, per run,
     and per width the speed-up of each GPU run over the CPU run of its machine (``results.cpu_partner``)."""
     if not pairs:
         return
-    rows = [[run.label, x.params["width"], f"{x.params['target']:.0%}", rp.fmt(x.metrics["time_s_to_target"]),
-             rp.fmt(x.metrics["time_s_to_target_with_compile"]), int(x.metrics["epochs"]),
-             rp.fmt(x.metrics["accuracy"])]
-            for run, x in sorted(rp.measured(pairs), key=lambda p: (p[0].label, p[1].params["width"]))]
-    sec.tables.append(rp.Table(["run", "width", "target", "s to target", "s with compile", "epochs", "accuracy"], rows,
+    rows = [[run.label, x.params["width"], f"{x.params['target']:.0%}", labels.fmt(x.metrics["time_s_to_target"]),
+             labels.fmt(x.metrics["time_s_to_target_with_compile"]), int(x.metrics["epochs"]),
+             labels.fmt(x.metrics["accuracy"])]
+            for run, x in sorted(labels.measured(pairs), key=lambda p: (p[0].label, p[1].params["width"]))]
+    sec.tables.append(figures.Table(["run", "width", "target", "s to target", "s with compile", "epochs", "accuracy"],
+                                    rows,
                                "Claim C07: a two-layer MLP learning a teacher network's labels to the target test "
                                "accuracy (compilation apart, then included)"))
     runs = list({id(r): r for r, _ in pairs}.values())
-    for label, (run, recs) in rp.by_run(pairs).items():
+    for label, (run, recs) in labels.by_run(pairs).items():
         times = ", ".join(f"width {x.params['width']}: {x.metrics['time_s_to_target']:.3g} s"
                           for x in sorted(recs, key=lambda x: x.params["width"]))
         text = f"On {label} the time to {recs[0].params['target']:.0%} on the teacher task was {times}"
@@ -177,7 +178,7 @@ def _behind(by: dict, libs: dict) -> str:
 
 def _curve_takeaway(runs_) -> str:
     parts = []
-    for label, (_run, recs) in rp.by_run(runs_).items():
+    for label, (_run, recs) in labels.by_run(runs_).items():
         acc = {x.params["variant"]: x.metrics["accuracy"] for x in recs}
         tt = {x.params["variant"]: x.metrics.get("time_s_to_target") for x in recs}
         if "fp32" in acc:
@@ -189,7 +190,7 @@ def _curve_takeaway(runs_) -> str:
     return " ".join(parts)
 
 
-def _ratio(sec: rp.Section, runs_) -> None:
+def _ratio(sec: figures.Section, runs_) -> None:
     cpu = {x.params["variant"]: x for r, x in runs_ if x.backend == "cpu"}
     gpu = {x.params["variant"]: x for r, x in runs_ if x.backend == "gpu"}
     for v in ("fp32", "bf16"):

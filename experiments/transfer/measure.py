@@ -5,15 +5,15 @@ from __future__ import annotations
 import jax
 import optax
 
-from jaxgpu import memory, mlp
+from jaxgpu.kernels import mlp, stream
 
 from experiments.contract import RunContext
 from experiments.transfer import Config
 
 
 def copy_on_device(nbytes: int, ctx: RunContext, target_s: float) -> dict[str, float]:
-    arrs = memory.stream_arrays(nbytes // 4, "float32", jax.sharding.SingleDeviceSharding(ctx.device))
-    res = memory.bench_stream("copy", arrs, "jit", target_s=target_s)
+    arrs = stream.stream_arrays(nbytes // 4, "float32", jax.sharding.SingleDeviceSharding(ctx.device))
+    res = stream.bench_stream("copy", arrs, "jit", target_s=target_s)
     # Same counting as a transfer: bytes of one copy (not STREAM's read + write).
     return res.timing.metrics(gbytes_per_s=res.gbytes_per_s / 2)
 
@@ -26,4 +26,4 @@ def mlp_step(feed: str, cfg: Config, ctx: RunContext) -> dict[str, float]:
 
 
 def transfer(direction: str, nbytes: int, cfg: Config, ctx: RunContext) -> dict[str, float]:
-    return memory.bench_transfer(nbytes, direction, ctx.device, cfg.target_s).metrics()
+    return stream.bench_transfer(nbytes, direction, ctx.device, cfg.target_s).metrics()

@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
@@ -16,29 +16,29 @@ CLAIMS = for_experiment("transfer")
 _COLORS = {"host_to_device": "C0", "device_to_host": "C1", "on_device_copy": "C2"}
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Host-device transfer: the desk and the door", "transfer", CLAIMS)
-    good = rp.ok(pairs)
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    sec = figures.Section("Host-device transfer: the desk and the door", "transfer", CLAIMS)
+    good = labels.ok(pairs)
     series, notes = [], []
-    for label, (run, recs) in rp.by_run(good).items():
+    for label, (run, recs) in labels.by_run(good).items():
         for d in ("host_to_device", "device_to_host", "on_device_copy"):
             pts = sorted((x.params["bytes"], x.metrics["gbytes_per_s"]) for x in recs if x.params.get("direction") == d)
             if pts:
-                series.append(rp.Series(f"{label} {d.replace('_', ' ')}", [p[0] for p in pts], [p[1] for p in pts],
-                                        style=rp.style(run), color=_COLORS[d]))
+                series.append(figures.Series(f"{label} {d.replace('_', ' ')}", [p[0] for p in pts], [p[1] for p in pts],
+                                        style=figures.style(run), color=_COLORS[d]))
         if not run.predicted:  # a prediction has only the on-device copy: no door to compare the desk with
             notes.append(_takeaway(label, run, recs))
     if series:
-        fig = rp.line_plot(series, xlabel="bytes moved", ylabel="GB/s", xunit="B",
+        fig = figures.line_plot(series, xlabel="bytes moved", ylabel="GB/s", xunit="B",
                            title="copy bandwidth: across vs within device memory")
-        sec.plots.append(rp.Plot("transfer", fig, " ".join(n for n in notes if n)))
+        sec.plots.append(figures.Plot("transfer", fig, " ".join(n for n in notes if n)))
     rows = [[run.label, str(x.params.get("direction", x.params.get("feed"))).replace("_", " "),
-             rp.si(x.params.get("bytes", x.metrics.get("batch_bytes", 0)), "B"),
-             rp.fmt(x.metrics["time_s_median"] * 1e3), rp.fmt(x.metrics.get("gbytes_per_s"))]
-            for run, x in rp.measured(good)]
-    sec.tables.append(rp.Table(["run", "what", "size", "median ms", "GB/s"], rows,
+             labels.si(x.params.get("bytes", x.metrics.get("batch_bytes", 0)), "B"),
+             labels.fmt(x.metrics["time_s_median"] * 1e3), labels.fmt(x.metrics.get("gbytes_per_s"))]
+            for run, x in labels.measured(good)]
+    sec.tables.append(figures.Table(["run", "what", "size", "median ms", "GB/s"], rows,
                                "Transfers (to and from pageable host memory: numpy's, not pinned) and MLP steps"))
-    sec.paragraphs += rp.not_ok(rp.measured(pairs))
+    sec.paragraphs += labels.not_ok(labels.measured(pairs))
     return sec
 
 
@@ -47,7 +47,7 @@ def _takeaway(label, run, recs) -> str:
     if big is None:
         return ""
     at = {x.params["direction"]: x.metrics["gbytes_per_s"] for x in recs if x.params.get("bytes") == big}
-    text = f"On {label} at {rp.si(big, 'B')}"
+    text = f"On {label} at {labels.si(big, 'B')}"
     if "host_to_device" in at and "on_device_copy" in at:
         text += (f", host->device ran {at['host_to_device']:.1f} GB/s and device->host "
                  f"{at.get('device_to_host', float('nan')):.1f} GB/s against {at['on_device_copy']:.1f} GB/s for a "

@@ -4,7 +4,7 @@ Measured on this machine: the smallest configs' train step and decode step (seco
 device's peak, bytes from XLA's memory analysis), each checked first (a finite loss that falls after a step; the
 decode step's logits against the forward pass). Compiled (``--compile-for h200``): every config's train step
 (AdamW, fp32 master weights, bf16 products, split fsdp) and decode step (bf16 weights and KV cache, split by
-tensor parallelism) for 1 and 8 GPUs: bytes per device from XLA:GPU's plan beside ``jaxgpu.fit``'s estimate,
+tensor parallelism) for 1 and 8 GPUs: bytes per device from XLA:GPU's plan beside ``jaxgpu.pricing.fit``'s estimate,
 which cards that fits, the collectives per step and their bytes, and the step priced (``jaxgpu.plan_model``).
 """
 
@@ -28,7 +28,7 @@ class Config:
     measure_seq: int = 128
     models: tuple[str, ...] = MODELS  # compiled for a GPU
     devices: tuple[int, ...] = (1, 8)
-    modes: tuple[str, ...] = ("train", "serve")  # jaxgpu.sizing.MODES compiled: the full profile adds the rest
+    modes: tuple[str, ...] = ("train", "serve")  # jaxgpu.pricing.sizing.MODES compiled: the full profile adds the rest
     train_batch: int = 8  # sequences per step, each of the model's context (2,048 tokens at most)
     serve_batch: int = 8  # sequences decoded at once, against caches of that context
     target_s: float = 0.3
@@ -73,7 +73,7 @@ def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 def _params(name: str) -> float:
-    from jaxgpu import fit
+    from jaxgpu.pricing import fit
 
     # the configs' sizes as their names say them (the cost model needs a figure, not the exact count)
     scale = {"m": 1e6, "b": 1e9}

@@ -1,4 +1,4 @@
-"""transformer, measured and compiled: the library's decoder (jaxgpu.transformer) trained and served here, and
+"""transformer, measured and compiled: the library's decoder (jaxgpu.kernels.transformer) trained and served here, and
 planned for N GPUs by XLA:GPU (jaxgpu.plan_model)."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgpu import sizing, stack, timing
-from jaxgpu import transformer as tf
+from jaxgpu.ground import stack, timing
+from jaxgpu.kernels import transformer as tf
+from jaxgpu.pricing import sizing
 
 CARDS_GB = (24, 40, 80, 141)  # the memory sizes a fit is asked of (L4 / RTX 4090, A100 40GB, H100 / A100 80GB, H200)
 

@@ -5,49 +5,49 @@ from __future__ import annotations
 
 import statistics
 
-from jaxgpu import report as rp
+from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
 from experiments.contract import View
 
 CLAIMS = for_experiment("transformer")
 CARDS_GB = (24, 40, 80, 141)
-USABLE = 0.75  # jaxgpu.sizing.USABLE_FRACTION: JAX's default share of a card
+USABLE = 0.75  # jaxgpu.pricing.sizing.USABLE_FRACTION: JAX's default share of a card
 
 
-def section(pairs: list[rp.Pair]) -> rp.Section:
-    sec = rp.Section("Transformers from 124M to 70B: train and serve", "transformer", CLAIMS)
-    good = [(r, x) for r, x in rp.ok(pairs, "transformer") if "mode" in x.params and "case" not in x.params]
+def section(pairs: list[labels.Pair]) -> figures.Section:
+    sec = figures.Section("Transformers from 124M to 70B: train and serve", "transformer", CLAIMS)
+    good = [(r, x) for r, x in labels.ok(pairs, "transformer") if "mode" in x.params and "case" not in x.params]
     rows, notes = [], []
-    for run, x in sorted(rp.measured(good), key=lambda p: (p[0].label, p[1].params["model"], p[1].params["mode"])):
+    for run, x in sorted(labels.measured(good), key=lambda p: (p[0].label, p[1].params["model"], p[1].params["mode"])):
         m = x.metrics
         rows.append([run.label, x.params["model"], x.params["mode"], f"{x.params['batch']} x {x.params['seq']}",
-                     rp.si(m["time_s_median"], "s"), rp.si(m["tokens_per_s"], "tokens/s"),
-                     f"{m['mfu']:.0%}" if "mfu" in m else "-", rp.si(m["bytes_measured"], "B")])
-    for label, (_run, recs) in rp.by_run(rp.measured(good)).items():
+                     labels.si(m["time_s_median"], "s"), labels.si(m["tokens_per_s"], "tokens/s"),
+                     f"{m['mfu']:.0%}" if "mfu" in m else "-", labels.si(m["bytes_measured"], "B")])
+    for label, (_run, recs) in labels.by_run(labels.measured(good)).items():
         for x in recs:
             if x.params["mode"] == "train":
                 notes.append(f"On {label} a {x.params['model']} train step ({x.params['batch']} x {x.params['seq']} "
-                             f"tokens) took {rp.si(x.metrics['time_s_median'], 's')}: "
-                             f"{rp.si(x.metrics['tokens_per_s'], 'tokens/s')}"
+                             f"tokens) took {labels.si(x.metrics['time_s_median'], 's')}: "
+                             f"{labels.si(x.metrics['tokens_per_s'], 'tokens/s')}"
                              + (f", {x.metrics['mfu']:.0%} of the device's peak (MFU)" if "mfu" in x.metrics else "")
-                             + f", holding {rp.si(x.metrics['bytes_measured'], 'B')} by XLA's count.")
+                             + f", holding {labels.si(x.metrics['bytes_measured'], 'B')} by XLA's count.")
     if good:
-        sec.plots.append(rp.Plot("transformer_steps", _steps_figure(good), " ".join(notes) or "-"))
+        sec.plots.append(figures.Plot("transformer_steps", _steps_figure(good), " ".join(notes) or "-"))
     if rows:
         sec.paragraphs += notes
-        sec.tables.append(rp.Table(["run", "model", "step", "batch x tokens", "median", "tokens/s", "MFU",
+        sec.tables.append(figures.Table(["run", "model", "step", "batch x tokens", "median", "tokens/s", "MFU",
                                     "memory (XLA)"], rows,
                                    "Measured here: one train step (AdamW) and one decode step, checked first"))
-    sec.paragraphs += rp.not_ok([(r, x) for r, x in pairs if x.experiment == "transformer" and not x.compiled])
+    sec.paragraphs += labels.not_ok([(r, x) for r, x in pairs if x.experiment == "transformer" and not x.compiled])
     return sec
 
 
-def _steps_figure(good) -> rp.Figure:
+def _steps_figure(good) -> figures.Figure:
     """Tokens per second of each measured step, a bar per run (a predicted run hatched, its label saying so)."""
-    cases = rp.first_seen((x.params["model"], x.params["mode"]) for _, x in good)
-    groups = rp.by_run(good)
-    fig = rp.Figure(figsize=(7.0, 3.6), dpi=100)
+    cases = labels.first_seen((x.params["model"], x.params["mode"]) for _, x in good)
+    groups = labels.by_run(good)
+    fig = figures.Figure(figsize=(7.0, 3.6), dpi=100)
     ax = fig.add_subplot()
     width = 0.8 / max(len(groups), 1)
     for i, (label, (run, recs)) in enumerate(groups.items()):
@@ -57,32 +57,32 @@ def _steps_figure(good) -> rp.Figure:
                hatch="//" if run.predicted else None, alpha=0.55 if run.predicted else 1.0)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(cases))], [f"{m} {mode}" for m, mode in cases],
                   fontsize=8)
-    rp.finish(fig, ax, ylabel="tokens/s", logy=True, grid="y",
+    figures.finish(fig, ax, ylabel="tokens/s", logy=True, grid="y",
               title="tokens per second: train step (all tokens at once) and decode step (one per sequence)")
     ax.legend(fontsize=7)
     return fig
 
 
-def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
+def compiled(sec: figures.Section, pairs: list[labels.Pair]) -> None:
     """Every config on 1 and 8 GPUs of a target: bytes per device against the cards, the estimate's error,
     collectives and the predicted step (compiled, not run)."""
-    plans = [(r, x) for r, x in rp.ok(pairs, "transformer", case="plan")]
+    plans = [(r, x) for r, x in labels.ok(pairs, "transformer", case="plan")]
     if not plans:
         return
     run = plans[0][0]
     gpu = run.hardware.name if run.hardware else run.machine
     by = {(x.params["model"], x.params["mode"], x.params["devices"]): x for _, x in plans}
-    models = rp.first_seen(x.params["model"] for _, x in plans)
-    sec.plots.insert(0, rp.Plot("transformer_memory", _figure(by, models, gpu), _takeaway(by, models, gpu)))
+    models = labels.first_seen(x.params["model"] for _, x in plans)
+    sec.plots.insert(0, figures.Plot("transformer_memory", _figure(by, models, gpu), _takeaway(by, models, gpu)))
     rows = []
     for (model, mode, n), x in by.items():
         m = x.metrics
         comm = sum(v for k, v in m.items() if k.endswith("_bytes") and not k.startswith("bytes"))
-        rows.append([model, mode, n, f"{int(m['batch'])} x {int(m['seq']):,}", rp.si(m["bytes_compiled"], "B"),
+        rows.append([model, mode, n, f"{int(m['batch'])} x {int(m['seq']):,}", labels.si(m["bytes_compiled"], "B"),
                      f"{m['prediction_error']:+.0%}", ", ".join(f"{gb} GB" for gb in CARDS_GB if m[f"fits_{gb}gb"])
-                     or "none", rp.si(comm, "B"), rp.si(m["predicted_step_s"], "s"),
-                     rp.si(m["predicted_tokens_per_s"], "tokens/s"), f"{m['predicted_mfu']:.0%}"])
-    sec.tables.append(rp.Table(
+                     or "none", labels.si(comm, "B"), labels.si(m["predicted_step_s"], "s"),
+                     labels.si(m["predicted_tokens_per_s"], "tokens/s"), f"{m['predicted_mfu']:.0%}"])
+    sec.tables.append(figures.Table(
         ["model", "step", "GPUs", "batch x tokens", "per GPU (XLA:GPU)", "estimate error", f"fits ({USABLE:.0%} of)",
          "collectives", "step", "tokens/s", "MFU"], rows,
         f"Compiled for {gpu}: train = AdamW, fp32 master weights, bf16 products, split fsdp; serve = one decode step, "
@@ -90,8 +90,8 @@ def compiled(sec: rp.Section, pairs: list[rp.Pair]) -> None:
         "link bandwidth)"))
 
 
-def _figure(by: dict, models: list[str], gpu: str) -> rp.Figure:
-    fig = rp.Figure(figsize=(8.0, 4.2), dpi=100)
+def _figure(by: dict, models: list[str], gpu: str) -> figures.Figure:
+    fig = figures.Figure(figsize=(8.0, 4.2), dpi=100)
     ax = fig.add_subplot()
     xs = range(len(models))
     for (mode, n), style in {("train", 1): "-o", ("train", 8): "--o", ("serve", 1): "-s", ("serve", 8): "--s"}.items():
@@ -105,7 +105,7 @@ def _figure(by: dict, models: list[str], gpu: str) -> rp.Figure:
         ax.annotate(f"{gb} GB card", (len(models) - 1, USABLE * gb), fontsize=7, color="0.3", ha="right",
                     va="bottom")
     ax.set_xticks(list(xs), models, rotation=30, ha="right", fontsize=8)
-    return rp.finish(fig, ax, ylabel="GB per GPU (XLA:GPU's plan)", logy=True, grid="y",
+    return figures.finish(fig, ax, ylabel="GB per GPU (XLA:GPU's plan)", logy=True, grid="y",
                      title=f"What each model holds per GPU, compiled for {gpu} (dotted: 75% of each card)")
 
 

@@ -132,11 +132,11 @@ def cost_analysis(compiled: Any) -> tuple[float | None, float | None]:
 
 def work_counts(compiled: Any) -> tuple[float | None, float | None, str | None]:
     """(flops, bytes, where they came from) of a compiled program: "xla" (XLA's cost analysis) where it sees the
-    whole program, else "hlo" (``jaxgpu.stack.program_counts`` over the optimized program's kernels).
+    whole program, else "hlo" (``jaxgpu.ground.stack.program_counts`` over the optimized program's kernels).
 
     XLA's cost analysis on a GPU counts every library GEMM (a cuBLAS custom call) as -1 FLOPs and -1 bytes,
     and a plugin may not offer it at all: such a count, or one with a negative part, is not used."""
-    from jaxgpu import stack
+    from jaxgpu.ground import stack
 
     flops = nbytes = None
     try:
@@ -181,7 +181,7 @@ def clock(fn: Callable, *args: Any, sync: Callable[[Any], Any] = _block) -> tupl
 class Program:
     """A program compiled while ``collecting_programs`` was open: the jitted function (None when a ``Lowered``
     was compiled), its arguments' shapes and the compiled program. The runner keeps the one whose work a
-    record counts (``work_counts``) and stores its plan beside the record (``jaxgpu.plans``)."""
+    record counts (``work_counts``) and stores its plan beside the record (``jaxgpu.pricing.plans``)."""
 
     fn: Callable | None
     specs: tuple
@@ -295,7 +295,7 @@ def single_blas_thread():
     """numpy's BLAS on one thread inside, as it was after: for a reference computed next to a timed program.
 
     OpenBLAS's worker threads spin for about a tenth of a second after each call, on the cores the timed
-    program is about to use (``jaxgpu.matmul.check_against_reference`` has the figures)."""
+    program is about to use (``jaxgpu.kernels.matmul.check_against_reference`` has the figures)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # a dependency; without it the reference keeps numpy's threads

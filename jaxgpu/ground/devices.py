@@ -113,7 +113,7 @@ def configure(backend: str = "auto", devices: int | None = None) -> None:
         if devices is not None and _current_host_device_count() != devices:
             raise BackendError(
                 "JAX started its backends before the host device count could be set; "
-                "call jaxgpu.devices.configure() before any JAX computation"
+                "call jaxgpu.ground.devices.configure() before any JAX computation"
             )
         return
     if devices is not None:

@@ -9,7 +9,7 @@ prediction for the record's own backend uses roofs measured in the same run: the
 (per preset where the precision sweep has it), the best fused elementwise rate (the roofline's FMA
 chain), the best STREAM bandwidth, and the cost of one call of a trivial program (the serial
 experiment's N=1 case). For GPUs not run, the same counts meet achievable GPU roofs
-(``jaxgpu.prediction.roofs_for``): a prediction, labelled so; once a GPU run is merged, its own
+(``jaxgpu.pricing.roofline.roofs_for``): a prediction, labelled so; once a GPU run is merged, its own
 records turn the prediction for its GPU into an error.
 """
 
@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxgpu import hardware, presets, results
-from jaxgpu import prediction as predict
+from jaxgpu.ground import hardware, presets
+from jaxgpu.pricing import roofline
+from jaxgpu.records import results
 
 import experiments
 
@@ -33,7 +34,7 @@ _NOT_MODELLED = {"collectives", "drift"}
 GPUS = ("H100 SXM", "H200 SXM", "A100 80GB", "L4", "RTX 4090")
 
 
-# the roof key of a precision sweep's product, by the record's dtype and precision (jaxgpu.prediction.roof_key)
+# the roof key of a precision sweep's product, by the record's dtype and precision (jaxgpu.pricing.roofline.roof_key)
 _SWEEP_KEYS = {"float64": "fp64", "bfloat16": "bf16", "float16": "fp16", "float8_e4m3fn": "fp8",
                "float8_e5m2": "fp8", "int8": "int8"}
 
@@ -48,7 +49,7 @@ def _sweep_key(params: dict) -> str:
     return _SWEEP_KEYS.get(dtype, "fp32")
 
 
-def measured_roofs(run: results.Run, recs: list[results.Record]) -> predict.Roofs | None:
+def measured_roofs(run: results.Run, recs: list[results.Record]) -> roofline.Roofs | None:
     """A run's roofs, from its own best records, with the curves its sweeps measured (the rate of a product
     by its FLOPs, per roof key; the bandwidth of a kernel by its bytes), each point named by its case so
     that a case is never priced on its own point; None where the run lacks one of them."""
@@ -109,7 +110,7 @@ def measured_roofs(run: results.Run, recs: list[results.Record]) -> predict.Roof
                   and r.params.get("variant") == "jit" and r.params.get("dtype", "float32") == "float32"
                   and "bytes_xla" in r.metrics
                   for t in [r.metrics["time_s_median"]])
-    return predict.Roofs(run.label, flops, max(bw) * 1e9, min(tiny), f"measured in {run.path.name}",
+    return roofline.Roofs(run.label, flops, max(bw) * 1e9, min(tiny), f"measured in {run.path.name}",
                          min(loops) if loops else 0.0,
                          gemm_curve={k: tuple(v) for k, v in gemm.items()}, bandwidth_curve=curve)
 
@@ -158,7 +159,7 @@ def on_a_gpu(r: results.Record) -> bool:
 
 
 def own_plans(run: results.Run, r: results.Record) -> list[tuple[list, int, str]]:
-    """The plan the record timed, as its run compiled it (``jaxgpu.plans``): [(kernels, loop steps, name)], or
+    """The plan the record timed, as its run compiled it (``jaxgpu.pricing.plans``): [(kernels, loop steps, name)], or
     [] where the run kept none (an older run; a record whose program was not found). A call over several host
     devices of a CPU is priced as the one machine runs it (``plans.on_one_machine``)."""
     backend = run.env.get("backend", "cpu")
@@ -168,7 +169,7 @@ def own_plans(run: results.Run, r: results.Record) -> list[tuple[list, int, str]
         return []
     ks = _kernels(p)
     if backend == "cpu" and p.get("devices", 1) > 1:
-        from jaxgpu import plans
+        from jaxgpu.pricing import plans
 
         ks = plans.on_one_machine(ks, p["devices"])
     return [(ks, p["loop_steps"], name)]
@@ -182,7 +183,7 @@ def gpu_plans(run: results.Run, r: results.Record, gpu: str) -> list[tuple[list,
     gpus = sorted({n.split(",")[0] for n in have if n.startswith("xla:gpu ")})
     if not gpus:
         return []
-    target, _ = predict.plan_target(hardware.GPUS[gpu])
+    target, _ = roofline.plan_target(hardware.GPUS[gpu])
     own = f"xla:gpu {target}" if target else None
     use = own if own in gpus else gpus[0]
     tail = "" if use == own else f", standing in for the {gpu}"
@@ -190,27 +191,27 @@ def gpu_plans(run: results.Run, r: results.Record, gpu: str) -> list[tuple[list,
 
 
 def _kernels(p: dict) -> list:
-    from jaxgpu import plans
+    from jaxgpu.pricing import plans
 
     return plans.expand(p["kernels"])
 
 
-def priced(r: results.Record, roofs: predict.Roofs, plans: list[tuple[list, int, str]], own: bool = True,
+def priced(r: results.Record, roofs: roofline.Roofs, plans: list[tuple[list, int, str]], own: bool = True,
            plan: dict[str, str] | None = None) -> tuple[float, str]:
     """(seconds, plan priced) of what ``r`` timed on ``roofs``: its compiled ``plans`` priced kernel by kernel
-    (``jaxgpu.prediction.price``; the cheapest where XLA:GPU had two GEMM choices, as its autotuner keeps the
+    (``jaxgpu.pricing.roofline.price``; the cheapest where XLA:GPU had two GEMM choices, as its autotuner keeps the
     faster), never on the case's own point of the run's curves; without a plan, its XLA counts as one kernel
     (``bound``: a lower bound, "counts")."""
     _, calls, flops, nbytes = timed_as(r)
     if plans:
-        best = min((predict.price(ks, roofs, loop_steps=steps, exclude=r.key if own else "").estimate_s, name)
+        best = min((roofline.price(ks, roofs, loop_steps=steps, exclude=r.key if own else "").estimate_s, name)
                    for ks, steps, name in plans)
         return calls * best[0], best[1]
-    return calls * predict.bound(flops, nbytes, roofs, _dtype(r, own, plan), loop_steps=_steps(r),
+    return calls * roofline.bound(flops, nbytes, roofs, _dtype(r, own, plan), loop_steps=_steps(r),
                                  exclude=r.key if own else "").lower_s, "counts"
 
 
-def predicted_s(r: results.Record, roofs: predict.Roofs, own: bool = True, plan: dict[str, str] | None = None,
+def predicted_s(r: results.Record, roofs: roofline.Roofs, own: bool = True, plan: dict[str, str] | None = None,
                 run: results.Run | None = None, gpu: str | None = None) -> float:
     """The model's time for what ``r`` timed, on ``roofs`` (``own``: the roofs of the record's own run ``run``,
     priced on the plan it timed; else ``gpu``'s, priced on XLA:GPU's plan where ``run`` compiled one, or on
@@ -306,7 +307,7 @@ def predicted_pairs(runs: list[results.Run], gpu: str = "H200 SXM") -> list[tupl
     run: what a figure draws beside the measured series, and what the ledger's rules see when they are
     asked what the GPU would show."""
     hw = hardware.GPUS[gpu]
-    roofs = predict.roofs_for(hw)
+    roofs = roofline.roofs_for(hw)
     plan = compiled_plan(runs, gpu)
     out = []
     for run in runs:

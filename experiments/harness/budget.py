@@ -19,8 +19,8 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from jaxgpu import hardware
-from jaxgpu import prediction as predict
+from jaxgpu.ground import hardware
+from jaxgpu.pricing import roofline
 
 from experiments.contract import Case, Cost
 
@@ -63,7 +63,7 @@ class Machine:
             memory = cost.bytes / (self.bandwidth_gbps * 1e9) if cost.bytes else 0.0
             call = max(compute, memory) + self.dispatch_s * cost.dispatches + cost.loop_steps * self.loop_step_s \
                 + cost.per_call_s
-        # jaxgpu.timing.repeat: until target_s and min_iters are both met, at most max_iters calls
+        # jaxgpu.ground.timing.repeat: until target_s and min_iters are both met, at most max_iters calls
         timed = min(max(cost.target_s, cost.min_iters * call), cost.max_iters * call) \
             if (cost.target_s or cost.min_iters) else 0.0
         compiles = (cost.compiles * self.kernel_compile_s + cost.gemm_compiles * self.gemm_compile_s
@@ -73,7 +73,7 @@ class Machine:
                 + cost.device_rng_bytes / (self.device_rng_gbps * 1e9) + cost.fixed_s)
 
 
-# GPU constants. The GPU's own figures have one home, jaxgpu.prediction (the shares of its
+# GPU constants. The GPU's own figures have one home, jaxgpu.pricing.roofline (the shares of its
 # datasheet peaks a large bf16 matmul and a device copy reach, the host's cost of a launch and of a
 # compiled loop's step, each with its source); the rest are this harness's, set before any GPU ran the
 # study, from what others published, and to be checked against the first GPU run's run.json ``timing``:
@@ -85,11 +85,11 @@ class Machine:
 # - step_compile_s: a train step autotunes its forward and backward GEMMs (an MLP of 3 layers: 4-6 distinct
 #   fusions, some shapes shared, some tuned before in the same process): 6 s, where a larger train step was
 #   seen at 22 s (jax-ml/jax#21250);
-# - host_gflops: the float64 references run on one BLAS thread (jaxgpu.timing.single_blas_thread), about
+# - host_gflops: the float64 references run on one BLAS thread (jaxgpu.ground.timing.single_blas_thread), about
 #   40 GFLOP/s on a server core, not the 16 cores' 200;
 # - startup_s: Python, JAX, the CUDA context, cuBLAS and the 75% preallocation of the card's memory: 20 s.
-_GPU = dict(kernel_compile_s=0.3, gemm_compile_s=2.0, step_compile_s=6.0, dispatch_s=predict.GPU_LAUNCH_S,
-            loop_step_s=predict.GPU_LOOP_STEP_S, flop_efficiency=predict.COMPUTE_FRACTION,
+_GPU = dict(kernel_compile_s=0.3, gemm_compile_s=2.0, step_compile_s=6.0, dispatch_s=roofline.GPU_LAUNCH_S,
+            loop_step_s=roofline.GPU_LOOP_STEP_S, flop_efficiency=roofline.COMPUTE_FRACTION,
             elementwise_efficiency=0.5, host_gflops=40.0, host_gbps=8.0, rng_gbps=0.6, device_rng_gbps=50.0,
             experiment_setup_s=3.0, startup_s=20.0)
 
@@ -121,7 +121,7 @@ def machine(platform: str, target: str | None = None) -> Machine:
     if platform == "compile":
         return Machine("this CPU, compiling for a GPU", "cpu", hardware.cpu_estimate(), **_COMPILE)
     hw = hardware.find_gpu(target or "H200 SXM")
-    return Machine(hw.name, "gpu", hw, bandwidth_gbps=(hw.memory_bw_gbps or 0) * predict.BANDWIDTH_FRACTION, **_GPU)
+    return Machine(hw.name, "gpu", hw, bandwidth_gbps=(hw.memory_bw_gbps or 0) * roofline.BANDWIDTH_FRACTION, **_GPU)
 
 
 def experiment_seconds(cases: Sequence[Case], m: Machine) -> float:

@@ -2,7 +2,7 @@
 
 XLA sizes its CPU thread pool once, at start-up, from the cores the process may run on,
 so each worker count needs a fresh process: ``measure(k)`` starts
-``python -m jaxgpu.threads K`` with its CPU affinity set to k cores before JAX loads,
+``python -m jaxgpu.kernels.threads K`` with its CPU affinity set to k cores before JAX loads,
 and reads back one JSON line (the cores and OS threads it saw, and its figures).
 """
 
@@ -17,7 +17,8 @@ import sys
 def measure(workers: int, matmul_n: int = 1024, elementwise_n: int = 1 << 24, target_s: float = 0.3,
             timeout_s: float = 300) -> dict[str, float]:
     """Runs the worker in a subprocess pinned to ``workers`` cores; returns its metrics."""
-    cmd = [sys.executable, "-m", "jaxgpu.threads", str(workers), str(matmul_n), str(elementwise_n), str(target_s)]
+    cmd = [sys.executable, "-m", "jaxgpu.kernels.threads", str(workers), str(matmul_n), str(elementwise_n),
+           str(target_s)]
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
     if proc.returncode != 0:
@@ -32,7 +33,8 @@ def _worker(workers: int, matmul_n: int, elementwise_n: int, target_s: float) ->
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxgpu import matmul, timing
+    from jaxgpu.ground import timing
+    from jaxgpu.kernels import matmul
 
     r = matmul.bench_jax(matmul.operands(matmul_n, matmul_n, matmul_n, n_sets=1), "fp32", target_s=target_s)
     if r.rel_error > 1e-4:

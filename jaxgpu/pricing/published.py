@@ -44,7 +44,7 @@ class Case:
 
     id: str
     kind: str
-    gpu: str  # a jaxgpu.hardware.GPUS key
+    gpu: str  # a jaxgpu.ground.hardware.GPUS key
     workload: str  # in words
     program: tuple
     published: float
@@ -141,16 +141,16 @@ def _stream(kernel: str, n: int, dtype: str) -> tuple[Callable, tuple]:
     import jax
     import jax.numpy as jnp
 
-    from jaxgpu import memory
+    from jaxgpu.kernels import stream
 
     t = jnp.dtype(_DTYPES[dtype])
-    fn = memory.stream_kernel(kernel)
+    fn = stream.stream_kernel(kernel)
     spec = jax.ShapeDtypeStruct((n,), t)
     return (lambda a, b, c: fn(a, b, c)), (spec, spec, spec)
 
 
 def _decode(model: str, batch: int, context: int, weights: str = "bf16") -> tuple[Callable, tuple]:
-    from jaxgpu import transformer
+    from jaxgpu.kernels import transformer
 
     c = transformer.CONFIGS[model]
     # layers unrolled, each its own buffers, as a PyTorch decoder holds them (a scan would copy each layer's
@@ -163,7 +163,7 @@ def _train(model: str, batch: int, seq: int, micro_batches: int = 1, shards: int
     """One GPU's step of data-parallel training: ``batch`` sequences in ``micro_batches`` passes, AdamW on the
     1/``shards`` of the weights it owns (ZeRO-1); the collectives between the GPUs are not part of it. Attention
     is named as one fused kernel, as the sources ran it (cuDNN or FlashAttention)."""
-    from jaxgpu import transformer
+    from jaxgpu.kernels import transformer
 
     c = transformer.CONFIGS[model]
     step, _ = transformer.train_step(c, flash=True, micro_batches=micro_batches, shards=shards)
@@ -175,7 +175,7 @@ def _prefill(model: str, batch: int, tokens: int, dtype: str = "fp16") -> tuple[
     import jax
     import jax.numpy as jnp
 
-    from jaxgpu import transformer
+    from jaxgpu.kernels import transformer
 
     c = transformer.CONFIGS[model]
     t = jnp.dtype(_DTYPES[dtype])
@@ -196,7 +196,7 @@ _BUILDERS = {"gemm": _gemm, "stream": _stream, "decode": _decode, "train": _trai
 
 def program(case: Case) -> tuple[Callable, tuple[Any, ...]]:
     """(function, ShapeDtypeStruct arguments) of the case's workload. A float64 program must be lowered inside
-    ``jaxgpu.precision.enable_x64()`` (``needs_x64``)."""
+    ``jaxgpu.ground.precision.enable_x64()`` (``needs_x64``)."""
     name, *args = case.program
     return _BUILDERS[name](*args)
 
@@ -206,7 +206,7 @@ def needs_x64(case: Case) -> bool:
 
 
 def seconds(case: Case, p: Any, kernel_s: float, dispatch_s: float) -> tuple[float, float, float]:
-    """(estimate, lower, upper) seconds per call of a ``jaxgpu.prediction.Prediction`` as the case's source timed
+    """(estimate, lower, upper) seconds per call of a ``jaxgpu.pricing.roofline.Prediction`` as the case's source timed
     it (``TIMED``), given a kernel's launch start-up and a framework's dispatch of one call."""
     (lo, hi), dev = p.device_range_s, p.device_s
     if case.timed == "device":

@@ -227,7 +227,7 @@ def library_counts(optimized_hlo: str) -> dict[str, int]:
 _COLLECTIVE = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+ = (.+?) (all-reduce|all-gather|reduce-scatter|all-to-all|"
                          r"collective-permute)(-start)?\(")
 # Bytes per element of each HLO element type: the one table every HLO byte count here and in
-# jaxgpu.prediction reads (an unknown type counts as 4).
+# jaxgpu.pricing.roofline reads (an unknown type counts as 4).
 ELEMENT_BYTES = {"f64": 8, "s64": 8, "u64": 8, "f32": 4, "s32": 4, "u32": 4, "bf16": 2, "f16": 2, "s16": 2, "u16": 2,
                  "s8": 1, "u8": 1, "pred": 1, "f8e4m3fn": 1, "f8e5m2": 1}
 
@@ -294,7 +294,7 @@ class Kernel:
     gemm: tuple[int, int, int, int] | None = None
     dtype: str = ""
     precision: str = "default"
-    scope: str = ""  # "flash_attention" where JAX named it so (jaxgpu.transformer): priced as one fused kernel
+    scope: str = ""  # "flash_attention" where JAX named it so (jaxgpu.kernels.transformer): priced as one fused kernel
     transcendentals: float = 0.0  # how many of ``flops`` are transcendental ops (``transcendental_ops``)
     powers: float = 0.0  # how many of those are pow (``power_ops``)
 

@@ -1,8 +1,8 @@
 """The compiled plans a run keeps beside its records, so that a report can price them without JAX.
 
 A timed record says what was measured and how much work XLA counted (``flops_xla``, ``bytes_xla``); the
-model that predicts its time (``jaxgpu.prediction.price``) needs more: the program's kernels, their shapes
-and their launches. While a case runs, ``jaxgpu.timing`` collects every program it compiles; ``of_case``
+model that predicts its time (``jaxgpu.pricing.roofline.price``) needs more: the program's kernels, their shapes
+and their launches. While a case runs, ``jaxgpu.ground.timing`` collects every program it compiles; ``of_case``
 keeps the one whose counts the record carries, and returns its plans:
 
     "xla:cpu" (or "xla:gpu"): the program as the run's own backend compiled it, the plan that was timed
@@ -12,7 +12,7 @@ keeps the one whose counts the record carries, and returns its plans:
                               of the full profile compiles it, a quick one leaves it out (``of_case``'s
                               ``triton``): it costs half a minute of a quick run's five
 
-The runner writes them to ``plans.jsonl`` (``jaxgpu.results.RunWriter``); ``Run.plans`` reads them back.
+The runner writes them to ``plans.jsonl`` (``jaxgpu.records.results.RunWriter``); ``Run.plans`` reads them back.
 A plan is a fact about a compile, like ``flops_xla``; a prediction made from it is never stored.
 """
 
@@ -23,9 +23,9 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from jaxgpu.stack import Kernel
+from jaxgpu.ground.stack import Kernel
 
-# the GPU targets (jaxgpu.targets) a CPU run compiles its timed programs for: the H200, whose plan the
+# the GPU targets (jaxgpu.pricing.targets) a CPU run compiles its timed programs for: the H200, whose plan the
 # report's GPU twins price (the GPU this project's device tool lends)
 GPU_TARGETS = ("h200",)
 # XLA:GPU's compile time grows with a loop's trip count (a fori_loop of 1e5 steps: 1.2 s, of 1e6: 11 s, on the
@@ -68,14 +68,14 @@ def _counts(metrics: dict[str, float]) -> tuple[float, float] | None:
 
 
 def timed_program(metrics: dict[str, float], programs: Sequence[Any]) -> Any | None:
-    """The program (``jaxgpu.timing.Program``) whose counts are the record's (XLA's, or its kernels' by trip count):
-    the one it timed; None where no program or several different ones match."""
-    from jaxgpu import timing
+    """The program (``jaxgpu.ground.timing.Program``) whose counts are the record's (XLA's, or its kernels' by trip
+    count): the one it timed; None where no program or several different ones match."""
+    from jaxgpu.ground import timing
 
     want = _counts(metrics)
     if want is None:
         return None
-    from jaxgpu import stack
+    from jaxgpu.ground import stack
 
     hits = []
     for p in programs:
@@ -97,7 +97,7 @@ def of_program(program: Any, backend: str, gpus: Sequence[str] = (), triton: boo
     """The plans of one compiled program: its own (``backend``'s) and, for each target in ``gpus``,
     XLA:GPU's (both GEMM choices where it has products; cuBLAS's alone without ``triton``). A GPU plan that
     cannot be compiled here, or would take long to (``GPU_PLAN_MAX_LAUNCHES``), is left out."""
-    from jaxgpu import stack
+    from jaxgpu.ground import stack
 
     hlo = program.compiled.as_text()
     ks = stack.kernels(hlo)
@@ -108,7 +108,7 @@ def of_program(program: Any, backend: str, gpus: Sequence[str] = (), triton: boo
         return out
     import jax
 
-    from jaxgpu import precision
+    from jaxgpu.ground import precision
 
     # a program timed inside a float64 scope is compiled again inside one: outside, its float64 would be float32
     wide = any(getattr(a, "dtype", None) is not None and a.dtype.itemsize == 8 for a in jax.tree.leaves(program.specs))
@@ -118,14 +118,15 @@ def of_program(program: Any, backend: str, gpus: Sequence[str] = (), triton: boo
 
 
 def _gpu_plans(program: Any, gpus: Sequence[str], triton: bool) -> list[dict]:
-    from jaxgpu import hardware, prediction, targets
+    from jaxgpu.ground import hardware
+    from jaxgpu.pricing import roofline, targets
 
     out = []
     for name in gpus:
         hw = hardware.GPUS[targets.target(name).hardware]
         for choice in (False, True) if triton else (False,):
             try:
-                ks, steps, label = prediction.plan_for(program.fn, *program.specs, on=hw, plan="gpu",
+                ks, steps, label = roofline.plan_for(program.fn, *program.specs, on=hw, plan="gpu",
                                                        triton_gemm=choice)
             except Exception:  # noqa: BLE001 - a program XLA:GPU will not take is priced from its counts instead
                 break
@@ -147,6 +148,6 @@ def gpu_targets(backend: str, mode: str) -> tuple[str, ...]:
     XLA:GPU can compile here, else none (a GPU run times the GPU itself)."""
     if backend != "cpu" or mode != "measured":
         return ()
-    from jaxgpu import targets
+    from jaxgpu.pricing import targets
 
     return () if targets.unavailable() else GPU_TARGETS

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from jaxgpu import devices
+from jaxgpu.ground import devices
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 

@@ -1,6 +1,6 @@
 """One training job over several processes with JAX's own runtime (``jax.distributed``).
 
-``launch`` starts N local worker processes (``python -m jaxgpu.distributed ...``); each
+``launch`` starts N local worker processes (``python -m jaxgpu.kernels.distributed ...``); each
 calls ``jax.distributed.initialize`` with the coordinator on 127.0.0.1 and a free port,
 so the N processes see one global device list, builds a ``data`` mesh over it, and trains
 the data-parallel MLP (``jit`` with ``NamedSharding``: the same step as
@@ -119,7 +119,7 @@ def launch(processes: int, spec: Spec = Spec(), *, platform: str = "cpu", timeou
         procs = []
         t0 = time.perf_counter()
         for pid in range(processes):
-            cmd = [sys.executable, "-m", "jaxgpu.distributed", "--coordinator", f"127.0.0.1:{port}",
+            cmd = [sys.executable, "-m", "jaxgpu.kernels.distributed", "--coordinator", f"127.0.0.1:{port}",
                    "--processes", str(processes), "--process-id", str(pid), "--spec",
                    json.dumps(dataclasses.asdict(spec)),
                    "--out", str(Path(tmp) / f"{pid}.json"), "--platform", platform,
@@ -196,7 +196,8 @@ def _worker(args: argparse.Namespace) -> None:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from jaxgpu import mlp, parallel, timing
+    from jaxgpu.ground import timing
+    from jaxgpu.kernels import mlp, parallel
 
     spec = Spec(**{k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(args.spec).items()})
     model, opt = mlp.MLP(widths=spec.widths), optax.adamw(1e-3)
@@ -223,8 +224,8 @@ def _worker(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m jaxgpu.distributed",
-                                description="one worker of jaxgpu.distributed.launch")
+    p = argparse.ArgumentParser(prog="python -m jaxgpu.kernels.distributed",
+                                description="one worker of jaxgpu.kernels.distributed.launch")
     p.add_argument("--coordinator", required=True)
     p.add_argument("--processes", type=int, required=True)
     p.add_argument("--process-id", type=int, required=True)

@@ -1,6 +1,6 @@
 """Memory fit: how many bytes a model needs to train or serve, checked against XLA's own accounting.
 
-MLP train step (the jitted Flax + Optax step of ``jaxgpu.mlp``, state donated)::
+MLP train step (the jitted Flax + Optax step of ``jaxgpu.kernels.mlp``, state donated)::
 
     bytes = state + batch + max(activation phase, gradient phase)
 
@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+
+from jaxgpu.ground.workload import megatron_split
 
 OPT_STATE_COPIES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
 BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1, "fp64": 8}
@@ -112,16 +114,6 @@ def mlp_train(input_dim: int, widths: Sequence[int], n_out: int, batch: int, opt
     acts = backward + low.input_copy * b * input_dim + low.weight_copy * sum(weights[1:])
     return MemoryEstimate(params=4 * p, optimizer=4 * p * OPT_STATE_COPIES[optimizer],
                           batch=b * input_dim * 4 + b * 4, activations=int(acts), gradients=8 * max(weights))
-
-
-def megatron_split(layer: int, in_dim: int, out_dim: int, model_size: int) -> str | None:
-    """How tensor parallelism splits layer ``layer`` of an MLP over ``model_size`` devices:
-    "column" (even layers: output features), "row" (odd layers: input features), or None
-    (replicated) where that dimension does not divide evenly. ``jaxgpu.parallel`` follows it."""
-    column = layer % 2 == 0
-    if (out_dim if column else in_dim) % model_size:
-        return None
-    return "column" if column else "row"
 
 
 def mlp_train_tensor_parallel(input_dim: int, widths: Sequence[int], n_out: int, batch: int, model_size: int,

@@ -1,9 +1,9 @@
 """What a program should take on some hardware, priced kernel by kernel from a compiled plan.
 
 ``predict(fn, *args, on="H200 SXM")`` compiles ``fn`` for the GPU named (XLA:GPU's own plan, on this CPU,
-when the ``gpu-compile`` extra is installed: ``jaxgpu.targets``; else this machine's XLA:CPU plan, and the
+when the ``gpu-compile`` extra is installed: ``jaxgpu.pricing.targets``; else this machine's XLA:CPU plan, and the
 result says so in ``plan``), splits the optimised program into its kernels (each fusion, library call or op,
-inside loops as often as they run: ``jaxgpu.stack.kernels``) and prices each on the hardware's roofs:
+inside loops as often as they run: ``jaxgpu.ground.stack.kernels``) and prices each on the hardware's roofs:
 
     a matrix product  max(FLOPs / (roof x wave fill), bytes / bandwidth) + a launch
     anything else     max(FLOPs / elementwise roof (+ exp and log, and pow, at their own rates where the roofs
@@ -33,12 +33,12 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jaxgpu import hardware
-from jaxgpu.stack import Kernel, kernels  # noqa: F401 - part of this module's API
+from jaxgpu.ground import hardware
+from jaxgpu.ground.stack import Kernel, kernels  # noqa: F401 - part of this module's API
 
 # Achievable shares of datasheet peaks, measured elsewhere: a bf16 matmul at 794.5 of 989 TFLOP/s on an
 # H100 SXM (stas00/ml-engineering, compute/accelerator/README.md, the MAMF table; the one published case
-# the model is calibrated on: jaxgpu.published marks it so), a device-to-device copy at about 4.3 of
+# the model is calibrated on: jaxgpu.pricing.published marks it so), a device-to-device copy at about 4.3 of
 # 4.8 TB/s on the H200 this project is lent (the device tool's KINDS.md). Other GPUs are assumed to reach
 # the same shares.
 COMPUTE_FRACTION = 794.5 / 989.4
@@ -65,7 +65,7 @@ SPLIT_K_MIN = 256
 # Attention run as one fused kernel (FlashAttention, cuDNN): its products at 50-73% of an A100's peak
 # ("FlashAttention-2 ... reaching 50-73% of the theoretical maximum FLOPs/s on A100", Dao 2023, arXiv
 # 2307.08691), the middle as the estimate; causal, so about half of the score blocks are computed; the
-# scores never reach memory. Applies to kernels JAX named ``flash_attention`` (jaxgpu.transformer).
+# scores never reach memory. Applies to kernels JAX named ``flash_attention`` (jaxgpu.kernels.transformer).
 FLASH_PEAK_SHARE = (0.50, 0.615, 0.73)
 FLASH_CAUSAL_SHARE = 0.5
 SIMT_TILES = ((128, 128),)
@@ -321,7 +321,7 @@ STAND_IN = {"H200 NVL": "h200", "L4": "a100", "RTX 4090": "a100"}
 
 
 def plan_target(hw: hardware.Hardware) -> tuple[str | None, str]:
-    """The ``jaxgpu.targets`` name whose XLA:GPU plan is priced for ``hw``, and how the plan is labelled."""
+    """The ``jaxgpu.pricing.targets`` name whose XLA:GPU plan is priced for ``hw``, and how the plan is labelled."""
     own = target_of(hw)
     if own:
         return own, f"xla:gpu {own}"
@@ -330,8 +330,8 @@ def plan_target(hw: hardware.Hardware) -> tuple[str | None, str]:
 
 
 def target_of(hw: hardware.Hardware) -> str | None:
-    """The ``jaxgpu.targets`` name XLA:GPU compiles for this GPU with (None: no target for it)."""
-    from jaxgpu import targets
+    """The ``jaxgpu.pricing.targets`` name XLA:GPU compiles for this GPU with (None: no target for it)."""
+    from jaxgpu.pricing import targets
 
     return next((t.name for t in targets.TARGETS.values() if t.hardware == hw.name), None)
 
@@ -348,7 +348,8 @@ def plan_for(fn: Callable, *args: Any, on: str | hardware.Hardware, plan: str = 
     """
     import jax
 
-    from jaxgpu import stack, targets
+    from jaxgpu.ground import stack
+    from jaxgpu.pricing import targets
 
     hw = _hardware(on)
     name, label = plan_target(hw) if isinstance(hw, hardware.Hardware) else (None, "")
@@ -375,8 +376,8 @@ def plan_for(fn: Callable, *args: Any, on: str | hardware.Hardware, plan: str = 
 
 def _cpu_only_if_no_driver() -> None:
     """Before JAX starts: without a driver, keep the CUDA plugin from trying (and failing) to find a GPU, so its
-    compile-only topology stays available (``jaxgpu.devices.configure`` does the same for a run)."""
-    from jaxgpu import devices
+    compile-only topology stays available (``jaxgpu.ground.devices.configure`` does the same for a run)."""
+    from jaxgpu.ground import devices
 
     if not devices._backends_initialized() and not devices.gpu_driver_present():
         devices.configure("cpu")
@@ -414,7 +415,7 @@ def predict(fn: Callable, *args: Any, on: str | hardware.Hardware | Roofs = "H20
 def _cpu_plan(fn: Callable, args: Sequence[Any]) -> tuple[list[Kernel], int, str]:
     import jax
 
-    from jaxgpu import stack
+    from jaxgpu.ground import stack
 
     specs = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), list(args))
     hlo = (fn if hasattr(fn, "lower") else jax.jit(fn)).lower(*specs).compile().as_text()

@@ -1,4 +1,4 @@
-"""Precision presets applied: a preset (``jaxgpu.presets``) per call or in a scope, quantisation,
+"""Precision presets applied: a preset (``jaxgpu.ground.presets``) per call or in a scope, quantisation,
 upcast detection, and the number formats themselves.
 
 Presets apply per call (``matmul(a, b, "bf16")``) or in a scope (``with use("bf16"):``),
@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgpu import stack
-from jaxgpu.presets import PRESETS, Format, Preset, formats  # noqa: F401 - the tables, re-exported here
+from jaxgpu.ground import stack
+from jaxgpu.ground.presets import PRESETS, Format, Preset, formats  # noqa: F401 - the tables, re-exported here
 
 _current: contextvars.ContextVar[str] = contextvars.ContextVar("jaxgpu_precision", default="fp32")
 
@@ -172,7 +172,7 @@ def _matmul_jit(a, b, name):
 _SHORT = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2", "int8": "s8"}
 
 
-# the types a backend widens a narrow operand to before a product (their sizes: jaxgpu.stack)
+# the types a backend widens a narrow operand to before a product (their sizes: jaxgpu.ground.stack)
 _WIDER = ("f16", "bf16", "f32", "s32")
 
 

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jaxgpu import hardware
+from jaxgpu.ground import hardware
 
 # JAX preallocates this share of a GPU's memory for its arrays (XLA_PYTHON_CLIENT_MEM_FRACTION's default): a
 # step that needs more does not fit as JAX is started by default (the rest is the CUDA context, cuBLAS and
@@ -57,12 +57,13 @@ class OnGpus:
         return next(r for r in self.rows if r.device == device)
 
     def table(self):
-        from jaxgpu import report as rp
+        from jaxgpu.records import figures, labels
 
-        return rp.Table(
+        return figures.Table(
             ["device", "memory", "step holds", "fits", "seconds per step", "bounds", "binds", "figures from"],
-            [[r.device, rp.si(r.memory_gb * 1e9, "B"), rp.si(r.bytes_per_device, "B"), "yes" if r.fits else "no",
-              rp.si(r.seconds, "s"), f"{rp.si(r.lower_s, 's')} - {rp.si(r.upper_s, 's')}", r.binds,
+            [[r.device, labels.si(r.memory_gb * 1e9, "B"), labels.si(r.bytes_per_device, "B"),
+              "yes" if r.fits else "no",
+              labels.si(r.seconds, "s"), f"{labels.si(r.lower_s, 's')} - {labels.si(r.upper_s, 's')}", r.binds,
               "measured here" if r.measured else f"predicted, not run: {r.plan}; memory: {r.memory_plan}"]
              for r in self.rows],
             f"A step on each GPU (fits: within {USABLE_FRACTION:.0%} of the card, JAX's default share)")
@@ -78,7 +79,8 @@ def _memory(step: Callable, specs: Sequence[Any], hw: hardware.Hardware) -> tupl
     """Bytes one device holds and whose plan says so: XLA:GPU's for ``hw`` where it compiles here, else XLA:CPU's."""
     import jax
 
-    from jaxgpu import targets, timing
+    from jaxgpu.ground import timing
+    from jaxgpu.pricing import targets
 
     devs, label = _mesh_devices(hw, 1)
     if devs is not None:
@@ -116,12 +118,12 @@ def on_gpus(step: Callable, *specs: Any, gpus: Sequence[str] | None = None, meas
 
     ``specs`` are ``jax.ShapeDtypeStruct``s (or arrays: only their shapes and dtypes are read), in a pytree as
     the step takes them. One device per GPU: a step sharded over several is priced per device by compiling
-    it with its shardings (``jaxgpu.targets``).
+    it with its shardings (``jaxgpu.pricing.targets``).
 
     Raises:
       KeyError: a name in ``gpus`` is no GPU of the hardware table.
     """
-    from jaxgpu import prediction
+    from jaxgpu.pricing import roofline
 
     hws = [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values())
     rows = []
@@ -129,7 +131,7 @@ def on_gpus(step: Callable, *specs: Any, gpus: Sequence[str] | None = None, meas
         rows.append(_measured_here(step, specs, target_s))
     for hw in hws:
         nbytes, mem_plan = _memory(step, specs, hw)
-        p = prediction.predict(step, *specs, on=hw)
+        p = roofline.predict(step, *specs, on=hw)
         rows.append(GpuRow(hw.name, hw.memory_gb, nbytes, nbytes <= USABLE_FRACTION * hw.memory_gb * 1e9,
                            p.estimate_s, p.lower_s, p.upper_s, p.bound, p.plan, mem_plan))
     return OnGpus(tuple(rows))
@@ -138,7 +140,7 @@ def on_gpus(step: Callable, *specs: Any, gpus: Sequence[str] | None = None, meas
 def _measured_here(step: Callable, specs: Sequence[Any], target_s: float) -> GpuRow:
     import jax
 
-    from jaxgpu import devices, timing
+    from jaxgpu.ground import devices, timing
 
     args = _random_like(specs)
     jitted = step if hasattr(step, "lower") else jax.jit(step)
@@ -166,7 +168,7 @@ class ModelPlan:
     """A transformer's step on ``devices`` GPUs of one kind, compiled for them and priced, never run.
 
     ``bytes_per_device`` from XLA:GPU's memory plan (``memory_plan`` names it; XLA:CPU's stands in without the
-    gpu-compile extra) beside ``estimate_bytes``, ``jaxgpu.fit``'s formula for the whole model divided by the
+    gpu-compile extra) beside ``estimate_bytes``, ``jaxgpu.pricing.fit``'s formula for the whole model divided by the
     devices; ``fits`` within ``USABLE_FRACTION`` of the card; ``seconds`` per step (``lower_s`` to ``upper_s``),
     of which ``comm_s`` is the step's collectives at the datasheet link bandwidth (one direction, not overlapped
     with compute); ``tokens_per_s`` and ``mfu`` (model FLOPs, 6 x parameters per trained token or 2 x per served
@@ -200,13 +202,13 @@ class ModelPlan:
 def _mesh_devices(hw: hardware.Hardware, n: int):
     """Compile-only devices of ``hw``'s XLA:GPU target (or its stand-in) and the plan's label; (None, why)
     where none can be had here."""
-    from jaxgpu import prediction, targets
+    from jaxgpu.pricing import roofline, targets
 
-    name, label = prediction.plan_target(hw)
+    name, label = roofline.plan_target(hw)
     why = "no XLA:GPU target for this GPU" if name is None else targets.unavailable()
     if why is None:
         try:
-            prediction._cpu_only_if_no_driver()
+            roofline._cpu_only_if_no_driver()
             return targets.devices(name, n), label
         except (NotImplementedError, RuntimeError) as err:
             why = f"XLA:GPU cannot compile in this process ({type(err).__name__})"
@@ -218,12 +220,13 @@ MODES = ("train", "train_bf16", "prefill", "serve")
 
 def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, batch: int = 1, seq: int = 2048,
                devices: int = 1, mode: str | None = None) -> ModelPlan:
-    """``model`` (a name of ``jaxgpu.transformer.CONFIGS``) training (one AdamW step over ``batch`` sequences of
+    """``model`` (a name of ``jaxgpu.kernels.transformer.CONFIGS``) training (one AdamW step over ``batch`` sequences of
     ``seq`` tokens, split fsdp) or serving (one decode step for ``batch`` sequences against a ``seq``-token
     cache, split by tensor parallelism) on ``devices`` GPUs named ``gpu``, compiled for them by XLA:GPU on this
     CPU and priced (``ModelPlan``). Nothing is allocated.
 
-    ``model`` may also be a ``jaxgpu.transformer.Config`` (any decoder described by its dimensions). ``mode``, one
+    ``model`` may also be a ``jaxgpu.kernels.transformer.Config`` (any decoder described by its dimensions). ``mode``,
+    one
     of ``MODES``, overrides ``train``: "train_bf16" keeps the weights and AdamW's state in bf16; "prefill" runs a
     ``seq``-token prompt through every layer (tp) and gives the next token's logits.
 
@@ -234,8 +237,9 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     import jax
     import jax.numpy as jnp
 
-    from jaxgpu import fit, prediction, stack, targets, timing
-    from jaxgpu import transformer as tf
+    from jaxgpu.ground import stack, timing
+    from jaxgpu.kernels import transformer as tf
+    from jaxgpu.pricing import fit, roofline, targets
 
     try:
         c = model if isinstance(model, tf.Config) else tf.CONFIGS[model]
@@ -296,11 +300,11 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
         n, b = counts.get(op, (0, 0.0))
         counts[op] = (n + k.count, b + moved)
         comm += moved / link if link else 0.0
-    roofs = prediction.roofs_for(hw)
-    p = prediction.price(rest, roofs, loop_steps=stack.loop_steps(hlo), plan=label)
+    roofs = roofline.roofs_for(hw)
+    p = roofline.price(rest, roofs, loop_steps=stack.loop_steps(hlo), plan=label)
     dots = [k for k in rest if k.is_dot or k.scope == "flash_attention"]
     others = [k for k in rest if not (k.is_dot or k.scope == "flash_attention")]
-    t_dots, t_other = (prediction.price(ks_, roofs).device_s if ks_ else 0.0 for ks_ in (dots, others))
+    t_dots, t_other = (roofline.price(ks_, roofs).device_s if ks_ else 0.0 for ks_ in (dots, others))
     all_flops = sum(k.flops * k.count for k in rest)
     est = fit.transformer_train(_fit_shape(c), "bf16", seq, batch) if mode.startswith("train") else \
         fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
@@ -316,8 +320,8 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
 
 
 def _fit_shape(c):
-    """The config in ``jaxgpu.fit``'s terms (layers, width, heads), for its estimate beside XLA's plan."""
-    from jaxgpu import fit
+    """The config in ``jaxgpu.pricing.fit``'s terms (layers, width, heads), for its estimate beside XLA's plan."""
+    from jaxgpu.pricing import fit
 
     return fit.Transformer(c.name, c.layers, c.d_model, c.heads, c.vocab)
 

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgpu import workload
+from jaxgpu.ground import workload
 
 A, B = 1.0001, 0.5
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from jaxgpu import hardware
+from jaxgpu.ground import hardware
 
 SCHEMA = 1
 STATUSES = ("ok", "does_not_fit", "unsupported", "failed")
@@ -31,7 +31,7 @@ STATUSES = ("ok", "does_not_fit", "unsupported", "failed")
 MODES = ("measured", "compiled", "predicted")
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
-# the compiled plans of the timed programs, beside the records they belong to (jaxgpu.plans): one line per
+# the compiled plans of the timed programs, beside the records they belong to (jaxgpu.pricing.plans): one line per
 # (case key, plan), read into ``Run.plans``; derived facts, so a damaged line is dropped, not refused
 PLANS_FILE = "plans.jsonl"
 
@@ -228,7 +228,7 @@ class RunWriter:
         self._write_meta()
 
     def write(self, record: Record, plans: Iterable[dict[str, Any]] = ()) -> None:
-        """Appends ``record`` and then the ``plans`` of the program it timed (``jaxgpu.plans``) to their files."""
+        """Appends ``record``, then the ``plans`` of the program it timed (``jaxgpu.pricing.plans``), to their files."""
         if record.mode == "predicted":  # results.jsonl holds what was measured or compiled, never a model's output
             raise ValueError(f"a predicted record is not written to {RESULTS_FILE}: {record.experiment} "
                              f"{record.params}")
@@ -286,7 +286,7 @@ class Run:
     meta: dict[str, Any]
     records: tuple[Record, ...]
     # case key -> plan name ("xla:cpu", "xla:gpu h200", ...) -> {"loop_steps": n, "kernels": [...], "devices": d}: the
-    # compiled plans of the timed programs (jaxgpu.plans), the last written winning
+    # compiled plans of the timed programs (jaxgpu.pricing.plans), the last written winning
     plans: dict[str, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
 
     @property

@@ -1,4 +1,5 @@
-"""Memory traffic: STREAM bandwidth, the roofline's arithmetic-intensity sweep, host<->device transfer.
+"""Memory bandwidth: STREAM's four kernels (jit, loop, sharded, numpy, torch, a worker process) and host<->device
+transfer.
 
 Bandwidth is counted STREAM's way: bytes of every array the kernel reads plus every
 array it writes, once per element (copy and scale: 2 arrays, add and triad: 3), over the
@@ -12,6 +13,8 @@ median time. Caches, allocation and first touch are what make such figures lie:
   recorded, because on CPU they, not DRAM, set that variant's speed. The ``loop``
   variant runs many kernels inside one compiled ``fori_loop`` so buffers are reused,
   and the ``sharded`` variant splits the arrays over host devices.
+
+The roofline's compute chains (FMA, transcendental, pow, matvec) are ``jaxgpu.kernels.chains``.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgpu import timing
-from jaxgpu.devices import last_level_cache_bytes  # noqa: F401 - part of this module's API
-from jaxgpu.workload import KERNELS, stream_bytes  # noqa: F401 - part of this module's API
+from jaxgpu.ground import timing
+from jaxgpu.ground.devices import last_level_cache_bytes  # noqa: F401 - part of this module's API
+from jaxgpu.ground.workload import KERNELS, stream_bytes  # noqa: F401 - part of this module's API
 
 SCALAR = 3.0
 
@@ -176,7 +179,7 @@ def _last_message(stderr: str) -> str:
 def bench_stream_process(kernel: str, n: int, dtype: str = "float32", allocator: str = "system",
                          target_s: float = 0.3, timeout_s: float = 300) -> dict[str, float]:
     """``bench_stream`` (plain jit) in a fresh CPU process started with the host allocator ``allocator``
-    ("system" or "tuned", see ``jaxgpu.devices.TUNED_MALLOC``); returns its metrics.
+    ("system" or "tuned", see ``jaxgpu.ground.devices.TUNED_MALLOC``); returns its metrics.
 
     Malloc reads its settings when a process starts, so comparing allocators takes a process each.
     """
@@ -184,13 +187,14 @@ def bench_stream_process(kernel: str, n: int, dtype: str = "float32", allocator:
     import subprocess
     import sys
 
-    from jaxgpu import devices
+    from jaxgpu.ground import devices
 
     env = devices.allocator_environ(allocator)
     env["JAX_PLATFORMS"] = "cpu"
     env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()  # one device, as a plain run
                                 if not f.startswith("--xla_force_host_platform_device_count"))
-    proc = subprocess.run([sys.executable, "-m", "jaxgpu.memory", kernel, str(n), dtype, str(target_s)], env=env,
+    proc = subprocess.run([sys.executable, "-m", "jaxgpu.kernels.stream", kernel, str(n), dtype, str(target_s)],
+                          env=env,
                           capture_output=True, text=True, timeout=timeout_s, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"stream worker {_exit_words(proc.returncode)}: {_last_message(proc.stderr)}")
@@ -246,141 +250,6 @@ def bench_stream_torch(kernel: str, n: int, dtype: str = "float32", device: str 
                            (_faults() - f0) / (t.n_iters + 1))
 
 
-# ---------------------------------------------------------------- roofline
-
-
-def fma_chain(k: int) -> Callable:
-    """x -> k fused multiply-adds per element: 2k FLOPs per element, 8 bytes moved (fp32 in + out)."""
-    def f(x):
-        y = x
-        for _ in range(k):  # unrolled: XLA fuses the chain into one loop over the array
-            y = y * 0.999 + 0.001
-        return y
-
-    return f
-
-
-def transcendental_chain(k: int) -> Callable:
-    """x -> k softplus steps per element, y = log(1 + exp(y)): 2k transcendental ops (an exp, a log) and 3k of
-    XLA's elementwise FLOPs per element, 8 bytes moved (fp32 in + out). Bounded: from [1, 2], 16 steps end below 5."""
-    def f(x):
-        y = x
-        for _ in range(k):  # unrolled, as the FMA chain: one fused loop over the array
-            y = jnp.log(1.0 + jnp.exp(y))
-        return y
-
-    return f
-
-
-def power_chain(k: int) -> Callable:
-    """x -> k steps per element of y = x ** (y / 2): k pows with an exponent that varies (no rewrite to a
-    square root or a product can apply) and 2k of XLA's elementwise FLOPs per element, 8 bytes moved. Bounded:
-    x in [1, 2] and y in [1, 2] keep y in [1, 2]."""
-    def f(x):
-        y = x
-        for _ in range(k):
-            y = jnp.power(x, y * 0.5)
-        return y
-
-    return f
-
-
-@dataclasses.dataclass(frozen=True)
-class RooflinePoint:
-    kind: str  # "fma", "transcendental", "power", "matvec", "matmul"
-    intensity: float  # FLOP per byte of DRAM traffic (minimum: each input read, each output written once)
-    flops: float
-    timing: timing.Timing
-    transcendentals: float = 0.0  # of ``flops``, the transcendental ops ...
-    powers: float = 0.0  # ... and of those, the pows
-
-    @property
-    def gflops(self) -> float:
-        return self.timing.per_s(self.flops, 1e9)
-
-    def metrics(self) -> dict[str, float]:
-        extra = {"transcendentals_per_s": self.timing.per_s(self.transcendentals)} if self.transcendentals else {}
-        if self.powers:
-            extra = {"powers_per_s": self.timing.per_s(self.powers)}
-        return self.timing.metrics(gflops=self.gflops, intensity_flop_per_byte=self.intensity,
-                                   gbytes_per_s=self.timing.per_s(self.flops / self.intensity, 1e9), **extra)
-
-
-def bench_fma(k: int, n: int, device=None, target_s: float = 0.3) -> RooflinePoint:
-    """The elementwise FMA chain at intensity k/4 FLOP/byte, checked against numpy float64."""
-    x = jax.device_put(jax.random.uniform(jax.random.key(1), (n,), jnp.float32, 1.0, 2.0), device)
-    f = jax.jit(fma_chain(k))
-    idx = np.arange(0, n, max(1, n // 4096))
-    xs = np.asarray(x)[idx].astype(np.float64)
-    ref = xs.copy()
-    for _ in range(k):
-        ref = ref * 0.999 + 0.001
-    got = np.asarray(f(x))[idx]
-    if not np.max(np.abs(got - ref) / np.abs(ref)) < 1e-4:
-        raise ArithmeticError(f"fma chain k={k}: wrong result; timing discarded")
-    t = timing.time_jitted(f, x, target_s=target_s, min_iters=3)
-    return RooflinePoint("fma", 2 * k / 8, 2.0 * k * n, t)
-
-
-def bench_transcendental(k: int, n: int, device=None, target_s: float = 0.3) -> RooflinePoint:
-    """The exp/log chain (``transcendental_chain``), checked against numpy float64: the rate of the ops an
-    elementwise FLOP count takes as one each (``transcendentals_per_s``), which a model prices apart."""
-    x = jax.device_put(jax.random.uniform(jax.random.key(3), (n,), jnp.float32, 1.0, 2.0), device)
-    f = jax.jit(transcendental_chain(k))
-    idx = np.arange(0, n, max(1, n // 4096))
-    ref = np.asarray(x)[idx].astype(np.float64)
-    for _ in range(k):
-        ref = np.log1p(np.exp(ref))
-    got = np.asarray(f(x))[idx]
-    if not np.max(np.abs(got - ref) / np.abs(ref)) < 1e-4:
-        raise ArithmeticError(f"transcendental chain k={k}: wrong result; timing discarded")
-    t = timing.time_jitted(f, x, target_s=target_s, min_iters=3)
-    return RooflinePoint("transcendental", 3 * k / 8, 3.0 * k * n, t, transcendentals=2.0 * k * n)
-
-
-def bench_power(k: int, n: int, device=None, target_s: float = 0.3) -> RooflinePoint:
-    """The pow chain (``power_chain``), checked against numpy float64: pows per second (``powers_per_s``),
-    which a model prices apart from exp and log."""
-    x = jax.device_put(jax.random.uniform(jax.random.key(4), (n,), jnp.float32, 1.0, 2.0), device)
-    f = jax.jit(power_chain(k))
-    idx = np.arange(0, n, max(1, n // 4096))
-    xs = np.asarray(x)[idx].astype(np.float64)
-    ref = xs.copy()
-    for _ in range(k):
-        ref = np.power(xs, ref * 0.5)
-    got = np.asarray(f(x))[idx]
-    if not np.max(np.abs(got - ref) / np.abs(ref)) < 1e-4:
-        raise ArithmeticError(f"pow chain k={k}: wrong result; timing discarded")
-    t = timing.time_jitted(f, x, target_s=target_s, min_iters=3)
-    return RooflinePoint("power", 2 * k / 8, 2.0 * k * n, t, transcendentals=1.0 * k * n, powers=1.0 * k * n)
-
-
-def bench_matvec(n: int, device=None, target_s: float = 0.3) -> RooflinePoint:
-    """y = A x in fp32: 2n^2 FLOPs over 4n^2 bytes of A, intensity 0.5 FLOP/byte."""
-    rng = np.random.default_rng(2)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    v = rng.standard_normal(n, dtype=np.float32)
-    ad, vd = jax.device_put(a, device), jax.device_put(v, device)
-    f = jax.jit(lambda m, x: jnp.matmul(m, x, precision=jax.lax.Precision.HIGHEST))
-    with timing.single_blas_thread():  # no BLAS threads left spinning on the timed program's cores
-        ref = a[:256].astype(np.float64) @ v.astype(np.float64)
-    got = np.asarray(f(ad, vd))[:256]
-    if not np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5:
-        raise ArithmeticError("matvec: wrong result; timing discarded")
-    t = timing.time_jitted(f, ad, vd, target_s=target_s, min_iters=3)
-    return RooflinePoint("matvec", 2.0 * n * n / (4.0 * (n * n + 2 * n)), 2.0 * n * n, t)
-
-
-def matmul_point(n: int, device=None, target_s: float = 0.3) -> RooflinePoint:
-    """fp32 matmul (HIGHEST): 2n^3 FLOPs over 12n^2 bytes, intensity n/6 FLOP/byte."""
-    from jaxgpu import matmul
-
-    r = matmul.bench_jax(matmul.operands(n, n, n, n_sets=1), "fp32", device, target_s)
-    if r.rel_error > 1e-4:
-        raise ArithmeticError("matmul: wrong result; timing discarded")
-    return RooflinePoint("matmul", n / 6.0, r.flops, r.timing)
-
-
 # ---------------------------------------------------------------- transfer
 
 
@@ -421,7 +290,7 @@ def bench_transfer(nbytes: int, direction: str, device=None, target_s: float = 0
         if not np.array_equal(np.asarray(put()), host):
             raise ArithmeticError("host_to_device: data changed in transit")
         if device.platform == "cpu" and put().unsafe_buffer_pointer() == host.ctypes.data:
-            from jaxgpu.results import Unsupported
+            from jaxgpu.records.results import Unsupported
 
             raise Unsupported(f"the CPU device took the {nbytes / 1e6:.0f} MB host array as it is (zero copy, "
                               "asked not to alias or not): no transfer happens, so there is no bandwidth to time")

@@ -1,7 +1,7 @@
 """Matrix multiplication: throughput in GFLOP/s (FLOPs = 2mnk), checked against numpy float64.
 
 The JAX kernel is ``jax.lax.dot`` under ``jax.jit`` with the precision, operand dtype and
-accumulation of a preset (``jaxgpu.precision``), so an fp32 figure never silently runs as
+accumulation of a preset (``jaxgpu.ground.precision``), so an fp32 figure never silently runs as
 TF32 on an Ampere/Hopper GPU. Peers (numpy, torch)
 are timed on the same inputs by the same harness. Inputs are random normal (never
 zeros, which can run faster and hide unwritten outputs), rotated between timed
@@ -20,10 +20,10 @@ import jax.numpy as jnp
 import ml_dtypes  # noqa: F401 - registers bfloat16/float8 with numpy
 import numpy as np
 
-from jaxgpu import devices, precision, timing
-from jaxgpu.devices import torch_available  # noqa: F401 - part of this module's API
-from jaxgpu.results import DoesNotFit, Unsupported
-from jaxgpu.workload import default_sets, reference_rows  # noqa: F401 - part of this module's API
+from jaxgpu.ground import devices, precision, timing
+from jaxgpu.ground.devices import torch_available  # noqa: F401 - part of this module's API
+from jaxgpu.ground.workload import default_sets, reference_rows  # noqa: F401 - part of this module's API
+from jaxgpu.records.results import DoesNotFit, Unsupported
 
 WORKED_A = ((1, 2), (3, 4))
 WORKED_B = ((5, 6), (7, 8))
@@ -168,7 +168,7 @@ def bench_jax(sets: list[tuple[np.ndarray, np.ndarray]], preset: str = "fp32", d
     error against numpy float64 on the original fp32 inputs.
 
     Raises:
-      jaxgpu.results.Unsupported: the backend cannot compile this preset.
+      jaxgpu.records.results.Unsupported: the backend cannot compile this preset.
     """
     p = precision.get(preset)
     (m, k), n = sets[0][0].shape, sets[0][1].shape[1]

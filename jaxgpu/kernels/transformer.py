@@ -126,7 +126,7 @@ FLASH_SCOPE = "flash_attention"
 def _attention(q, k, v, mask, flash: bool = False):
     """q [B, T, H, hd], k/v [B, S, KV, hd]; heads grouped over the KV heads; softmax in float32; ``mask``
     [T, S] or [B, T, S]. ``flash``: the same arithmetic under the name ``FLASH_SCOPE``, which
-    ``jaxgpu.prediction`` prices as one fused attention kernel (as FlashAttention or cuDNN run it)."""
+    ``jaxgpu.pricing.roofline`` prices as one fused attention kernel (as FlashAttention or cuDNN run it)."""
     if flash:
         # as FlashAttention's backward pass does, the scores are recomputed from q and k rather than saved:
         # what the pass keeps for the backward is q, k and v (the scores never reach memory in the fused kernel)

@@ -38,8 +38,9 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgpu import fit, mlp, timing
-from jaxgpu.workload import COLLECTIVES, DP_VARIANTS  # noqa: F401 - part of this module's API
+from jaxgpu.ground import timing, workload
+from jaxgpu.ground.workload import COLLECTIVES, DP_VARIANTS  # noqa: F401 - part of this module's API
+from jaxgpu.kernels import mlp
 
 DATA = "data"
 MODEL = "model"
@@ -210,7 +211,7 @@ def tensor_parallel_specs(params: dict, model_size: int, axis: str = MODEL) -> d
     names = sorted(params, key=lambda k: int(k.rsplit("_", 1)[1]))
     layouts = {None: {"kernel": P(), "bias": P()}, "column": {"kernel": P(None, axis), "bias": P(axis)},
                "row": {"kernel": P(axis, None), "bias": P()}}
-    return {name: layouts[fit.megatron_split(i, *params[name]["kernel"].shape, model_size)]
+    return {name: layouts[workload.megatron_split(i, *params[name]["kernel"].shape, model_size)]
             for i, name in enumerate(names)}
 
 

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxgpu import precision
+from jaxgpu.ground import precision
 
 ACTIVATIONS = {"relu": nn.relu, "gelu": nn.gelu, "tanh": jnp.tanh}
 
@@ -99,7 +99,7 @@ def train_step_fn(model: MLP, optimizer: optax.GradientTransformation, preset: s
     ``reduce`` is applied to the local loss and gradients before the update: ``None`` on one
     device or under ``jit`` with shardings (XLA inserts the all-reduce itself), or
     ``lambda t: lax.pmean(t, axis)`` inside ``pmap`` / ``shard_map``. One step function
-    serves every data-parallel variant of ``jaxgpu.parallel``. ``local`` is applied to the
+    serves every data-parallel variant of ``jaxgpu.kernels.parallel``. ``local`` is applied to the
     parameters the gradient is taken of (inside ``shard_map``: marking them device-varying, so
     that autodiff does not sum the gradients itself and ``reduce`` is the only reduction).
     """
@@ -199,7 +199,7 @@ class TrainResult:
 def train(model: MLP, optimizer: optax.GradientTransformation, data, *, preset: str = "fp32", epochs: int = 30,
           batch: int = 128, loss_scale: LossScale | None = None, target_accuracy: float = 0.95, seed: int = 0,
           device=None, until_target: bool = False) -> TrainResult:
-    """Trains on ``data`` (a ``jaxgpu.data.Dataset``), evaluating test accuracy after every epoch.
+    """Trains on ``data`` (a ``jaxgpu.ground.data.Dataset``), evaluating test accuracy after every epoch.
 
     ``until_target``: stop after the epoch whose evaluation first reaches ``target_accuracy``
     (``epochs`` is then the most it may take).
@@ -210,7 +210,7 @@ def train(model: MLP, optimizer: optax.GradientTransformation, data, *, preset: 
 
     import numpy as np
 
-    from jaxgpu import timing
+    from jaxgpu.ground import timing
 
     device = device or jax.devices()[0]
     state = jax.device_put(init_state(model, optimizer, jax.random.key(seed), data.input_dim, loss_scale), device)
@@ -276,7 +276,7 @@ def step_throughput(model: MLP, optimizer: optax.GradientTransformation, input_d
     ``host_fed``: the batch stays a numpy array and is copied to the device in every call,
     as data that is not resident must be.
     """
-    from jaxgpu import data, timing
+    from jaxgpu.ground import data, timing
 
     device = device or jax.devices()[0]
     host_x, host_y = data.synthetic(batch, input_dim, model.n_out)
@@ -303,7 +303,7 @@ def torch_step_throughput(widths: Sequence[int], input_dim: int, batch: int, n_o
     import numpy as np
     import torch
 
-    from jaxgpu import data, timing
+    from jaxgpu.ground import data, timing
 
     dims = [input_dim, *widths]
     layers = []

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import statistics
 
-from jaxgpu import hardware, results
-from jaxgpu import prediction as predict
-from jaxgpu import report as rp
+from jaxgpu.ground import hardware
+from jaxgpu.pricing import roofline
+from jaxgpu.records import figures, labels, results
 
 from experiments.analysis import drift
-from experiments.analysis.prediction import (
+from experiments.analysis.pricing import (
     GPUS,
     compiled_plan,
     errors,
@@ -25,8 +25,8 @@ from experiments.analysis.prediction import (
 )
 
 
-def section(runs: list[results.Run]) -> rp.Section | None:
-    sec = rp.Section("How well does the roofline predict?", "prediction")
+def section(runs: list[results.Run]) -> figures.Section | None:
+    sec = figures.Section("How well does the roofline predict?", "prediction")
     rows, notes, gpu_rows = [], [], []
     for run in runs:
         errs = errors(run, list(run.records))
@@ -52,13 +52,14 @@ def section(runs: list[results.Run]) -> rp.Section | None:
     if not rows:
         return None
     sec.paragraphs += notes
-    sec.tables.append(rp.Table(["run", "experiment", "cases", "median error", "within 2x", "worst case"], rows,
+    sec.tables.append(figures.Table(["run", "experiment", "cases", "median error", "within 2x", "worst case"], rows,
                                "Measured against predicted on the run's own roofs: each program's compiled plan "
                                "priced kernel by kernel (a product at the rate the run's sweep measured at its size, "
                                "any other kernel at the bandwidth its bytes met in the STREAM sweep) plus one call's "
                                "overhead; a record without a plan, from its XLA counts as one kernel"))
     if gpu_rows:
-        sec.tables.append(rp.Table(["from run", "experiment", "cases", *[f"{g} (predicted)" for g in GPUS]], gpu_rows,
+        sec.tables.append(figures.Table(["from run", "experiment", "cases", *[f"{g} (predicted)" for g in GPUS]],
+                                        gpu_rows,
                                    "Predicted, not run: the same programs' total seconds on each GPU, each priced "
                                    "kernel by kernel on XLA:GPU's H200 plan where the run compiled one (the H200's "
                                    "own; standing in for the others), else on its XLA counts, at datasheet roofs x "
@@ -84,13 +85,13 @@ def _planned(planned: int, n: int) -> str:
     return f"{planned} of them were priced on the plan the run compiled, the rest on XLA's counts as one kernel."
 
 
-def _wake(roofs: predict.Roofs) -> str:
+def _wake(roofs: roofline.Roofs) -> str:
     at, wake = roofs.split()
     return (f", {wake * 1e6:.0f} us for the thread pool to wake once a program has a kernel of {at / 1e3:,.0f} kB or "
             "more (the jump in its STREAM curve)") if wake else ""
 
 
-def check_sentence(run: results.Run, errs, roofs: predict.Roofs) -> str:
+def check_sentence(run: results.Run, errs, roofs: roofline.Roofs) -> str:
     """The CPU check in one paragraph: over the run's device programs (its host-only variants, which time the
     host's allocator or devices sharing its cores, apart), how far the model's time missed the measured."""
     device = [e for e in errs if on_a_gpu(e[0])]
@@ -116,7 +117,7 @@ def check_sentence(run: results.Run, errs, roofs: predict.Roofs) -> str:
 
 
 def _case(r: results.Record) -> str:
-    return f"{r.experiment} {rp.case_label(r.params, ('impl',))}"
+    return f"{r.experiment} {labels.case_label(r.params, ('impl',))}"
 
 
 # What the roofline leaves out, by the kind of program a record timed.
@@ -135,7 +136,7 @@ _CAUSES = {("serial_parallel", "fori_loop"): "a serial loop, its steps priced at
 KERNEL_LEVEL = ("matmul", "precision", "bandwidth", "roofline")
 
 
-def _why(r: results.Record, pred: float, roofs: predict.Roofs) -> str:
+def _why(r: results.Record, pred: float, roofs: roofline.Roofs) -> str:
     measured = measured_s(r)
     cause = _CAUSES.get((r.experiment, r.params.get("variant"))) or _CAUSES.get((r.experiment, None))
     if cause:
@@ -159,13 +160,13 @@ def _on_gpus(run: results.Run, errs, runs) -> list[list]:
     for exp, recs in sorted(by_exp.items()):
         cells = []
         for name in GPUS:
-            roofs = predict.roofs_for(hardware.GPUS[name])
+            roofs = roofline.roofs_for(hardware.GPUS[name])
             preds = {r.key: predicted_s(r, roofs, own=False, plan=plans.get(name), run=run, gpu=name) for r in recs}
-            cell = rp.fmt(sum(preds.values()))
+            cell = labels.fmt(sum(preds.values()))
             measured = measured_on(runs, name) if name in gpu_kind else {}
             both = [k for k in preds if k in measured]
             if both:
-                cell += (f" (measured {rp.fmt(sum(measured[k] for k in both))} over {len(both)} cases: "
+                cell += (f" (measured {labels.fmt(sum(measured[k] for k in both))} over {len(both)} cases: "
                          f"{sum(measured[k] for k in both) / sum(preds[k] for k in both):.2g}x)")
             cells.append(cell)
         rows.append([run.path.name, exp, len(recs), *cells])

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jaxgpu import stack
+from jaxgpu.ground import stack
 
 # XLA cannot autotune without a device: GEMMs as cuBLAS(Lt) calls, the library plan.
 COMPILE_OPTIONS = {"xla_gpu_enable_triton_gemm": False}
@@ -35,7 +35,7 @@ class GpuTarget:
 
     name: str  # the --compile-for name
     device_kind: str  # as JAX would report the real device
-    hardware: str  # key into jaxgpu.hardware.GPUS
+    hardware: str  # key into jaxgpu.ground.hardware.GPUS
     compute_capability: tuple[int, int]
     accelerated: bool  # sm_90a: Hopper's wgmma and FP8 Tensor Core instructions
     sms: int

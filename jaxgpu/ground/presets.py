@@ -19,7 +19,7 @@ XLA's DEFAULT precision for an fp32 matmul on Ampere/Hopper GPUs is TF32, which 
 ``fp32`` says HIGHEST explicitly and every record states the precision it ran with.
 
 This module is the table alone and imports no JAX, so reports and views can name the
-presets; ``jaxgpu.precision`` applies them.
+presets; ``jaxgpu.ground.precision`` applies them.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class Preset:
     accum_dtype: str
     precision: str  # a jax.lax.Precision name: "highest", "tensorfloat32", "default"
     quantized: bool  # operands are scaled into the format's range (int8, fp8)
-    hardware_dtype: str  # key into jaxgpu.hardware.Hardware.tflops
+    hardware_dtype: str  # key into jaxgpu.ground.hardware.Hardware.tflops
     tolerance: float  # rel_error vs float64 accepted on random normal inputs (k up to a few thousand)
 
     @property

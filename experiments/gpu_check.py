@@ -451,6 +451,7 @@ def dry_run(part: str, deadline_s: float, target: str, py: str, n_tests: int) ->
     every claim-deciding case fits, and ``the command: estimated X s, at most Y s``."""
     from experiments.analysis import claims
     from experiments.harness import runner
+    from experiments.harness.settings import RunSettings
 
     root = Path(os.environ.get("JAXGPU_CHECK_ROOT", "reports/runs/gpu-check"))
     parts = ("1", "2", "3") if part == "all" else (part,)
@@ -462,9 +463,9 @@ def dry_run(part: str, deadline_s: float, target: str, py: str, n_tests: int) ->
                 names = part_experiments(p) if step.name == "gpu-study" else experiments.host_check()
                 budget = float(step.argv[step.argv.index("--budget-s") + 1])
                 platform = "gpu" if step.name == "gpu-study" else "cpu"
-                plan = runner.budget_plan(names, platform=platform, target=target if platform == "gpu" else None,
-                                          budget_s=budget, rests_on=claims.rests_on,
-                                          host_devices=8 if platform == "cpu" else None)
+                s = RunSettings(tuple(names), backend=platform, budget_s=budget,
+                                target=target if platform == "gpu" else None, devices=8 if platform == "cpu" else None)
+                plan = runner.budget_plan(s, rests_on=claims.rests_on)
                 out.append(f"{p}.{step.name}: {', '.join(names)}; limit {step.limit_s:.0f} s, budget {budget:.0f} s")
                 out += [f"    {line}" for line in plan.lines]
                 ok &= not plan.keys_cut

@@ -25,11 +25,15 @@ from pathlib import Path
 
 from experiments import cli
 
+COMMAND = "experiments.model"
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     examples = __doc__.split("::")[1].split("\n\n")[1]
-    p = cli.Parser(prog="python -m experiments.model", description=__doc__.split("\n\n")[0],
-                epilog="examples:\n" + examples, formatter_class=argparse.RawDescriptionHelpFormatter)
+    prog = cli.prog(COMMAND)
+    p = cli.Parser(prog=prog, description=__doc__.split("\n\n")[0].replace(f"python -m {COMMAND}", prog),
+                   epilog="examples:\n" + examples.replace(f"python -m {COMMAND}", prog),
+                   formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="a named config (see --list), or describe one with --layers ... --vocab")
     p.add_argument("--list", action="store_true", help="list the named configs and exit")
     mode = p.add_mutually_exclusive_group()
@@ -130,10 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         plans = sizing.model_on_gpus(config(args), mode=args.mode, batch=args.batch, seq=args.seq,
                                      devices=args.devices, gpus=args.gpus)
     except KeyError as err:
-        print(f"experiments.model: error: {err.args[0]}", file=sys.stderr)
+        print(f"{cli.name(COMMAND)}: error: {err.args[0]}", file=sys.stderr)
         return 2
     except RuntimeError as err:
-        print(f"experiments.model: error: {err}", file=sys.stderr)
+        print(f"{cli.name(COMMAND)}: error: {err}", file=sys.stderr)
         return 2
     rows = table(plans)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -152,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                 w.writerows([[getattr(p, c) for c in COLUMNS] for p in plans])
             out.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(p) for p in plans], indent=1) + "\n")
         except OSError as err:  # the input was fine: the machine could not take the write
-            print(f"experiments.model: error: cannot write {out}: {err.strerror or err}", file=sys.stderr)
+            print(f"{cli.name(COMMAND)}: error: cannot write {out}: {err.strerror or err}", file=sys.stderr)
             return 1
         print(f"written: {out.with_suffix('.csv')} and {out.with_suffix('.json')}", file=sys.stderr)
     return 0

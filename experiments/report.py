@@ -20,6 +20,8 @@ from experiments import cli
 from experiments.reporting.build import build_sections  # noqa: F401 - the report as data, for notebooks
 from experiments.reporting.render import write_report
 
+COMMAND = "experiments.report"
+
 __all__ = ["STUDY_RUNS", "build_sections", "closing_lines", "main", "write_report"]
 
 # The committed runs under reports/ that reports/study merges (README: how each was made)
@@ -50,7 +52,8 @@ def closing_lines(out_dir: str | Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = cli.Parser(prog="python -m experiments.report", description=__doc__.split("\n\n")[0])
+    prog = cli.prog(COMMAND)
+    p = cli.Parser(prog=prog, description=__doc__.split("\n\n")[0].replace(f"python -m {COMMAND}", prog))
     p.add_argument("dirs", nargs="+", metavar="DIR", help="result folders (run.json + results.jsonl)")
     p.add_argument("--out", metavar="OUT", help="where to write (default: DIR if one, else reports/merged)")
     p.add_argument("--freeze", metavar="FOLDER",
@@ -61,14 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         md, page = write_report(args.dirs, out)
     except results.ResultsError as err:
-        print(f"experiments.report: error: {err}", file=sys.stderr)
+        print(f"{cli.name(COMMAND)}: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # the folders were fine: the report could not be written
         if not Path(out).is_dir():  # a place no report can go: the input's fault, as experiments.run --out
             why = os.strerror(err.errno) if err.errno else (err.strerror or str(err))
-            print(f"experiments.report: error: cannot create the report folder {out}: {why}", file=sys.stderr)
+            print(f"{cli.name(COMMAND)}: error: cannot create the report folder {out}: {why}", file=sys.stderr)
             return 2
-        print(f"experiments.report: error: {err.strerror or err}", file=sys.stderr)  # a full disk, say
+        print(f"{cli.name(COMMAND)}: error: {err.strerror or err}", file=sys.stderr)  # a full disk, say
         return 1
     print(f"{md}\n{page}")
     if args.freeze:

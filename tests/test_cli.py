@@ -1,5 +1,6 @@
 """The command line as a careless user meets it: one line and exit 2 for bad input, nothing lost."""
 
+import dataclasses
 import json
 import os
 import re
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from jaxgpu.records import results
+
+from experiments.harness.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -155,7 +158,7 @@ def test_an_out_folder_holding_a_run_is_not_appended_to(tmp_path):
     with pytest.raises(FileExistsError, match="already holds a run"):
         from experiments.harness import runner
 
-        runner.run_study(["devices"], platform="cpu", out_dir=tmp_path, progress=False, log=lambda m: None)
+        runner.run_study(RunSettings(("devices",), out=str(tmp_path), progress=False), "cpu", log=lambda m: None)
 
 
 def test_a_host_device_count_xla_cannot_hold():
@@ -246,3 +249,67 @@ def test_help_ends_with_examples_a_shell_can_take():
 def test_a_report_folder_that_cannot_be_made():
     _one_line_error(_run("experiments.report", "reports/cpu-multidevice", "--out", "/proc/no/report"),
                     "cannot create the report folder /proc/no/report")
+
+
+def test_a_dry_run_for_a_compile_plans_the_compiles_not_a_timed_run():
+    proc = _run("experiments.run", "--dry-run", "--compile-for", "h200", "--only", "matmul,transformer")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].endswith("on this CPU, compiling for a GPU"), proc.stdout
+    timed = _run("experiments.run", "--dry-run", "--backend", "cpu", "--only", "matmul,transformer")
+    assert timed.stdout.strip().splitlines()[-1].endswith("on this CPU"), timed.stdout
+    assert timed.stdout != proc.stdout
+
+
+def test_target_plans_a_gpu_run_whatever_this_machine_has():
+    proc = _run("experiments.run", "--dry-run", "--target", "h100", "--only", "matmul")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].endswith("on H100 SXM"), proc.stdout
+    _one_line_error(_run("experiments.run", "--dry-run", "--target", "h100", "--backend", "cpu"),
+                    "--backend cpu plans this CPU: drop one")
+
+
+def test_every_option_has_help():
+    from experiments import run
+
+    for action in run.parser()._actions:
+        assert action.help, action.option_strings
+    assert "seed of every random draw" in _run("experiments.run", "--help").stdout
+
+
+def test_settings_are_decided_once_from_the_command_line_and_the_resumed_run(tmp_path):
+    from experiments import run
+
+    s = run.parse_args(["--only", "matmul", "--profile", "tiny", "--seed", "3", "--set", "matmul.sizes=(64,)",
+                        "--out", str(tmp_path / "a")])
+    assert s == RunSettings(("matmul",), profile="tiny", seed=3, out=str(tmp_path / "a"),
+                            overrides={"matmul": {"sizes": (64,)}}, argv=s.argv)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.seed = 4
+    # a resumed run's run.json fills what the command line leaves unset
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "run.json").write_text(json.dumps(
+        {"schema": 1, "config": {"profile": "tiny", "seed": 7, "backend": "cpu", "experiments": ["precision"],
+                                 "devices": 2}}))
+    (tmp_path / "b" / "results.jsonl").write_text("")
+    again = run.parse_args(["--resume", str(tmp_path / "b")])
+    assert (again.experiments, again.profile, again.seed, again.backend, again.devices, again.resume) == \
+        (("precision",), "tiny", 7, "cpu", 2, True)
+    assert run.parse_args(["--resume", str(tmp_path / "b"), "--seed", "1"]).seed == 1  # the command line wins
+    assert any("--devices" in w for w in run.parse_args(["--backend", "gpu", "--devices", "2"]).warnings)
+
+
+def test_the_console_scripts_name_themselves():
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        scripts = {e.name for e in distribution("jaxgpu").entry_points if e.group == "console_scripts"}
+    except PackageNotFoundError:
+        pytest.skip("jaxgpu is not installed (pip install -e .): its console scripts are not there to run")
+    assert scripts == {"jaxgpu-run", "jaxgpu-report", "jaxgpu-model"}
+    bin_dir = Path(sys.executable).parent
+    for name in sorted(scripts):
+        proc = subprocess.run([str(bin_dir / name), "--help"], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and proc.stdout.startswith(f"usage: {name} "), (name, proc.stderr[-500:])
+        assert "python -m" not in proc.stdout, name
+    bad = subprocess.run([str(bin_dir / "jaxgpu-run"), "--only", "nope"], capture_output=True, text=True, timeout=120)
+    _one_line_error(bad, "jaxgpu-run: error: unknown experiment 'nope'")

@@ -9,6 +9,8 @@ from jaxgpu.kernels import distributed
 from jaxgpu.kernels.distributed import Spec
 from jaxgpu.records import results
 
+from experiments.harness.settings import RunSettings
+
 SPEC = Spec(widths=(16,), input_dim=8, global_batch=8, steps=3)
 
 pytestmark = pytest.mark.slow
@@ -59,9 +61,9 @@ def test_bad_process_counts_are_refused():
 def test_the_experiment_records_a_dead_peer_as_failed(tmp_path):
     from experiments.harness import runner
 
-    runner.run_study(["distributed"], platform="cpu", profile="tiny", out_dir=tmp_path, processes=2,
-                     progress=False, log=lambda m: None,
-                     settings={"distributed": {"die_after": (1, 1), "timeout_s": 60.0}})
+    runner.run_study(RunSettings(("distributed",), profile="tiny", out=str(tmp_path), processes=2, progress=False,
+                                 overrides={"distributed": {"die_after": (1, 1), "timeout_s": 60.0}}),
+                     "cpu", log=lambda m: None)
     from experiments import report
 
     report.write_report([tmp_path], tmp_path)

@@ -9,6 +9,7 @@ import pytest
 from jaxgpu.records import results
 
 import experiments
+from experiments.harness.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "adding-an-experiment.md"
@@ -46,10 +47,10 @@ def test_the_example_experiment_plans_runs_and_reports(saxpy, tmp_path):
     from experiments import report
     from experiments.harness import runner
 
-    lines = runner.dry_run(["saxpy"], platform="cpu", profile="quick")
+    lines = runner.dry_run(RunSettings(("saxpy",), backend="cpu", profile="quick"))
     assert lines[0].startswith("saxpy ") and "2 cases" in lines[0], lines
     out = tmp_path / "run"
-    runner.run_study(["saxpy"], platform="cpu", profile="tiny", out_dir=out, progress=False, log=lambda m: None)
+    runner.run_study(RunSettings(("saxpy",), profile="tiny", out=str(out), progress=False), "cpu", log=lambda m: None)
     (rec,) = results.read_run(out).records
     assert rec.status == "ok" and rec.metrics["gbytes_per_s"] > 0 and rec.params == {"n": 4096}, rec
     md = report.write_report([out], out)[0].read_text()

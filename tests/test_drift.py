@@ -10,6 +10,7 @@ import experiments
 from experiments.analysis import drift
 from experiments.contract import Case
 from experiments.harness import runner
+from experiments.harness.settings import RunSettings
 
 
 def _pairs(name, moments):
@@ -27,8 +28,9 @@ def test_probes_are_spread_from_the_first_case_to_after_the_last_one_moment_toge
 
 
 def test_a_run_interleaves_the_drift_probes_with_the_other_experiments():
-    ctx = runner._dry_context("cpu", None, 1, None, 0)
-    _, plans = runner._build(["matmul", "drift"], ctx, "quick", None)
+    s = RunSettings(("matmul", "drift"), devices=1)
+    ctx, _ = runner._dry_context(s, "cpu")
+    plans = runner._build(s, ctx)
     for budget in (None, 1e9):
         names = [p.name for p, _ in runner._order(plans, budget)]
         assert names[0] == "drift" and names[-1] == "drift" and "drift" in names[len(names) // 3: -3]
@@ -70,7 +72,7 @@ def test_a_probe_checks_its_program_before_timing_it(monkeypatch):
 
     exp = experiments.load("drift")
     cfg = exp.config_for("tiny", "cpu")
-    ctx = runner._dry_context("cpu", None, 1, None, 0)
+    ctx, _ = runner._dry_context(RunSettings((), devices=1), "cpu")
     got = {prog: measure.probe(prog, cfg, ctx) for prog in ("matmul", "triad", "call")}
     assert all(m["time_s_median"] > 0 for m in got.values())
     compiled, args, want, rtol = measure._program("triad", cfg.matmul_n, cfg.triad_n, ctx.seed, ctx.device)

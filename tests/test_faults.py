@@ -17,6 +17,7 @@ from jaxgpu.records import results
 
 import experiments
 from experiments.analysis import claims
+from experiments.harness.settings import RunSettings
 from experiments.report import STUDY_RUNS
 from experiments.reporting import build, render
 
@@ -52,13 +53,14 @@ def test_a_full_disk_keeps_every_record_written_and_says_which_file(tmp_path, mo
     monkeypatch.setattr(os, "fsync", fsync)
     out = tmp_path / "run"
     with pytest.raises(results.RunWriteError, match=r"cannot write .*results.jsonl: No space left on device"):
-        runner.run_study(["matmul"], platform="cpu", profile="tiny", out_dir=out, progress=False, log=lambda m: None)
+        runner.run_study(RunSettings(("matmul",), profile="tiny", out=str(out), progress=False), "cpu",
+                         log=lambda m: None)
     monkeypatch.setattr(os, "fsync", real)
     run = results.read_run(out)
     assert len(run.records) >= 3  # the records synced before it, readable
     assert run.completion["state"] == "write_failed" and "No space left" in run.completion["reason"]
     # space is back: --resume measures the rest (the cut line, if any, set aside)
-    runner.run_study(["matmul"], platform="cpu", profile="tiny", out_dir=out, resume=True, progress=False,
+    runner.run_study(RunSettings(("matmul",), profile="tiny", out=str(out), resume=True, progress=False), "cpu",
                      log=lambda m: None)
     again = results.read_run(out)
     assert again.completion["state"] == "complete" and len(again.records) > len(run.records)

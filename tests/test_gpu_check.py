@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from experiments import gpu_check
+from experiments.harness.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -159,9 +160,10 @@ def test_the_budget_plan_names_a_key_case_it_would_cut():
     from experiments.analysis import claims
     from experiments.harness import runner
 
-    plan = runner.budget_plan(["precision"], platform="gpu", target="h100", budget_s=10, rests_on=claims.rests_on)
+    plan = runner.budget_plan(RunSettings(("precision",), backend="gpu", target="h100", budget_s=10),
+                              rests_on=claims.rests_on)
     assert plan.keys_cut and "would be cut" in plan.lines[-1]
-    roomy = runner.budget_plan(["precision"], platform="gpu", target="h100", budget_s=10_000,
+    roomy = runner.budget_plan(RunSettings(("precision",), backend="gpu", target="h100", budget_s=10_000),
                                rests_on=claims.rests_on)
     assert not roomy.keys_cut and "no claim-deciding case is cut" in roomy.lines[-1]
 

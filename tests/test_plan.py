@@ -16,6 +16,7 @@ import experiments
 from experiments import report
 from experiments.contract import Case, Cost
 from experiments.harness import budget, runner
+from experiments.harness.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_STUDY_S = 2 * 240  # the quick GPU study runs in the GPU check's two parts of 240 s at most each
@@ -49,8 +50,9 @@ def test_every_experiment_a_claim_reads_has_key_cases_in_the_plan(platform):
     # cases at all (threads has none on a GPU: it measures a CPU's cores)
     from experiments.analysis import claims
 
-    ctx = runner._dry_context(platform, None, 4 if platform == "cpu" else None, None, 0)
-    _, plans = runner._build(experiments.names(), ctx, "quick", None, rests_on=claims.rests_on)
+    s = RunSettings(tuple(experiments.names()), devices=4 if platform == "cpu" else None)
+    ctx, _ = runner._dry_context(s, platform)
+    plans = runner._build(s, ctx, rests_on=claims.rests_on)
     by_name = {p.name: p.cases for p in plans}
     for c in claims.CLAIMS:
         for name in c.experiments:
@@ -124,7 +126,7 @@ def test_a_case_reading_a_skipped_case_is_skipped_with_it_and_a_resumed_one_is_p
 
 
 def test_the_cpu_plan_of_the_quick_study_is_minutes():
-    lines = runner.dry_run(experiments.names(), platform="cpu", profile="quick", host_devices=4)
+    lines = runner.dry_run(RunSettings(tuple(experiments.names()), backend="cpu", profile="quick", devices=4))
     _, seconds = _total("\n".join(lines))
     assert 60 < seconds < 600  # a quick study takes minutes on two cores, not seconds or hours
 
@@ -134,8 +136,8 @@ def test_a_budgeted_run_is_cut_cleanly_and_resume_finishes_it(tmp_path):
     out = tmp_path / "run"
     from experiments.analysis import claims
 
-    runner.run_study(["matmul", "precision"], platform="cpu", profile="tiny", out_dir=out, progress=False,
-                     log=lambda m: None, budget_s=4.0, rests_on=claims.rests_on)
+    runner.run_study(RunSettings(("matmul", "precision"), profile="tiny", out=str(out), progress=False, budget_s=4.0),
+                     "cpu", log=lambda m: None, rests_on=claims.rests_on)
     report.write_report([out], out)
     run = results.read_run(out)
     assert run.completion["state"] == "cut_by_budget" and run.completion["cases_skipped"] > 0
@@ -143,8 +145,8 @@ def test_a_budgeted_run_is_cut_cleanly_and_resume_finishes_it(tmp_path):
     worked = [r for r in run.records if r.params.get("case") == "worked_example"]
     assert worked, "the key cases run first"
     assert "was cut by its time budget" in (out / "report.md").read_text()
-    runner.run_study(["matmul", "precision"], platform="cpu", profile="tiny", out_dir=out, resume=True,
-                     progress=False, log=lambda m: None)
+    runner.run_study(RunSettings(("matmul", "precision"), profile="tiny", out=str(out), resume=True, progress=False),
+                     "cpu", log=lambda m: None)
     run = results.read_run(out)
     assert run.completion["state"] == "complete" and keys < {r.key for r in run.records}
     timing = json.loads((out / "run.json").read_text())["timing"]
@@ -169,7 +171,7 @@ def test_an_info_hook_that_fails_leaves_the_run_folder_and_its_records(tmp_path,
         raise ImportError("torch: a broken install")
 
     monkeypatch.setattr(measure, "info", broken)  # the spec's hook looks it up when it is called
-    runner.run_study(["matmul"], platform="cpu", profile="tiny", out_dir=tmp_path, progress=False,
+    runner.run_study(RunSettings(("matmul",), profile="tiny", out=str(tmp_path), progress=False), "cpu",
                      log=lambda m: None)
     run = results.read_run(tmp_path)
     assert run.records and run.completion["state"] == "complete"

@@ -13,13 +13,14 @@ from experiments import report
 from experiments.analysis import claims as claims_mod
 from experiments.analysis import pricing
 from experiments.harness import runner
+from experiments.harness.settings import RunSettings
 from experiments.reporting import build
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny")
-    runner.run_study(["matmul"], platform="cpu", profile="tiny", out_dir=out, progress=False, log=lambda m: None)
+    runner.run_study(RunSettings(("matmul",), profile="tiny", out=str(out), progress=False), "cpu", log=lambda m: None)
     report.write_report([out], out)
     return out
 
@@ -125,7 +126,7 @@ def every_tiny(tmp_path_factory):
     pjit, both = _lowering_for_cuda_too(lowered, failed)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(pjit, "_pjit_lower", both)
-        runner.run_study(experiments.names(), platform="cpu", profile="tiny", out_dir=out, progress=False,
+        runner.run_study(RunSettings(tuple(experiments.names()), profile="tiny", out=str(out), progress=False), "cpu",
                          log=lambda m: None)
     report.write_report([out], out)
     return out, lowered, failed
@@ -237,8 +238,8 @@ def test_a_gpu_run_is_set_beside_its_own_hosts_cpu_run(tiny_run, tmp_path):
 
 
 def test_profile_trace_is_written(tmp_path):
-    runner.run_study(["devices"], platform="cpu", profile="tiny", out_dir=tmp_path / "run", progress=False,
-                     trace_dir=tmp_path / "trace", log=lambda m: None)
+    runner.run_study(RunSettings(("devices",), profile="tiny", out=str(tmp_path / "run"), progress=False,
+                                 trace_dir=str(tmp_path / "trace")), "cpu", log=lambda m: None)
     files = [p.name for p in (tmp_path / "trace").rglob("*") if p.is_file()]
     assert any(f.endswith(".xplane.pb") for f in files) and any(f.endswith(".trace.json.gz") for f in files), files
 

@@ -14,6 +14,8 @@ import pytest
 from jaxgpu.pricing import targets
 from jaxgpu.records import results
 
+from experiments.harness.settings import RunSettings
+
 ROOT = Path(__file__).resolve().parents[1]
 REASON = targets.unavailable()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"compile-only GPU tests: {REASON}")
@@ -34,8 +36,8 @@ def compiled_run(tmp_path_factory):
     from experiments.harness import runner
 
     out = tmp_path_factory.mktemp("compiled")
-    runner.run_study(experiments.names(), platform="gpu", profile="tiny", out_dir=out, progress=False,
-                     log=lambda m: None, compile_for="h200")
+    runner.run_study(RunSettings(tuple(experiments.names()), profile="tiny", out=str(out), progress=False,
+                                 compile_for="h200"), "gpu", log=lambda m: None)
     return results.read_run(out)
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from jaxgpu.kernels import transformer as tf
 
+from experiments.harness.settings import RunSettings
+
 LLAMA = tf.Config("test-llama", 2, 64, 4, 2, 128, 256, 64, "llama")
 GPT2 = tf.Config("test-gpt2", 2, 64, 4, 4, 256, 256, 64, "gpt2")
 
@@ -130,7 +132,7 @@ def test_the_experiment_measures_the_smallest_and_compiles_every_size(tmp_path):
 
     from experiments.harness import runner
 
-    runner.run_study(["transformer"], platform="cpu", profile="tiny", out_dir=tmp_path / "cpu", progress=False,
+    runner.run_study(RunSettings(("transformer",), profile="tiny", out=str(tmp_path / "cpu"), progress=False), "cpu",
                      log=lambda m: None)
     recs = {(x.params["mode"]): x for x in results.read_run(tmp_path / "cpu").records}
     assert {r.status for r in recs.values()} == {"ok"}, [r.reason for r in recs.values()]
@@ -140,8 +142,8 @@ def test_the_experiment_measures_the_smallest_and_compiles_every_size(tmp_path):
         assert m["flops_xla"] > 0  # the CPU check of the prediction model prices it
     if why := targets.unavailable():
         pytest.skip(why)
-    runner.run_study(["transformer"], platform="cpu", profile="tiny", out_dir=tmp_path / "h200", progress=False,
-                     log=lambda m: None, compile_for="h200")
+    runner.run_study(RunSettings(("transformer",), profile="tiny", out=str(tmp_path / "h200"), progress=False,
+                                 compile_for="h200"), "cpu", log=lambda m: None)
     plans = {(x.params["model"], x.params["mode"], x.params["devices"]): x
              for x in results.read_run(tmp_path / "h200").records}
     assert set(plans) == {(m, mode, n) for m in ("gpt2-124m", "llama-1b") for mode in ("train", "serve")

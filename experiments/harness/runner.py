@@ -31,6 +31,7 @@ from jaxgpu.records import labels, results
 import experiments
 from experiments.contract import Case, Experiment, RunContext
 from experiments.harness import budget
+from experiments.harness.settings import RunSettings
 
 __all__ = ["Case", "RunContext", "default_out_dir", "run_study", "dry_run", "budget_plan", "check_same_machine"]
 
@@ -41,6 +42,13 @@ COMPILE_DEVICES = 8
 
 def default_out_dir(platform: str, root: str | Path = "reports/runs") -> Path:
     return Path(root) / f"{platform}-{results.new_run_id()}"
+
+
+def with_folder(s: RunSettings, platform: str) -> RunSettings:
+    """``s`` with its result folder named: a new one under reports/runs where none was asked for."""
+    if s.out:
+        return s
+    return dataclasses.replace(s, out=str(default_out_dir(f"compiled-{s.compile_for}" if s.compiled else platform)))
 
 
 def _progress(total: int, enabled: bool):
@@ -59,31 +67,32 @@ class _Plan:
     exp: Experiment
     cases: list[Case]
     estimate_s: float
+    config: Any = None
 
 
 RestsOn = Callable[[str, dict[str, Any]], bool]
 
 
-def _build(names: Sequence[str], ctx: RunContext, profile: str, settings: dict | None,
-           done: set[str] = frozenset(), rests_on: RestsOn | None = None) -> tuple[dict[str, Any], list[_Plan]]:
-    """The configs and, per experiment, the cases still to measure with their estimated seconds, each
+def _build(s: RunSettings, ctx: RunContext, done: set[str] = frozenset(), rests_on: RestsOn | None = None
+           ) -> list[_Plan]:
+    """Per experiment, its config and the cases still to measure with their estimated seconds, each
     case's ``key`` set by ``rests_on(experiment, params)`` where one is given.
 
     In compiled mode the cases are each experiment's ``compiled_cases`` (none where only timing
     can answer), built from its GPU config."""
     compiled = ctx.mode == "compiled"
     m = budget.machine("compile") if compiled else _machine(ctx.platform, ctx.device_kind)
-    configs, plans = {}, []
-    for name in names:
+    plans = []
+    for name in s.experiments:
         exp = experiments.load(name)
-        configs[name] = experiments.config(name, profile, ctx.platform, (settings or {}).get(name))
+        config = experiments.config(name, s.profile, ctx.platform, s.overrides.get(name))
         make = (exp.compiled_cases or (lambda cfg, ctx: [])) if compiled else exp.cases
-        cases = _still_to_do(name, make(configs[name], ctx), done)
+        cases = _still_to_do(name, make(config, ctx), done)
         if rests_on is not None:
             cases = [dataclasses.replace(c, key=rests_on(name, c.params)) for c in cases]
-        plans.append(_Plan(name, exp, cases, budget.experiment_seconds(cases, m)))
+        plans.append(_Plan(name, exp, cases, budget.experiment_seconds(cases, m), config))
     plans.sort(key=lambda p: not p.exp.run_first)
-    return configs, plans
+    return plans
 
 
 def _still_to_do(name: str, cases: list[Case], done: set[str]) -> list[Case]:
@@ -109,23 +118,30 @@ def _machine(platform: str, device_kind: str | None) -> budget.Machine:
         return budget.machine(platform)
 
 
-def _dry_context(platform: str, target: str | None, host_devices: int | None, processes: int | None,
-                 seed: int) -> RunContext:
-    m = budget.machine(platform, target)
+def _dry_context(s: RunSettings, platform: str) -> tuple[RunContext, budget.Machine]:
+    """The context and machine a plan is made with, without JAX: the compile-only run's for --compile-for."""
+    if s.compiled:
+        from jaxgpu.pricing import targets
+
+        t = targets.target(s.compile_for)
+        ctx = RunContext(platform="gpu", profile=s.profile, device_kind=t.device_kind, n_devices=COMPILE_DEVICES,
+                         hardware=hardware.GPUS[t.hardware], seed=s.seed, processes=s.processes, mode="compiled",
+                         target=t)
+        return ctx, budget.machine("compile")
+    m = budget.machine(platform, s.target)
     kind = "cpu" if platform == "cpu" else f"NVIDIA {m.hardware.name}"
-    n = (host_devices or 1) if platform == "cpu" else 1
-    return RunContext(platform=platform, profile="", device_kind=kind, n_devices=n, hardware=m.hardware, seed=seed,
-                      processes=processes)
+    n = (s.devices or 1) if platform == "cpu" else 1
+    ctx = RunContext(platform=platform, profile=s.profile, device_kind=kind, n_devices=n, hardware=m.hardware,
+                     seed=s.seed, processes=s.processes)
+    return ctx, _machine(platform, ctx.device_kind)
 
 
-def dry_run(names: Sequence[str], *, platform: str, profile: str = "quick", target: str | None = None,
-            host_devices: int | None = None, processes: int | None = None, seed: int = 0,
-            settings: dict | None = None) -> list[str]:
+def dry_run(s: RunSettings, likely: str = "cpu") -> list[str]:
     """The plan of a run without running it (and without importing JAX): one line per experiment
-    with its cases, compiles and estimated seconds, and a last ``total: N cases, estimated S s``."""
-    ctx = dataclasses.replace(_dry_context(platform, target, host_devices, processes, seed), profile=profile)
-    _, plans = _build(names, ctx, profile, settings)
-    m = _machine(platform, ctx.device_kind)
+    with its cases, compiles and estimated seconds, and a last ``total: N cases, estimated S s``. ``likely``: the
+    platform ``--backend auto`` would find here."""
+    ctx, m = _dry_context(s, s.planned_platform(likely))
+    plans = _build(s, ctx)
     return budget.lines([budget.plan([(p.name, p.cases)], m)[0] for p in plans], m)
 
 
@@ -139,14 +155,12 @@ class BudgetPlan:
     keys_cut: list[str]
 
 
-def budget_plan(names: Sequence[str], *, platform: str, budget_s: float, rests_on: RestsOn,
-                target: str | None = None, profile: str = "quick", host_devices: int | None = None,
-                processes: int | None = None, seed: int = 0, settings: dict | None = None) -> BudgetPlan:
-    """The run ``--budget-s`` would make, walked in the order and with the allowance a real run uses, each case
-    taking its estimated seconds (no JAX is started). A key case left out is named in ``keys_cut``."""
-    ctx = dataclasses.replace(_dry_context(platform, target, host_devices, processes, seed), profile=profile)
-    _, plans = _build(names, ctx, profile, settings, rests_on=rests_on)
-    m = _machine(platform, ctx.device_kind)
+def budget_plan(s: RunSettings, *, rests_on: RestsOn, likely: str = "cpu") -> BudgetPlan:
+    """The run ``s`` (with its ``budget_s``) would make, walked in the order and with the allowance a real run uses,
+    each case taking its estimated seconds (no JAX is started). A key case left out is named in ``keys_cut``."""
+    ctx, m = _dry_context(s, s.planned_platform(likely))
+    plans = _build(s, ctx, rests_on=rests_on)
+    budget_s = s.budget_s
     allow = _allowances(plans, budget_s, m)
     elapsed, started = 0.0, set()
     taken: dict[str, int] = {p.name: 0 for p in plans}
@@ -211,11 +225,12 @@ class _Setting:
     machine: budget.Machine
 
 
-def _setting(platform: str, profile: str, seed: int, processes: int | None, compile_for: str | None) -> _Setting:
-    if compile_for:
+def _setting(s: RunSettings, platform: str) -> _Setting:
+    profile, seed, processes = s.profile, s.seed, s.processes
+    if s.compiled:
         from jaxgpu.pricing import targets
 
-        target = targets.target(compile_for)
+        target = targets.target(s.compile_for)
         env = {**devices.fingerprint("cpu"), "backend": "gpu", "device_kind": target.device_kind,
                "n_devices": COMPILE_DEVICES, "device_memory_bytes": target.memory_bytes, "target": target.name}
         ctx = RunContext(platform="gpu", profile=profile, device_kind=target.device_kind, n_devices=COMPILE_DEVICES,
@@ -233,17 +248,17 @@ def _timing(plans: list[_Plan], spent: dict[str, float]) -> dict[str, dict[str, 
                      "cases": len(p.cases)} for p in plans}
 
 
-def _meta(run_id: str, names: Sequence[str], setting: _Setting, configs: dict[str, Any], plans: list[_Plan], *,
-          profile: str, seed: int, host_devices: int | None, processes: int | None, budget_s: float | None,
-          settings: dict | None, compile_for: str | None, argv: Sequence[str] | None) -> dict[str, Any]:
+def _meta(run_id: str, s: RunSettings, setting: _Setting, plans: list[_Plan]) -> dict[str, Any]:
     """run.json as the run starts: what was asked, on what, and the plan."""
-    ctx = setting.ctx
+    ctx, argv, budget_s, names = setting.ctx, s.argv, s.budget_s, s.experiments
+    configs = {p.name: p.config for p in sorted(plans, key=lambda p: names.index(p.name))}
     meta = {
         "run_id": run_id,
         "argv": list(argv) if argv is not None else None,
-        "config": {"profile": profile, "backend": "cpu" if compile_for else ctx.platform, "compile_for": compile_for,
-                   "allocator": setting.env.get("allocator"), "experiments": list(names), "seed": seed,
-                   "devices": host_devices, "processes": processes, "budget_s": budget_s, "settings": settings or {},
+        "config": {"profile": s.profile, "backend": "cpu" if s.compiled else ctx.platform,
+                   "compile_for": s.compile_for, "allocator": setting.env.get("allocator"), "experiments": list(names),
+                   "seed": s.seed, "devices": s.devices, "processes": s.processes, "budget_s": budget_s,
+                   "settings": {k: dict(v) for k, v in s.overrides.items()},
                    "per_experiment": {n: dataclasses.asdict(c) for n, c in configs.items()}},
         "env": setting.env,
         "hardware": dataclasses.asdict(ctx.hardware) if ctx.hardware else None,
@@ -256,7 +271,7 @@ def _meta(run_id: str, names: Sequence[str], setting: _Setting, configs: dict[st
         "sessions": [{"run_id": run_id, "argv": list(argv) if argv is not None else None, "experiments": list(names),
                       "budget_s": budget_s, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}],
     }
-    if compile_for:
+    if s.compiled:
         from jaxgpu.pricing import targets
 
         meta.update(target=ctx.target.name, compile_options=targets.COMPILE_OPTIONS,
@@ -278,40 +293,31 @@ def _describe_machine(plans: list[_Plan], ctx: RunContext, out_dir: Path) -> tup
     return info, attached
 
 
-def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", out_dir: str | Path,
-              resume: bool = False, seed: int = 0, host_devices: int | None = None, processes: int | None = None,
-              trace_dir: str | Path | None = None, progress: bool = True, argv: Sequence[str] | None = None,
-              log: Callable[[str], None] | None = None, budget_s: float | None = None, settings: dict | None = None,
-              compile_for: str | None = None, rests_on: RestsOn | None = None) -> Path:
-    """Runs the named experiments on ``platform`` and writes the result folder ``out_dir``.
+def run_study(s: RunSettings, platform: str, *, rests_on: RestsOn | None = None,
+              log: Callable[[str], None] | None = None) -> Path:
+    """Runs the settings' experiments on ``platform`` ("cpu" or "gpu", ``launch.start``'s) and writes the result
+    folder ``s.out`` (a new folder under reports/runs when None).
 
-    Args:
-      names: registered experiment names, in order.
-      platform: "cpu" or "gpu" (see ``jaxgpu.ground.devices.resolve``).
-      profile: "tiny" (tests), "quick" (the default study) or "full" (reference runs).
-      out_dir: the result folder; with ``resume``, cases already recorded there are skipped.
-      budget_s: measure key cases first and stop cleanly before this many seconds.
-      rests_on: ``rests_on(experiment, params)``: whether a verdict rests on the case (its key).
-      settings: ``{experiment: {field: value}}`` applied to the profile's configs.
-      compile_for: a ``jaxgpu.pricing.targets`` name ("h200"): compile each experiment's programs for that
-        GPU on this machine's CPU and record what XLA:GPU plans (``mode: compiled``), running nothing.
+    With ``s.resume`` the cases already recorded there are skipped; with ``s.budget_s`` key cases are measured first
+    and the run stops cleanly before that many seconds; with ``s.compile_for`` each experiment's programs are
+    compiled for that GPU on this machine's CPU and what XLA:GPU plans is recorded (``mode: compiled``), running
+    nothing. ``rests_on(experiment, params)``: whether a verdict rests on the case (its key).
 
     Returns:
-      ``out_dir``, holding run.json and results.jsonl (the report is ``experiments.report``'s).
+      The result folder, holding run.json and results.jsonl (the report is ``experiments.report``'s).
     """
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    out_dir = Path(out_dir)
-    done = _done(out_dir, resume, log)
-    setting = _setting(platform, profile, seed, processes, compile_for)
-    if resume:
+    out_dir = Path(with_folder(s, platform).out)
+    done = _done(out_dir, s.resume, log)
+    setting = _setting(s, platform)
+    if s.resume:
         check_same_machine(out_dir, setting.env)
-    ctx = setting.ctx
-    configs, plans = _build(names, ctx, profile, settings, done, rests_on)
+    ctx, profile, budget_s = setting.ctx, s.profile, s.budget_s
+    plans = _build(s, ctx, done, rests_on)
     run_id = results.new_run_id()
-    meta = _meta(run_id, names, setting, configs, plans, profile=profile, seed=seed, host_devices=host_devices,
-                 processes=processes, budget_s=budget_s, settings=settings, compile_for=compile_for, argv=argv)
+    meta = _meta(run_id, s, setting, plans)
     total = meta["completion"]["cases_planned"]
-    if compile_for:
+    if s.compiled:
         log(f"jaxgpu: compiling for {ctx.target.device_kind} on this CPU; nothing runs. Without compiled cases: "
             + (", ".join(p.name for p in plans if not p.cases) or "none"))
     log(f"jaxgpu: {total} cases on {ctx.platform} ({setting.env['device_kind']}, {setting.env['n_devices']} "
@@ -320,7 +326,7 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
         + f" -> {out_dir}")
     # The folder and run.json exist before anything else can fail (an info() hook importing a
     # broken peer, say): whatever happens next, the run leaves a result folder behind.
-    writer = results.RunWriter(out_dir, meta, new=not resume)  # a new run claims its folder atomically
+    writer = results.RunWriter(out_dir, meta, new=not s.resume)  # a new run claims its folder atomically
     from jaxgpu.ground import timing  # imports JAX: the run is about to start it anyway
 
     counts = {s: 0 for s in results.STATUSES}
@@ -331,8 +337,8 @@ def run_study(names: Sequence[str], *, platform: str, profile: str = "quick", ou
         info, attached = _describe_machine(plans, ctx, out_dir)  # compiles programs: seconds on a fresh GPU
         writer.update(info={**writer.meta.get("info", {}), **info},
                       attachments={**writer.meta.get("attachments", {}), **attached})
-        bar = _progress(total, progress)
-        with writer, timing.profiler_trace(str(trace_dir) if trace_dir else None):
+        bar = _progress(total, s.progress)
+        with writer, timing.profiler_trace(s.trace_dir):
             skipped = _measure_all(plans, ctx, run_id, budget_s, setting.machine, writer, counts, spent, bar, log,
                                    t_start)
             state = "cut_by_budget" if skipped else "complete"

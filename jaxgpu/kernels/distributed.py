@@ -21,7 +21,6 @@ naming the process, its exit code and its last line of stderr.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -30,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -119,15 +119,12 @@ def launch(processes: int, spec: Spec = Spec(), *, platform: str = "cpu", timeou
         procs = []
         t0 = time.perf_counter()
         for pid in range(processes):
-            cmd = [sys.executable, "-m", "jaxgpu.kernels.distributed", "--coordinator", f"127.0.0.1:{port}",
-                   "--processes", str(processes), "--process-id", str(pid), "--spec",
-                   json.dumps(dataclasses.asdict(spec)),
-                   "--out", str(Path(tmp) / f"{pid}.json"), "--platform", platform,
-                   "--init-timeout", str(max(int(timeout_s * 0.5), 5))]
-            if die_after and die_after[0] == pid:
-                cmd += ["--die-after", str(die_after[1])]
-            if hang_after and hang_after[0] == pid:
-                cmd += ["--hang-after", str(hang_after[1])]
+            job = {"coordinator": f"127.0.0.1:{port}", "processes": processes, "process_id": pid,
+                   "spec": json.dumps(dataclasses.asdict(spec)), "out": str(Path(tmp) / f"{pid}.json"),
+                   "platform": platform, "init_timeout": max(int(timeout_s * 0.5), 5),
+                   "die_after": die_after[1] if die_after and die_after[0] == pid else None,
+                   "hang_after": hang_after[1] if hang_after and hang_after[0] == pid else None}
+            cmd = [sys.executable, "-m", "jaxgpu.kernels.distributed", json.dumps(job)]
             err = open(Path(tmp) / f"{pid}.err", "w+")
             procs.append((subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, cwd=PACKAGE_ROOT), err))
         try:
@@ -181,7 +178,7 @@ def _wait(procs, t0: float, timeout_s: float, grace_s: float) -> None:
         time.sleep(0.05)
 
 
-def _worker(args: argparse.Namespace) -> None:
+def _worker(args: types.SimpleNamespace) -> None:
     import jax
 
     if args.platform == "cpu":
@@ -224,18 +221,11 @@ def _worker(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m jaxgpu.kernels.distributed",
-                                description="one worker of jaxgpu.kernels.distributed.launch")
-    p.add_argument("--coordinator", required=True)
-    p.add_argument("--processes", type=int, required=True)
-    p.add_argument("--process-id", type=int, required=True)
-    p.add_argument("--spec", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--platform", choices=("cpu", "gpu"), default="cpu")
-    p.add_argument("--init-timeout", type=int, default=60)
-    p.add_argument("--die-after", type=int)
-    p.add_argument("--hang-after", type=int)
-    _worker(p.parse_args(argv))
+    """One worker of ``launch``: its job as one JSON argument (the coordinator, the process count and id, the spec,
+    the output file, the platform, the start-up timeout and the faults a test asks for), made by ``launch`` only."""
+    job = json.loads((sys.argv[1:] if argv is None else argv)[0])
+    _worker(types.SimpleNamespace(**{"platform": "cpu", "init_timeout": 60, "die_after": None, "hang_after": None,
+                                     **job}))
     return 0
 
 

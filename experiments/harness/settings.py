@@ -1,0 +1,201 @@
+"""What a run is asked to do, decided once: ``RunSettings``, built from the command line and, for a resumed run, its
+run.json. Imports no JAX: every check here runs before a backend starts, and where JAX is not installed.
+
+The command line (``experiments.run``) parses; this module fills the defaults, checks what argparse cannot, and
+says which flags nothing will read. The harness then takes the settings whole (``runner.run_study``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import experiments
+
+# XLA's host platform takes seconds and hundreds of MB per thousand host devices (measured:
+# 4096 took 11 s and 0.6 GB to start; far more aborts the process); they share the machine's
+# cores anyway.
+MAX_HOST_DEVICES = 1024
+# A jax.distributed worker process holds about 0.5 GB at start-up; more than 4 per core only queue.
+PROCESS_BYTES, PROCESSES_PER_CORE = 2**29, 4
+# what a resumed run's run.json gives the flags its command line leaves unset
+_SAVED = (("compile_for", None), ("backend", "auto"), ("profile", "quick"), ("devices", None), ("processes", None),
+          ("seed", 0), ("allocator", None))
+
+
+class BadInput(ValueError):
+    """Input the run cannot take: its message is the one line the command prints before exiting 2."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """One run, as asked: which experiments, where, how long, into which folder.
+
+    ``backend`` is what was asked ("auto", "cpu", "gpu"); the platform it becomes is known only once JAX starts
+    (``launch.start``). ``overrides`` are the ``--set`` fields, ``{experiment: {field: value}}``. ``target`` is the
+    GPU a dry run plans for; ``compile_for`` a ``jaxgpu.pricing.targets`` name to compile for on this CPU.
+    ``warnings`` are the flags nothing will read, each with why."""
+
+    experiments: tuple[str, ...]
+    backend: str = "auto"
+    profile: str = "quick"
+    out: str | None = None
+    resume: bool = False
+    devices: int | None = None
+    processes: int | None = None
+    seed: int = 0
+    report: bool = True
+    trace_dir: str | None = None
+    progress: bool = True
+    dry_run: bool = False
+    target: str | None = None
+    budget_s: float | None = None
+    compile_for: str | None = None
+    allocator: str | None = None
+    overrides: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    argv: tuple[str, ...] | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def compiled(self) -> bool:
+        return bool(self.compile_for)
+
+    def planned_platform(self, likely: str = "cpu") -> str:
+        """The platform a plan is made for without starting JAX: a GPU for --target or --compile-for, the asked
+        backend, or ``likely`` (what "auto" would find) for "auto"."""
+        if self.target or self.compile_for:
+            return "gpu"
+        return self.backend if self.backend != "auto" else likely
+
+
+def from_args(args: argparse.Namespace, argv: Sequence[str] | None = None) -> RunSettings:
+    """The settings of a parsed command line: defaults (from the resumed run's run.json first), names resolved,
+    every check argparse cannot make.
+
+    Raises:
+      BadInput: what is wrong, in one line.
+    """
+    _check_numbers(args)
+    asked = vars(args)
+    saved = _saved(args.resume) if args.resume else {}
+    only = args.only if args.only is not None or not saved.get("experiments") else ",".join(saved["experiments"])
+    try:
+        names = tuple(experiments.parse_only(only))
+    except experiments.UnknownExperiment as err:
+        raise BadInput(err.args[0]) from None
+    filled = {k: asked[k] if asked[k] is not None else saved.get(k, default) for k, default in _SAVED}
+    if args.target and args.backend == "cpu":
+        raise BadInput("--target names the GPU a --dry-run plans for; --backend cpu plans this CPU: drop one")
+    target = _gpu_name("--target", args.target) if args.target else None
+    compile_for = _compile_target(filled["compile_for"]) if filled["compile_for"] else None
+    if compile_for and args.backend not in (None, "cpu"):
+        raise BadInput("--compile-for compiles on this machine's CPU; drop --backend")
+    devices = filled["devices"]
+    if devices is None and any(n in experiments.multi_device() for n in names):
+        devices = experiments.DEFAULT_HOST_DEVICES  # only the CPU platform reads it
+    try:
+        overrides = experiments.parse_settings(args.set, list(names))
+    except experiments.BadSetting as err:
+        raise BadInput(str(err)) from None
+    s = RunSettings(
+        experiments=names, backend="cpu" if compile_for else filled["backend"], profile=filled["profile"],
+        out=args.resume or args.out, resume=bool(args.resume), devices=devices, processes=filled["processes"],
+        seed=filled["seed"], report=not args.no_report, trace_dir=args.profile_trace, progress=not args.no_progress,
+        dry_run=args.dry_run, target=target, budget_s=args.budget_s, compile_for=compile_for,
+        allocator=filled["allocator"], overrides=overrides, argv=tuple(argv) if argv is not None else None)
+    _check_processes(s)
+    return dataclasses.replace(s, warnings=tuple(ignored(args, s)))
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    if args.resume and args.out and args.out != args.resume:
+        raise BadInput("--resume DIR already names the result folder; drop --out")
+    if args.devices is not None and args.devices < 1:
+        raise BadInput(f"--devices must be at least 1, got {args.devices}")
+    if args.devices is not None and args.devices > MAX_HOST_DEVICES:
+        raise BadInput(f"--devices {args.devices}: at most {MAX_HOST_DEVICES} host devices (XLA takes seconds and "
+                       "hundreds of MB per thousand, and they share this machine's cores)")
+    if args.processes is not None and args.processes < 1:
+        raise BadInput(f"--processes must be at least 1, got {args.processes}")
+    if args.processes is not None and args.processes > max_processes():
+        raise BadInput(f"--processes {args.processes}: this machine holds at most {max_processes()} JAX processes "
+                       f"({PROCESSES_PER_CORE} per core, {PROCESS_BYTES / 1e9:.1f} GB each)")
+    if args.budget_s is not None and not args.budget_s > 0:
+        raise BadInput(f"--budget-s must be a positive number of seconds, got {args.budget_s:g}")
+    if args.target and not args.dry_run:
+        raise BadInput("--target names the GPU a --dry-run plans for; add --dry-run")
+
+
+def _saved(resume: str) -> dict[str, Any]:
+    """The resumed run's config (run.json), read without JAX."""
+    from jaxgpu.records import results
+
+    try:
+        with warnings.catch_warnings():  # a cut last line: the runner sets it aside and says so
+            warnings.simplefilter("ignore")
+            return dict(results.read_run(resume).meta.get("config", {}))
+    except results.ResultsError as err:
+        raise BadInput(str(err)) from None
+
+
+def _gpu_name(flag: str, name: str) -> str:
+    """The hardware table's name of the GPU ``name`` reads as ("h100" -> "H100 SXM")."""
+    from jaxgpu.ground import hardware
+
+    try:
+        return hardware.find_gpu(name).name
+    except KeyError as err:
+        raise BadInput(f"{flag}: {err.args[0]}") from None
+
+
+def _compile_target(name: str) -> str:
+    """The ``jaxgpu.pricing.targets`` name of the GPU ``name`` reads as (the same resolver as --target's)."""
+    from jaxgpu.pricing import targets
+
+    card = _gpu_name("--compile-for", name)
+    found = next((t.name for t in targets.TARGETS.values() if t.hardware == card), None)
+    if found is None:
+        raise BadInput(f"--compile-for: no XLA:GPU target for the {card} yet; compile targets: "
+                       + ", ".join(f"{t.name} ({t.hardware})" for t in targets.TARGETS.values()))
+    return found
+
+
+def _check_processes(s: RunSettings) -> None:
+    if "distributed" not in s.experiments or s.processes is None:
+        return
+    spec = experiments.config("distributed", s.profile, "cpu", None).spec
+    if spec.global_batch % s.processes:
+        raise BadInput(f"--processes {s.processes}: the distributed job's global batch ({spec.global_batch}) does "
+                       f"not split evenly over {s.processes} processes")
+
+
+def ignored(args: argparse.Namespace, s: RunSettings) -> list[str]:
+    """The flags this command line sets that nothing will read, each with why (a warning, not an error)."""
+    out = []
+    gpu = s.backend == "gpu" or s.compiled
+    if args.devices is not None and s.backend == "gpu":
+        out.append("--devices sets CPU host devices; a GPU run uses the GPUs JAX sees")
+    if args.processes is not None and "distributed" not in s.experiments:
+        out.append("--processes is read by the distributed experiment, which is not selected")
+    if args.allocator and gpu:
+        out.append("--allocator sets the host allocator of a CPU run")
+    if s.dry_run:
+        out += [f"{flag} does nothing with --dry-run (nothing runs)" for flag, on in
+                (("--out", args.out), ("--resume", args.resume), ("--profile-trace", args.profile_trace),
+                 ("--budget-s", args.budget_s), ("--no-report", args.no_report)) if on]
+    if s.compiled and args.budget_s is not None:
+        out.append("--budget-s orders timed cases; --compile-for times nothing")
+    if s.dry_run and s.target and s.compiled:
+        out.append(f"--target plans a timed run; --compile-for plans the compiles for {s.compile_for}")
+    return out
+
+
+def max_processes() -> int:
+    """How many jax.distributed worker processes this machine can hold at once."""
+    from jaxgpu.ground import devices
+
+    mem = devices.host_memory_bytes() or 0
+    return max(2, min(PROCESSES_PER_CORE * devices.cpu_count(), mem // PROCESS_BYTES))

@@ -163,6 +163,69 @@ CaseBuilder = Callable[[Any, RunContext], list[Case]]
 
 
 @dataclasses.dataclass(frozen=True)
+class RoofParts:
+    """What an experiment's records give the model's roofs for their run (``Pricing.roofs``); the analysis folds
+    every experiment's parts into one ``jaxgpu.pricing.roofline.Roofs``.
+
+    Attributes:
+      rates: roof key -> the rates measured for it (FLOP/s; transcendental and pow ops per second for
+        "transcendental" and "power"): "fp32" (a product's), "elementwise", a precision preset's name. The best is
+        the roof.
+      bandwidth: bytes/s a computing kernel reached from DRAM; the best is the memory roof.
+      call_s: seconds of one call of a trivial program; the least is the overhead a call pays.
+      loop_step_s: seconds a compiled loop takes per step; the least is priced per step of a loop.
+      gemm_curve: roof key -> (FLOPs, FLOP/s, case key) of each product timed: the rate by size.
+      bandwidth_curve: (bytes, seconds, case key) of each memory-bound kernel timed: the bandwidth by bytes, once
+        a call's overhead is taken out (by the fold, which knows it).
+    """
+
+    rates: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    bandwidth: tuple[float, ...] = ()
+    call_s: tuple[float, ...] = ()
+    loop_step_s: tuple[float, ...] = ()
+    gemm_curve: Mapping[str, tuple[tuple[float, float, str], ...]] = dataclasses.field(default_factory=dict)
+    bandwidth_curve: tuple[tuple[float, float, str], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Pricing:
+    """How the model prices an experiment's timed programs, and what its records give the model.
+
+    Attributes:
+      modelled: whether a roofline can price its programs at all (a collective's time is links and latency; a
+        drift probe is the machine's noise).
+      roof: the roof a program's FLOPs meet when it is priced from its counts: "product" (the fp32 matrix
+        product's), "elementwise" (fused arithmetic's) or "preset" (its precision preset's); a function of the
+        case's params where it depends on the case.
+      loop_steps: ``loop_steps(params)``: the steps of a compiled serial loop the program runs, priced per step.
+      causes: what the model leaves out of a case that misses, by its ``variant`` param (None: every case), for
+        the report's worst-case column.
+      kernel_level: its programs are one kernel each, where the bound has least to leave out: the model is judged
+        on them apart.
+      roofs: ``roofs(records) -> RoofParts``: what its ok records of one run give that run's roofs.
+      widened: ``widened(records) -> {preset: roof key}``: from a compile-only run's records, the presets XLA:GPU
+        widens before the product, with the roof they then meet.
+      noise: ``noise(records) -> str``: a clause saying how much the machine's own timings move over the run
+        (what a model's error is read against); "" where the records say nothing.
+    """
+
+    modelled: bool = True
+    roof: str | Callable[[dict[str, Any]], str] = "product"
+    loop_steps: Callable[[dict[str, Any]], int] | None = None
+    causes: Mapping[str | None, str] = dataclasses.field(default_factory=dict)
+    kernel_level: bool = False
+    roofs: Callable[[list], RoofParts] | None = None
+    widened: Callable[[list], dict[str, str]] | None = None
+    noise: Callable[[list], str] | None = None
+
+    def roof_of(self, params: dict[str, Any]) -> str:
+        return self.roof(params) if callable(self.roof) else self.roof
+
+    def cause(self, params: dict[str, Any]) -> str | None:
+        return self.causes.get(params.get("variant")) or self.causes.get(None)
+
+
+@dataclasses.dataclass(frozen=True)
 class Experiment:
     """One experiment, as the harness, the analysis and the report see it.
 
@@ -187,6 +250,7 @@ class Experiment:
         start to its end (the same programs timed again: how the machine's speed drifts).
       info: ``info(ctx) -> dict``: facts about the machine worth keeping in run.json (measured runs).
       attachments: ``attachments(ctx, out_dir) -> [paths]``: files a reader can open (measured runs).
+      pricing: how the model prices its programs and what its records give the model (``Pricing``).
     """
 
     name: str
@@ -203,6 +267,7 @@ class Experiment:
     spread: bool = False
     info: Callable[[RunContext], dict[str, Any]] | None = None
     attachments: Callable[[RunContext, Path], list[str]] | None = None
+    pricing: Pricing = Pricing()
 
     def config_for(self, profile: str, platform: str) -> Any:
         """The profile's config on a platform ("any" where the platform does not matter).
@@ -217,6 +282,16 @@ class Experiment:
 
 
 @dataclasses.dataclass(frozen=True)
+class Headline:
+    """A row the experiment gives the report's summary (the answer first): ``row(ask)`` returns it, or None where
+    the records hold no figure for it. ``ask`` is the summary's ``Ask``: the merged records, the GPU compared with
+    and the helpers that make a row. ``rank`` orders the summary's rows (smaller first)."""
+
+    rank: int
+    row: Callable[[Any], Any]
+
+
+@dataclasses.dataclass(frozen=True)
 class View:
     """An experiment's report section, drawn from ``(Run, Record)`` pairs only.
 
@@ -225,7 +300,16 @@ class View:
         report's predicted twins, whose runs say so: ``Run.predicted``).
       compiled: ``compiled(section, pairs)`` adds what runs compiled for a GPU planned
         (``mode: compiled``); None: the report lists them in a plain table.
+      headlines: the rows it gives the summary.
+      gpu_prices: ``gpu_prices(pairs, program, gpu) -> [record]``: the experiment's records pricing a summary
+        program on a GPU (their params ``size``, metrics ``work``, ``predicted_s``), for other experiments'
+        headlines.
+      scores: ``scores(pairs, metric) -> {kind: summary}``: how far such prices missed published GPU measurements,
+        per kind of program.
     """
 
     section: Callable[[list], Any]
     compiled: Callable[[Any, list], None] | None = None
+    headlines: tuple[Headline, ...] = ()
+    gpu_prices: Callable[[list, str, str], list] | None = None
+    scores: Callable[..., dict] | None = None

@@ -229,6 +229,38 @@ def test_the_records_and_the_harness_import_no_plotting_and_no_jax(tmp_path):
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", (proc.stdout, proc.stderr[-2000:])
 
 
+def _names_experiments(path: Path) -> list[str]:
+    """Where a module names a registered experiment in a string: comparing a record's experiment with it, reading an
+    experiment's records by it. A string used as a record parameter's key (``params["devices"]``,
+    ``params.get("devices")``) is a parameter that shares the name, not the experiment."""
+    tree = ast.parse(path.read_text())
+    keys = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            keys.add(id(node.slice))
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "get" and node.args:
+            keys.add(id(node.args[0]))
+    return [f"{path.name}:{n.lineno} {n.value!r}" for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and n.value in experiments.REGISTRY and id(n) not in keys]
+
+
+def test_no_shared_module_names_an_experiment():
+    """What an experiment is (its pricing, its headline, its noise) lives in its folder: the analysis and the report
+    fold over the registry. The claims are the one exception: their reads are declared and tested."""
+    found = [hit for pkg in ("analysis", "reporting") for path in sorted((ROOT / "experiments" / pkg).glob("*.py"))
+             if path.name != "claims.py" for hit in _names_experiments(path)]
+    assert not found, found
+
+
+def test_the_name_check_sees_a_name():
+    probe = ROOT / "tests" / "_probe_names.py"
+    try:
+        probe.write_text('def f(r, p):\n    return r.experiment == "matmul" and p["devices"] and p.get("drift")\n')
+        assert _names_experiments(probe) == ["_probe_names.py:2 'matmul'"]
+    finally:
+        probe.unlink()
+
+
 def test_hardware_comes_back_typed_from_run_json():
     for hw in (hardware.GPUS["H200 SXM"], hardware.cpu_estimate()):
         back = hardware.Hardware.from_dict(dataclasses.asdict(hw))

@@ -55,6 +55,11 @@ def test_the_example_experiment_plans_runs_and_reports(saxpy, tmp_path):
     assert rec.status == "ok" and rec.metrics["gbytes_per_s"] > 0 and rec.params == {"n": 4096}, rec
     md = report.write_report([out], out)[0].read_text()
     assert "## saxpy: y = a * x + y" in md
+    # its headline joins the summary, and the model prices its programs on the roof its spec names
+    assert "| saxpy (y = a * x + y) |" in md
+    from experiments.analysis import pricing
+
+    assert pricing._dtype(rec, own=True) == "elementwise" and pricing.pricing_of("saxpy").kernel_level
 
 
 def test_the_page_names_only_fields_the_contract_has():

@@ -7,7 +7,7 @@ import pytest
 from jaxgpu.records import results
 
 import experiments
-from experiments.analysis import drift
+from experiments import drift
 from experiments.contract import Case
 from experiments.harness import runner
 from experiments.harness.settings import RunSettings

@@ -22,97 +22,48 @@ from jaxgpu.pricing import roofline
 from jaxgpu.records import results
 
 import experiments
+from experiments.contract import Pricing
 
-# which roof a record's FLOPs meet: its matrix products', or fused elementwise arithmetic's
-_ELEMENTWISE = {"serial_parallel", "bandwidth"}
-# compiled loops: a step per element of n
-_LOOPS = ("fori_loop", "scan")
-# communication is not a roofline's business: a collective's time is links and latency, not FLOPs and DRAM; the
-# drift probes are three programs timed again and again (the machine's noise, which the check is read against)
-_NOT_MODELLED = {"collectives", "drift"}
 # the GPUs every CPU run's programs are predicted on, in the report's table
 GPUS = ("H100 SXM", "H200 SXM", "A100 80GB", "L4", "RTX 4090")
 
 
-# the roof key of a precision sweep's product, by the record's dtype and precision (jaxgpu.pricing.roofline.roof_key)
-_SWEEP_KEYS = {"float64": "fp64", "bfloat16": "bf16", "float16": "fp16", "float8_e4m3fn": "fp8",
-               "float8_e5m2": "fp8", "int8": "int8"}
-
-
-_MAMF_KEYS = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8_e4m3": "fp8", "int8": "int8"}
-
-
-def _sweep_key(params: dict) -> str:
-    dtype = params.get("dtype", "float32")
-    if dtype == "float32":
-        return "tf32" if params.get("precision") == "tensorfloat32" else "fp32"
-    return _SWEEP_KEYS.get(dtype, "fp32")
+def pricing_of(experiment: str) -> Pricing:
+    """How an experiment's programs are priced (its spec's ``pricing``); a record of an experiment no longer
+    registered is priced as a program of matrix products."""
+    try:
+        return experiments.load(experiment).pricing
+    except experiments.UnknownExperiment:
+        return Pricing()
 
 
 def measured_roofs(run: results.Run, recs: list[results.Record]) -> roofline.Roofs | None:
     """A run's roofs, from its own best records, with the curves its sweeps measured (the rate of a product
     by its FLOPs, per roof key; the bandwidth of a kernel by its bytes), each point named by its case so
-    that a case is never priced on its own point; None where the run lacks one of them."""
+    that a case is never priced on its own point; None where the run lacks one of them. Each experiment's
+    records give their part (``Pricing.roofs``); this folds the parts."""
     ok = [r for r in recs if r.status == "ok" and not r.compiled]
-    mm = [r.metrics["gflops"] for r in ok if r.experiment == "matmul" and r.params.get("impl") == "jax"
-          and "gflops" in r.metrics]
-    mm += [r.metrics["gflops"] for r in ok if r.experiment == "roofline" and r.params.get("kind") == "matmul"]
-    fma = [r.metrics["gflops"] for r in ok if r.experiment == "roofline" and r.params.get("kind") == "fma"]
-    # the memory roof is DRAM's as a kernel that computes sees it: the STREAM triad at the run's largest
-    # arrays (past the last-level cache; smaller sizes a large cache serves faster, and a plain copy
-    # can take a memcpy path no computing kernel gets)
-    stream = [r for r in ok if r.experiment == "bandwidth" and r.params.get("impl") == "jax"
-              and r.params.get("variant") != "process" and r.params.get("kernel") == "triad"
-              and r.params.get("dtype") == "float32"]
-    big = max((r.params["n"] for r in stream), default=None)
-    bw = [r.metrics["gbytes_per_s"] for r in stream if r.params["n"] == big]
-    tiny = [r.metrics["time_s_median"] for r in ok if r.experiment == "serial_parallel"
-            and r.params.get("variant") == "vectorized" and r.params.get("n", 99) <= 10]
-    loops = [r.metrics["time_s_median"] / r.params["n"] for r in ok if r.experiment == "serial_parallel"
-             and r.params.get("variant") in _LOOPS and r.params.get("n", 0) >= 1000]
-    if not (mm and fma and bw and tiny):
-        return None
-    flops = {"fp32": max(mm) * 1e9, "elementwise": max(fma) * 1e9}
-    exp = [r.metrics["transcendentals_per_s"] for r in ok if r.experiment == "roofline"
-           and r.params.get("kind") == "transcendental" and "transcendentals_per_s" in r.metrics]
-    if exp:
-        flops["transcendental"] = max(exp)
-    pw = [r.metrics["powers_per_s"] for r in ok if r.experiment == "roofline" and r.params.get("kind") == "power"
-          and "powers_per_s" in r.metrics]
-    if pw:
-        flops["power"] = max(pw)
-    for name in presets.PRESETS:  # the sweep's best rate of each preset, where it has one
-        best = [r.metrics["gflops"] for r in ok if r.experiment == "precision" and r.params.get("preset") == name
-                and r.params.get("impl") == "jax" and "gflops" in r.metrics]
-        if best and name != "fp32":
-            flops[name] = max(best) * 1e9
-    # the curves: a timed product's rate at its size (the matmul sweep, the precision sweep per roof key)
+    parts = [exp.pricing.roofs([r for r in ok if r.experiment == exp.name])
+             for exp in map(experiments.load, experiments.names()) if exp.pricing.roofs is not None]
+    rates: dict[str, list[float]] = {}
     gemm: dict[str, list] = {}
-    for r in ok:
-        if "flops_xla" not in r.metrics or "gflops" not in r.metrics or r.params.get("impl", "jax") != "jax":
-            continue
-        if r.experiment == "matmul" or (r.experiment == "roofline" and r.params.get("kind") == "matmul"):
-            key = "fp32"
-        elif r.experiment == "precision" and r.params.get("case") == "sweep":
-            key = _sweep_key(r.params)
-        elif r.experiment == "precision" and r.params.get("case") == "mamf" and r.params.get("preset") in _MAMF_KEYS:
-            key = _MAMF_KEYS[r.params["preset"]]  # the best shape the search found near its base size
-        else:
-            continue
-        gemm.setdefault(key, []).append((r.metrics["flops_xla"], r.metrics["gflops"] * 1e9, r.key))
-    # and a kernel's bandwidth by the bytes it moves: the fp32 STREAM kernels of every size, one program each,
-    # less the call's overhead, which the program pays once (a KB-sized kernel costs what splitting it over the
-    # cores costs: tens of microseconds here). A 16-bit kernel is not on it: XLA:CPU widens each element to f32
-    # and back, which costs more than its bytes (a bf16 triad's byte took 1.3x an fp32 triad's in
-    # reports/cpu-reference, 2.4x in a quick run of 2026-12-05; on the curve it priced fp32 kernels 2x off)
-    curve = tuple((r.metrics["bytes_xla"], r.metrics["bytes_xla"] / max(t - min(tiny), 0.1 * t), r.key)
-                  for r in ok if r.experiment == "bandwidth" and r.params.get("impl") == "jax"
-                  and r.params.get("variant") == "jit" and r.params.get("dtype", "float32") == "float32"
-                  and "bytes_xla" in r.metrics
-                  for t in [r.metrics["time_s_median"]])
-    return roofline.Roofs(run.label, flops, max(bw) * 1e9, min(tiny), f"measured in {run.path.name}",
-                         min(loops) if loops else 0.0,
-                         gemm_curve={k: tuple(v) for k, v in gemm.items()}, bandwidth_curve=curve)
+    for part in parts:
+        for key, got in part.rates.items():
+            rates.setdefault(key, []).extend(got)
+        for key, got in part.gemm_curve.items():
+            gemm.setdefault(key, []).extend(got)
+    bw = [x for part in parts for x in part.bandwidth]
+    tiny = [x for part in parts for x in part.call_s]
+    loops = [x for part in parts for x in part.loop_step_s]
+    if not (rates.get("fp32") and rates.get("elementwise") and bw and tiny):
+        return None
+    flops = {key: max(got) for key, got in rates.items() if got}
+    # a kernel's bandwidth by the bytes it moves, less the call's overhead, which the program pays once (a KB-sized
+    # kernel costs what splitting it over the cores costs: tens of microseconds here)
+    call = min(tiny)
+    curve = tuple((b, b / max(t - call, 0.1 * t), key) for part in parts for b, t, key in part.bandwidth_curve)
+    return roofline.Roofs(run.label, flops, max(bw), call, f"measured in {run.path.name}", min(loops) if loops else 0.0,
+                          gemm_curve={k: tuple(v) for k, v in gemm.items()}, bandwidth_curve=curve)
 
 
 def _dtype(rec: results.Record, own: bool, plan: dict[str, str] | None = None) -> str:
@@ -120,15 +71,15 @@ def _dtype(rec: results.Record, own: bool, plan: dict[str, str] | None = None) -
     wider one its compiled ``plan`` widens the preset to), else fp32 for programs of matrix products and
     elementwise for the rest."""
     preset = rec.params.get("preset")
-    if rec.experiment == "precision" and preset in presets.PRESETS:
+    roof = pricing_of(rec.experiment).roof_of(rec.params)
+    if roof == "preset" and preset in presets.PRESETS:
         return preset if own else (plan or {}).get(preset, presets.PRESETS[preset].hardware_dtype)
-    if rec.experiment in _ELEMENTWISE or (rec.experiment == "roofline" and rec.params.get("kind") == "fma"):
-        return "elementwise"
-    return "fp32"
+    return "elementwise" if roof == "elementwise" else "fp32"
 
 
 def _steps(r: results.Record) -> int:
-    return r.params.get("n", 0) if r.experiment == "serial_parallel" and r.params.get("variant") in _LOOPS else 0
+    steps = pricing_of(r.experiment).loop_steps
+    return steps(r.params) if steps else 0
 
 
 def timed_as(r: results.Record) -> tuple[str, float, float, float] | None:
@@ -149,7 +100,7 @@ def timed(recs) -> list[results.Record]:
     """The records the model prices: JAX programs timed with XLA's counts, but not what crosses a bus (a
     collective; a step whose batch is fed from the host), for which a roofline has no roof."""
     return [r for r in recs if r.status == "ok" and not r.compiled and r.params.get("impl", "jax") == "jax"
-            and r.experiment not in _NOT_MODELLED and r.params.get("feed") != "host_fed" and timed_as(r) is not None]
+            and pricing_of(r.experiment).modelled and r.params.get("feed") != "host_fed" and timed_as(r) is not None]
 
 
 def on_a_gpu(r: results.Record) -> bool:
@@ -224,16 +175,15 @@ def compiled_plan(runs: list[results.Run], gpu: str) -> dict[str, str]:
     """Per precision preset, the roof a merged compile-only run of ``gpu`` says its matmul meets: a preset
     XLA:GPU widens before the product (fp8 e5m2 to 16 bits, say) runs at the wider format's rate, not at the
     datasheet's for its own. Empty without such a run: then each preset meets its own format's roof."""
-    out = {}
+    out: dict[str, str] = {}
     for run in runs:
         hw = run.hardware
         if not run.compiled or hw is None or hw.name != gpu:
             continue
-        for r in run.records:
-            if r.experiment == "precision" and r.status == "ok" and r.params.get("preset") in presets.PRESETS:
-                bits = 32 if r.metrics.get("upcast_to_fp32") else int(r.metrics.get("upcast_bits", 0))
-                if bits:
-                    out[r.params["preset"]] = "fp32" if bits >= 32 else "bf16"
+        for exp in map(experiments.load, experiments.names()):
+            if exp.pricing.widened is not None:
+                out.update(exp.pricing.widened([r for r in run.records if r.experiment == exp.name
+                                                and r.status == "ok"]))
     return out
 
 

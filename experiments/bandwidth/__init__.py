@@ -13,7 +13,7 @@ import numpy as np
 
 from jaxgpu.ground import devices, workload
 
-from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+from experiments.contract import Case, Cost, Deferred, Experiment, Pricing, RoofParts, RunContext
 
 _measure = Deferred(f"{__name__}.measure")
 
@@ -115,9 +115,32 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     return out
 
 
+def _roofs(recs: list) -> RoofParts:
+    """The memory roof and the bandwidth by bytes.
+
+    The roof is DRAM's as a kernel that computes sees it: the STREAM triad at the run's largest arrays (past the
+    last-level cache; smaller sizes a large cache serves faster, and a plain copy can take a memcpy path no
+    computing kernel gets). The curve is the fp32 kernels of every size, one program each. A 16-bit kernel is not
+    on it: XLA:CPU widens each element to f32 and back, which costs more than its bytes (a bf16 triad's byte took
+    1.3x an fp32 triad's in reports/cpu-reference, 2.4x in a quick run of 2026-12-05; on the curve it priced fp32
+    kernels 2x off)."""
+    jax_ = [r for r in recs if r.params.get("impl") == "jax"]
+    triad = [r for r in jax_ if r.params.get("variant") != "process" and r.params.get("kernel") == "triad"
+             and r.params.get("dtype") == "float32"]
+    big = max((r.params["n"] for r in triad), default=None)
+    curve = tuple((r.metrics["bytes_xla"], r.metrics["time_s_median"], r.key) for r in jax_
+                  if r.params.get("variant") == "jit" and r.params.get("dtype", "float32") == "float32"
+                  and "bytes_xla" in r.metrics)
+    return RoofParts(bandwidth=tuple(r.metrics["gbytes_per_s"] * 1e9 for r in triad if r.params["n"] == big),
+                     bandwidth_curve=curve)
+
+
 EXPERIMENT = Experiment(
     name="bandwidth", benchmark_version=3,  # 3: the loop variant carries only the array it writes
     config=Config, profiles=PROFILES, cases=cases, info=_measure.info,
     # split over host devices that share the cores; a fresh process under each host allocator
     host_only=frozenset({"sharded", "process"}),
-    description="STREAM copy/scale/add/triad GB/s: JAX variants (jit, loop, sharded) vs numpy/torch vs HBM peak")
+    description="STREAM copy/scale/add/triad GB/s: JAX variants (jit, loop, sharded) vs numpy/torch vs HBM peak",
+    pricing=Pricing(roof="elementwise", kernel_level=True, roofs=_roofs,
+                    causes={"sharded": "split over host devices that share the same cores",
+                            "process": "a fresh process, its allocator mapping new pages every call"}))

@@ -16,7 +16,7 @@ import functools
 
 from jaxgpu.ground import workload
 
-from experiments.contract import Case, Cost, Deferred, Experiment, RunContext, one_device_case
+from experiments.contract import Case, Cost, Deferred, Experiment, Pricing, RunContext, one_device_case
 
 _measure = Deferred(f"{__name__}.measure")
 
@@ -52,4 +52,6 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 EXPERIMENT = Experiment(
     name="collectives", benchmark_version=1, config=Config, profiles=PROFILES, cases=cases, multi_device=True,
-    description="all-reduce / all-gather / reduce-scatter / all-to-all / ppermute: algbw and busbw vs size")
+    description="all-reduce / all-gather / reduce-scatter / all-to-all / ppermute: algbw and busbw vs size",
+    # a collective's time is links and latency, not FLOPs and DRAM: not a roofline's business
+    pricing=Pricing(modelled=False))

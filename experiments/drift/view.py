@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from jaxgpu.records import figures, labels
 
-from experiments.analysis import drift
+from experiments import drift
 from experiments.contract import View
 
 

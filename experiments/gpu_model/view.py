@@ -105,4 +105,9 @@ def _figure(points) -> figures.Figure:
     return fig
 
 
-VIEW = View(section, None)
+def gpu_prices(pairs: list[labels.Pair], program: str, gpu: str) -> list:
+    """The prices of a summary program on ``gpu`` (``case: headline``), one per size."""
+    return [x for _, x in labels.ok(pairs, "gpu_model", case="headline", program=program, gpu=gpu)]
+
+
+VIEW = View(section, None, gpu_prices=gpu_prices, scores=scores)

@@ -7,7 +7,7 @@ import functools
 
 from jaxgpu.pricing import fit
 
-from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+from experiments.contract import Case, Cost, Deferred, Experiment, Pricing, RunContext
 
 _measure = Deferred(f"{__name__}.measure")
 
@@ -45,4 +45,6 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 EXPERIMENT = Experiment(
     name="inference", benchmark_version=1, config=Config, profiles=PROFILES, cases=cases,
-    description="MLP inference latency/throughput vs batch; train vs inference step: time, FLOPs, memory ratios")
+    description="MLP inference latency/throughput vs batch; train vs inference step: time, FLOPs, memory ratios",
+    pricing=Pricing(causes={None: "small kernels: XLA:CPU splits some over the cores, at a wake-up priced once, "
+                                  "and runs others inline"}))

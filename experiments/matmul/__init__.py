@@ -11,7 +11,7 @@ import functools
 
 from jaxgpu.ground import devices, workload
 
-from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+from experiments.contract import Case, Cost, Deferred, Experiment, Pricing, RoofParts, RunContext
 
 _measure = Deferred(f"{__name__}.measure")
 
@@ -73,8 +73,17 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     return out
 
 
+def _roofs(recs: list) -> RoofParts:
+    """The fp32 product roof: the sweep's best JAX rate, and its rate by size."""
+    timed = [r for r in recs if r.params.get("impl", "jax") == "jax" and "gflops" in r.metrics]
+    return RoofParts(rates={"fp32": tuple(r.metrics["gflops"] * 1e9 for r in timed if r.params.get("impl") == "jax")},
+                     gemm_curve={"fp32": tuple((r.metrics["flops_xla"], r.metrics["gflops"] * 1e9, r.key)
+                                               for r in timed if "flops_xla" in r.metrics)})
+
+
 EXPERIMENT = Experiment(
     # 2: float64 references on one BLAS thread (OpenBLAS's spinning threads slowed the timed product)
     name="matmul", benchmark_version=2,
     config=Config, profiles=PROFILES, cases=cases, info=_measure.info,
-    description="fp32 matmul GFLOP/s vs size, JAX vs numpy/torch, against the peak; the 2x2 example")
+    description="fp32 matmul GFLOP/s vs size, JAX vs numpy/torch, against the peak; the 2x2 example",
+    pricing=Pricing(kernel_level=True, roofs=_roofs))

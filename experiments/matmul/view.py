@@ -9,7 +9,7 @@ from __future__ import annotations
 from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
-from experiments.contract import View
+from experiments.contract import Headline, View
 
 CLAIMS = for_experiment("matmul")
 
@@ -110,4 +110,12 @@ def _worked_table(pairs) -> figures.Table:
                     "fp32/int32)")
 
 
-VIEW = View(section, None)
+def headline(ask):
+    """The summary's first row: a big fp32 matrix multiply here and on the GPU."""
+    mm = ask.largest("matmul", lambda p: p.get("n", 0), "matmul_fp32", impl="jax", shape="square")
+    n = mm[1].params["n"] if mm else None
+    return ask.rate_row("A big matrix multiply (fp32)", mm, "gflops", "FLOP/s", 1e9, "matmul_fp32", "gemm",
+                        f"a {n:,}x{n:,} matmul here" if mm else "", n, lambda s: f"{s:,}x{s:,}")
+
+
+VIEW = View(section, None, headlines=(Headline(1, headline),))

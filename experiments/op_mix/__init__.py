@@ -7,7 +7,7 @@ import functools
 
 from jaxgpu.pricing import fit
 
-from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+from experiments.contract import Case, Cost, Deferred, Experiment, Pricing, RunContext
 
 _measure = Deferred(f"{__name__}.measure")
 
@@ -66,4 +66,6 @@ def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
 EXPERIMENT = Experiment(
     name="op_mix", benchmark_version=3,  # 3: the dots-only program draws each operand shape once
     config=Config, profiles=PROFILES, cases=cases, compiled_cases=compiled_cases,
-    description="share of FLOPs (parsed HLO) and of time (dots-only program vs whole step) in matmul")
+    description="share of FLOPs (parsed HLO) and of time (dots-only program vs whole step) in matmul",
+    pricing=Pricing(causes={None: "small kernels: XLA:CPU splits some over the cores, at a wake-up priced once, "
+                                  "and runs others inline"}))

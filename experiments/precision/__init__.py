@@ -13,7 +13,7 @@ import functools
 from jaxgpu.ground import devices, workload
 from jaxgpu.ground.presets import PRESETS, formats
 
-from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+from experiments.contract import Case, Cost, Deferred, Experiment, Pricing, RoofParts, RunContext
 
 _measure = Deferred(f"{__name__}.measure")
 
@@ -113,10 +113,56 @@ def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
             for n in cfg.sizes for preset in cfg.presets]
 
 
+# the roof key of a sweep's product, by its dtype and precision (jaxgpu.pricing.roofline.roof_key)
+_SWEEP_KEYS = {"float64": "fp64", "bfloat16": "bf16", "float16": "fp16", "float8_e4m3fn": "fp8",
+               "float8_e5m2": "fp8", "int8": "int8"}
+_MAMF_KEYS = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8_e4m3": "fp8", "int8": "int8"}
+
+
+def _sweep_key(params: dict) -> str:
+    dtype = params.get("dtype", "float32")
+    if dtype == "float32":
+        return "tf32" if params.get("precision") == "tensorfloat32" else "fp32"
+    return _SWEEP_KEYS.get(dtype, "fp32")
+
+
+def _roofs(recs: list) -> RoofParts:
+    """Each preset's best rate (fp32's is the matmul sweep's), and a product's rate by size per roof key: the
+    sweep's, and the best shape each MAMF search found near its base size."""
+    timed = [r for r in recs if "gflops" in r.metrics]
+    rates = {name: tuple(r.metrics["gflops"] * 1e9 for r in timed if r.params.get("preset") == name
+                         and r.params.get("impl") == "jax") for name in PRESETS if name != "fp32"}
+    curve: dict[str, list] = {}
+    for r in timed:  # a MAMF search's record names no impl: it is JAX's
+        if "flops_xla" not in r.metrics or r.params.get("impl", "jax") != "jax":
+            continue
+        if r.params.get("case") == "sweep":
+            key = _sweep_key(r.params)
+        elif r.params.get("case") == "mamf" and r.params.get("preset") in _MAMF_KEYS:
+            key = _MAMF_KEYS[r.params["preset"]]
+        else:
+            continue
+        curve.setdefault(key, []).append((r.metrics["flops_xla"], r.metrics["gflops"] * 1e9, r.key))
+    return RoofParts(rates=rates, gemm_curve={k: tuple(v) for k, v in curve.items()})
+
+
+def _widened(recs: list) -> dict[str, str]:
+    """Per preset, the roof a compile-only run's plan says its product meets: a preset XLA:GPU widens before the
+    product (fp8 e5m2 to 16 bits, say) runs at the wider format's rate, not at the datasheet's for its own."""
+    out = {}
+    for r in recs:
+        if r.params.get("preset") in PRESETS:
+            bits = 32 if r.metrics.get("upcast_to_fp32") else int(r.metrics.get("upcast_bits", 0))
+            if bits:
+                out[r.params["preset"]] = "fp32" if bits >= 32 else "bf16"
+    return out
+
+
 EXPERIMENT = Experiment(
     # 3: references on one BLAS thread; tf32 asks for the TF32 algorithm on a GPU; mamf's budget after its first
     # shape. 2: speed-ups from the fp32 record at the same n
     name="precision", benchmark_version=3,
     config=Config, profiles=PROFILES, cases=cases,
     compiled_cases=compiled_cases,
-    description="matmul per precision preset (fp64..int8): GFLOP/s, speed-up over fp32, error; formats; MAMF")
+    description="matmul per precision preset (fp64..int8): GFLOP/s, speed-up over fp32, error; formats; MAMF",
+    pricing=Pricing(roof="preset", kernel_level=True, roofs=_roofs, widened=_widened))

@@ -11,7 +11,7 @@ from jaxgpu.records import figures, labels
 
 from experiments.analysis import derive
 from experiments.analysis.claims import for_experiment
-from experiments.contract import View
+from experiments.contract import Headline, View
 from experiments.precision import ACC_COUNT, ACC_VALUE
 
 CLAIMS = for_experiment("precision")
@@ -276,4 +276,12 @@ def compiled(sec: figures.Section, pairs: list[labels.Pair]) -> None:
                                     "MB"], rows, "Compiled, not run: each preset's matmul on the target GPU"))
 
 
-VIEW = View(section, compiled)
+def headline(ask):
+    """The same product in bf16: Tensor Cores on the GPU, whatever the CPU has."""
+    bf = ask.largest("precision", lambda p: p.get("n", 0), "matmul_bf16", case="sweep", preset="bf16", impl="jax")
+    n = bf[1].params["n"] if bf else None
+    return ask.rate_row("The same in bf16 (Tensor Cores)", bf, "gflops", "FLOP/s", 1e9, "matmul_bf16", "gemm",
+                        f"a {n:,}x{n:,} bf16 matmul here" if bf else "", n, lambda s: f"{s:,}x{s:,}")
+
+
+VIEW = View(section, compiled, headlines=(Headline(2, headline),))

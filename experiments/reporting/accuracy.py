@@ -10,7 +10,7 @@ from jaxgpu.ground import hardware
 from jaxgpu.pricing import roofline
 from jaxgpu.records import figures, labels, results
 
-from experiments.analysis import drift
+import experiments
 from experiments.analysis.pricing import (
     GPUS,
     compiled_plan,
@@ -22,6 +22,7 @@ from experiments.analysis.pricing import (
     on_a_gpu,
     own_plans,
     predicted_s,
+    pricing_of,
 )
 
 
@@ -43,7 +44,7 @@ def section(runs: list[results.Run]) -> figures.Section | None:
                          f"{sum(0.5 <= i[2] <= 2 for i in items) / len(items):.0%}",
                          f"{_case(worst[0])}: {worst[2]:.2g}x ({_why(worst[0], worst[1], roofs)})"])
         notes.append(check_sentence(run, errs, roofs))
-        one = [e for e in errs if e[0].experiment in KERNEL_LEVEL]
+        one = [e for e in errs if pricing_of(e[0].experiment).kernel_level]
         if one:
             notes.append(f"Where a program is one kernel ({', '.join(sorted({e[0].experiment for e in one}))}): "
                          f"{len(one)} cases, median error {statistics.median(abs(e[2] - 1) for e in one):.0%}, "
@@ -104,7 +105,8 @@ def check_sentence(run: results.Run, errs, roofs: roofline.Roofs) -> str:
             f"The run's roofs: {roofs.flops['fp32'] / 1e9:,.0f} GFLOP/s fp32 matmul at its best, "
             f"{roofs.flops['elementwise'] / 1e9:,.0f} GFLOP/s elementwise, {roofs.bandwidth / 1e9:,.1f} GB/s from "
             f"DRAM, {roofs.overhead_s * 1e6:.0f} us a call{_wake(roofs)}, with its sweeps' rates by size.")
-    noise = drift.sentence(drift.of_run(run.records))
+    noise = " ".join(filter(None, (exp.pricing.noise([r for r in run.records if r.experiment == exp.name])
+                                   for exp in map(experiments.load, experiments.names()) if exp.pricing.noise)))
     if noise:
         text += (f" For scale, {noise} (\"Does the machine keep its speed?\"): a perfect model, its roofs timed at "
                  "one moment and the case at another, would miss by about that much.")
@@ -120,25 +122,9 @@ def _case(r: results.Record) -> str:
     return f"{r.experiment} {labels.case_label(r.params, ('impl',))}"
 
 
-# What the roofline leaves out, by the kind of program a record timed.
-_SMALL_KERNELS = "small kernels: XLA:CPU splits some over the cores, at a wake-up priced once, and runs others inline"
-_CAUSES = {("serial_parallel", "fori_loop"): "a serial loop, its steps priced at the run's fastest loop step",
-           ("serial_parallel", "scan"): "a serial loop, its steps priced at the run's fastest loop step",
-           ("serial_parallel", "closed_form"): "pow, at the rate of the roofline's pow chain (XLA counts one FLOP)",
-           ("serial_parallel", "associative_scan"): "dozens of small kernels, some split over the cores, some not",
-           ("bandwidth", "sharded"): "split over host devices that share the same cores",
-           ("bandwidth", "process"): "a fresh process, its allocator mapping new pages every call",
-           ("inference", None): _SMALL_KERNELS,
-           ("op_mix", None): _SMALL_KERNELS,
-           ("training", None): _SMALL_KERNELS,
-           ("transformer", None): "a step of many kernels of every size"}
-# Where a program is one kernel, the bound has least to leave out: the experiments it is judged on.
-KERNEL_LEVEL = ("matmul", "precision", "bandwidth", "roofline")
-
-
 def _why(r: results.Record, pred: float, roofs: roofline.Roofs) -> str:
     measured = measured_s(r)
-    cause = _CAUSES.get((r.experiment, r.params.get("variant"))) or _CAUSES.get((r.experiment, None))
+    cause = pricing_of(r.experiment).cause(r.params)
     if cause:
         return cause
     if measured < 20 * roofs.overhead_s:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+from experiments.contract import Case, Cost, Deferred, Experiment, Pricing, RoofParts, RunContext
 
 _measure = Deferred(f"{__name__}.measure")
 
@@ -69,8 +69,23 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     return out
 
 
+def _roofs(recs: list) -> RoofParts:
+    """The elementwise roof (the FMA chain), the transcendental and pow rates, and the product's rate by size."""
+    def of(kind: str, metric: str, scale: float = 1.0) -> tuple[float, ...]:
+        return tuple(r.metrics[metric] * scale for r in recs if r.params.get("kind") == kind and metric in r.metrics)
+
+    products = [r for r in recs if r.params.get("kind") == "matmul" and "gflops" in r.metrics]
+    return RoofParts(rates={"fp32": of("matmul", "gflops", 1e9), "elementwise": of("fma", "gflops", 1e9),
+                            "transcendental": of("transcendental", "transcendentals_per_s"),
+                            "power": of("power", "powers_per_s")},
+                     gemm_curve={"fp32": tuple((r.metrics["flops_xla"], r.metrics["gflops"] * 1e9, r.key)
+                                               for r in products if "flops_xla" in r.metrics)})
+
+
 EXPERIMENT = Experiment(
     name="roofline", benchmark_version=2,  # 2: the matvec's float64 reference on one BLAS thread
     config=Config, profiles=PROFILES, cases=cases,
     description="arithmetic-intensity sweep (FMA chain, exp/log and pow chains, matvec, matmul) against the measured "
-                "and datasheet roofline")
+                "and datasheet roofline",
+    pricing=Pricing(roof=lambda params: "elementwise" if params.get("kind") == "fma" else "product",
+                    kernel_level=True, roofs=_roofs))

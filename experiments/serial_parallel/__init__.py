@@ -11,7 +11,7 @@ import functools
 
 from jaxgpu.ground import workload
 
-from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+from experiments.contract import Case, Cost, Deferred, Experiment, Pricing, RoofParts, RunContext
 
 _measure = Deferred(f"{__name__}.measure")
 
@@ -69,7 +69,30 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     return out
 
 
+# compiled loops: a step per element of n
+_LOOPS = ("fori_loop", "scan")
+
+
+def _roofs(recs: list) -> RoofParts:
+    """One call's overhead (the vectorised program over a handful of elements) and a compiled loop's step."""
+    return RoofParts(call_s=tuple(r.metrics["time_s_median"] for r in recs if r.params.get("variant") == "vectorized"
+                                  and r.params.get("n", 99) <= 10),
+                     loop_step_s=tuple(r.metrics["time_s_median"] / r.params["n"] for r in recs
+                                       if r.params.get("variant") in _LOOPS and r.params.get("n", 0) >= 1000))
+
+
+def _loop_steps(params: dict) -> int:
+    return params.get("n", 0) if params.get("variant") in _LOOPS else 0
+
+
+_LOOP = "a serial loop, its steps priced at the run's fastest loop step"
+
+
 EXPERIMENT = Experiment(
     name="serial_parallel", benchmark_version=2, config=Config, profiles=PROFILES, cases=cases,
     description="N multiply-adds: Python loop, fori_loop, vectorised, vmap; serial recurrence: scan vs "
-                "associative scan")
+                "associative scan",
+    pricing=Pricing(roof="elementwise", loop_steps=_loop_steps, roofs=_roofs,
+                    causes={"fori_loop": _LOOP, "scan": _LOOP,
+                            "closed_form": "pow, at the rate of the roofline's pow chain (XLA counts one FLOP)",
+                            "associative_scan": "dozens of small kernels, some split over the cores, some not"}))

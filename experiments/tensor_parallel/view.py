@@ -9,7 +9,7 @@ from __future__ import annotations
 from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
-from experiments.contract import View
+from experiments.contract import Headline, View
 
 CLAIMS = for_experiment("tensor_parallel")
 
@@ -77,4 +77,28 @@ def compiled(sec: figures.Section, pairs: list[labels.Pair]) -> None:
                                    "Compiled, not run: per-device memory and collectives of the split step"))
 
 
-VIEW = View(section, compiled)
+def headline(ask):
+    """Splitting one model over devices: memory per device at the most devices against one."""
+    def ratio(recs, metric):
+        by = {x.params.get("model"): x.metrics.get(metric) for x in recs if x.params.get("data") == 1}
+        n = max((k for k in by if by.get(k)), default=1)
+        return (n, by[1] / by[n]) if n > 1 and by.get(1) else None
+
+    pairs = ask.compiled
+    here_recs = [x for _, x in labels.ok(ask.cpu, "tensor_parallel")]
+    gpu_recs = [x for r, x in labels.ok(pairs, "tensor_parallel") if r.compiled and r.env.get("backend") == "gpu"]
+    here, there = ratio(here_recs, "bytes_measured"), ratio(gpu_recs, "bytes_compiled")
+    if here is None and there is None:
+        return None
+    gpu_run = next((r for r, x in labels.ok(pairs, "tensor_parallel") if r.compiled), None)
+    return ask.Row("Splitting a model over devices (tensor parallel MLP)",
+                   f"{here[0]} host devices: {here[1]:.2g}x less memory each" if here else "-",
+                   f"{there[0]} GPUs: {there[1]:.2g}x less memory each" if there else "-",
+                   "-", "compiled, not run" if there else "not run",
+                   "memory per device from XLA's own plans: measured on the CPU's host devices (which share its cores, "
+                   "so they buy no speed)" + (f", and compiled for 8 GPUs in {gpu_run.path.name} (not run)" if gpu_run
+                                              else ""),
+                   here[1] if here else None, there[1] if there else None, "x")
+
+
+VIEW = View(section, compiled, headlines=(Headline(7, headline),))

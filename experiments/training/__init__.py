@@ -15,7 +15,7 @@ import functools
 from jaxgpu.ground import devices
 from jaxgpu.pricing import fit
 
-from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+from experiments.contract import Case, Cost, Deferred, Experiment, Pricing, RunContext
 
 _measure = Deferred(f"{__name__}.measure")
 
@@ -108,4 +108,6 @@ EXPERIMENT = Experiment(
     # 3: tf32 asks for the TF32 algorithm on a GPU; the dots-only program draws each shape once
     name="training", benchmark_version=3,
     config=Config, profiles=PROFILES, cases=cases,
-    description="MLP training on digits per preset (curves, time to 95%, MFU); train-step throughput vs width vs torch")
+    description="MLP training on digits per preset (curves, time to 95%, MFU); train-step throughput vs width vs torch",
+    pricing=Pricing(causes={None: "small kernels: XLA:CPU splits some over the cores, at a wake-up priced once, "
+                                  "and runs others inline"}))

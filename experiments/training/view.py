@@ -9,7 +9,7 @@ from __future__ import annotations
 from jaxgpu.records import figures, labels, results
 
 from experiments.analysis.claims import for_experiment
-from experiments.contract import View
+from experiments.contract import Headline, View
 
 CLAIMS = for_experiment("training")
 
@@ -203,4 +203,38 @@ def _ratio(sec: figures.Section, runs_) -> None:
                 "This tiny model cannot fill a GPU; the throughput sweep shows how the ratio grows with width.")
 
 
-VIEW = View(section, None)
+def throughput_headline(ask):
+    """A train step here and on the GPU, samples per second."""
+    ts = ask.largest("training", lambda p: p.get("width", 0), "train_step", case="throughput", impl="jax")
+    if ts is None:
+        return None
+    width = ts[1].params["width"]
+    return ask.rate_row(f"A training step (MLP, 3 layers of {width:,})", ts, "samples_per_s", "samples/s", 1.0,
+                        "train_step", "train", f"batch {ts[1].params['batch']:,} here", width)
+
+
+def to_target_headline(ask):
+    """Time to the target accuracy here, and the same steps on the GPU."""
+    tt = ask.largest("training", lambda p: p.get("width", 0), case="to_target")
+    if tt is None:
+        return None
+    run, x = tt
+    here, width = x.metrics["time_s_to_target"], x.params["width"]
+    topic = f"Time to {x.params['target']:.0%} accuracy (MLP width {width:,}, learning a teacher network's labels)"
+    measured = ask.measured_gpu(x.key)
+    if measured:
+        g = measured[1].metrics["time_s_to_target"]
+        return ask.Row(topic, labels.si(here, "s"), labels.si(g, "s"), ask.factor(here, g), "measured",
+                       f"measured in {run.path.name} and {measured[0].path.name}", here, g, "s")
+    h = ask.price("to_target_step", width)
+    if h is None or "steps" not in x.metrics:
+        return ask.Row(topic, labels.si(here, "s"), "-", "-", "not run", f"measured in {run.path.name}", here, None,
+                       "s")
+    g = x.metrics["steps"] * h.metrics["predicted_s"]
+    plan, error, checked = ask.plan(h, "train")
+    return ask.Row(topic, labels.si(here, "s"), labels.si(g, "s"), ask.factor(here, g), "predicted, not run",
+                   f"measured in {run.path.name} ({x.metrics['steps']:,.0f} steps, compile apart); predicted on "
+                   f"{ask.gpu}, not run: the same steps on {plan} ({error})", here, g, "s", checked)
+
+
+VIEW = View(section, None, headlines=(Headline(4, throughput_headline), Headline(5, to_target_headline)))

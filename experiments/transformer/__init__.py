@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
+from experiments.contract import Case, Cost, Deferred, Experiment, Pricing, RunContext
 
 _measure = Deferred(f"{__name__}.measure")
 
@@ -86,4 +86,5 @@ EXPERIMENT = Experiment(
     compiled_cases=compiled_cases,
     description="decoder-only transformers from GPT-2 124M to Llama 70B: train and serve steps measured here at "
                 "the smallest sizes, every size compiled for 1 and 8 GPUs (memory per device, fits, collectives, "
-                "predicted step time)")
+                "predicted step time)",
+    pricing=Pricing(causes={None: "a step of many kernels of every size"}))

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import statistics
 
+from jaxgpu.ground import hardware
 from jaxgpu.records import figures, labels
 
 from experiments.analysis.claims import for_experiment
-from experiments.contract import View
+from experiments.contract import Headline, View
 
 CLAIMS = for_experiment("transformer")
 CARDS_GB = (24, 40, 80, 141)
@@ -142,4 +143,68 @@ def _takeaway(by: dict, models: list[str], gpu: str) -> str:
     return "; ".join(parts) + "."
 
 
-VIEW = View(section, compiled)
+def _cards(nbytes: float) -> str:
+    fits = [g.name for g in sorted(hardware.GPUS.values(), key=lambda g: g.memory_gb) if nbytes <= g.memory_gb * 1e9]
+    if fits:
+        return f"one {fits[0]} ({hardware.GPUS[fits[0]].memory_gb:g} GB) or larger"
+    big = max(hardware.GPUS.values(), key=lambda g: g.memory_gb)
+    n = int(-(-nbytes // (big.memory_gb * 1e9)))
+    return f"{n} or more {big.name} ({big.memory_gb:g} GB each)"
+
+
+def headline(ask):
+    """What a 7B model needs to serve and to train, and where that fits: XLA:GPU's plans for Llama-2 7B where a
+    compiled run holds them, else ``jaxgpu.pricing.fit``'s estimate (the memory_fit experiment's records)."""
+    plans = {(x.params["mode"], x.params["devices"]): (r, x)
+             for r, x in labels.ok(ask.compiled, "transformer", case="plan", model="llama-7b")}
+    if ("serve", 1) in plans and ("train", 1) in plans:
+        return _model_plans(ask, plans)
+    serve = next((x for _, x in labels.ok(ask.cpu, "memory_fit", case="transformer", model="7B", mode="inference",
+                                          preset="bf16")), None)
+    train = next((x for _, x in labels.ok(ask.cpu, "memory_fit", case="transformer", model="7B", mode="train",
+                                          preset="bf16")), None)
+    if serve is None or train is None:
+        return None
+    s, t = serve.metrics["bytes_predicted"], train.metrics["bytes_predicted"]
+    host = ask.host_memory()
+    here = (f"{labels.si(host, 'B')} of memory: serves it, cannot train it" if host and s <= host < t else
+            f"{labels.si(host, 'B')} of memory: " + ("serves and trains it" if host and t <= host else "too small")
+            if host else "-")
+    return ask.Row("A 7B model (Llama-2 shape): to serve / to train", here,
+                   f"serve {labels.si(s, 'B')}: {_cards(s)}; train {labels.si(t, 'B')}: {_cards(t)}", "-", "estimated",
+                   "jaxgpu.fit's estimate (weights, gradients, AdamW state, activations; bf16, batch 1, 4,096 "
+                   "tokens), checked against XLA's memory plans in the memory_fit section", None, t, "B")
+
+
+# JAX preallocates this share of a GPU's memory (jaxgpu.pricing.sizing.USABLE_FRACTION): a card fits a step within it
+USABLE = 0.75
+
+
+def _model_plans(ask, plans: dict):
+    run, serve = plans[("serve", 1)]
+    train = plans[("train", 1)][1]
+    gpu = run.hardware.name if run.hardware else run.machine
+    s, t = serve.metrics["bytes_compiled"], train.metrics["bytes_compiled"]
+    host = ask.host_memory()
+    here = (f"this machine's {labels.si(host, 'B')} of RAM " + ("serves and trains it" if t <= host else
+                                                                "serves it, cannot train it" if s <= host else
+                                                                "is too small to serve it at this batch, or to train "
+                                                                "it") if host else "-")
+    split = {n: x.metrics["bytes_compiled"] for (mode, n), (_, x) in plans.items() if mode == "train" and n > 1}
+    hw = run.hardware
+    usable = USABLE * hw.memory_gb * 1e9 if hw else float("inf")
+    gpu_text = (f"serve {labels.si(s, 'B')}: " + (f"fits one {gpu}" if s <= usable else "more than one")
+                + f"; train {labels.si(t, 'B')}: " + (f"fits one {gpu}" if t <= usable else "more than one"))
+    if split:
+        n = max(split)
+        gpu_text += f" (split over {n}, {labels.si(split[n], 'B')} each)"
+    return ask.Row("A 7B model (Llama-2 7B): to serve / to train", here, gpu_text, "-", "compiled, not run",
+                   f"XLA:GPU's memory plans compiled for {gpu} in {run.path.name} (not run): serve = one decode step, "
+                   f"batch {int(serve.metrics['batch'])} against {int(serve.metrics['seq']):,}-token KV caches, bf16; "
+                   f"train = one AdamW step, batch {int(train.metrics['batch'])} x {int(train.metrics['seq']):,} "
+                   f"tokens, fp32 master weights and bf16 products; a card fits a step within {USABLE:.0%} of its "
+                   "memory (JAX's default share). The ledger's C10 also quotes jaxgpu.fit's estimate at batch 1 "
+                   "(smaller)", s, t, "B")
+
+
+VIEW = View(section, compiled, headlines=(Headline(6, headline),))

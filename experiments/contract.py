@@ -30,7 +30,7 @@ from jaxgpu.records.results import Unsupported
 
 @dataclasses.dataclass(frozen=True)
 class Cost:
-    """What one case does, in the terms ``experiments.plan`` turns into seconds on a machine.
+    """What one case does, in the terms ``experiments.harness.budget`` turns into seconds on a machine.
 
     A timed case runs ``warmup`` calls, then repeats until ``target_s`` of samples and at
     least ``min_iters`` calls are in (``jaxgpu.ground.timing.repeat``); ``calls`` counts the other

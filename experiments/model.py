@@ -28,7 +28,7 @@ from experiments import cli
 COMMAND = "experiments.model"
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def parser() -> cli.Parser:
     examples = __doc__.split("::")[1].split("\n\n")[1]
     prog = cli.prog(COMMAND)
     p = cli.Parser(prog=prog, description=__doc__.split("\n\n")[0].replace(f"python -m {COMMAND}", prog),
@@ -49,6 +49,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for dim in ("layers", "d-model", "heads", "kv-heads", "ffn", "vocab"):
         p.add_argument(f"--{dim}", type=int, help=f"a described decoder's {dim.replace('-', ' ')}")
     p.add_argument("--style", choices=("llama", "gpt2"), default="llama", help="a described decoder's block")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked; bad input exits 2 with one line."""
+    p = parser()
     args = p.parse_args(argv)
     dims = [args.layers, args.d_model, args.heads, args.kv_heads, args.ffn, args.vocab]
     if args.list:
@@ -70,6 +76,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--devices takes counts like 1,8, got {args.devices!r}")
     if not args.devices or min(args.devices) < 1 or max(args.devices) > 64:
         p.error(f"--devices takes counts from 1 to 64, got {args.devices}")
+    _check_out_and_gpus(p, args)
+    return args
+
+
+def _check_out_and_gpus(p: cli.Parser, args: argparse.Namespace) -> None:
     if args.out:  # checked before minutes of compiling, not after
         parent = Path(args.out).parent
         try:
@@ -88,7 +99,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if args.d_model % args.heads or args.heads % args.kv_heads:
             p.error(f"--d-model ({args.d_model}) must split into --heads ({args.heads}), and those into --kv-heads "
                     f"({args.kv_heads})")
-    return args
 
 
 def config(args: argparse.Namespace):

@@ -3,6 +3,8 @@ JAX), no import circles, one home per thing."""
 
 import ast
 import dataclasses
+import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -259,6 +261,70 @@ def test_the_name_check_sees_a_name():
         assert _names_experiments(probe) == ["_probe_names.py:2 'matmul'"]
     finally:
         probe.unlink()
+
+
+LONGEST = 60  # lines a function may take, its docstring included
+
+
+def test_no_function_is_longer_than_a_screen():
+    long = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in _modules().values() for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > LONGEST]
+    assert not long, long
+
+
+def _docstrings(path: Path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc:
+                yield getattr(node, "name", path.stem), doc
+
+
+def test_no_claim_id_is_typed_in_a_docstring():
+    """Which claims read an experiment is the claims' to say (``--list`` shows it): a typed ID drifts."""
+    typed = [f"{path.relative_to(ROOT)} {name}: {m}" for path in _modules().values() if path.name != "claims.py"
+             for name, doc in _docstrings(path) for m in re.findall(r"\bC\d\d\b", doc)]
+    assert not typed, typed
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_every_module_a_docstring_names_exists():
+    named = {(str(path.relative_to(ROOT)), ref.rstrip(".")) for path in _modules().values()
+             for _, doc in _docstrings(path) for ref in re.findall(r"\b(?:jaxgpu|experiments)(?:\.[A-Za-z_]\w*)+", doc)}
+    assert len(named) > 50
+    missing = sorted((where, ref) for where, ref in named if not _resolves(ref))
+    assert not missing, missing
+    assert not _resolves("experiments.plan") and _resolves("jaxgpu.pricing.roofline.Roofs")
+
+
+def test_every_deferred_measuring_function_exists():
+    """A spec names its measuring functions through ``Deferred`` (no JAX at planning time): each must be there."""
+    called = []
+    for name, module in experiments.REGISTRY.items():
+        tree = ast.parse(_modules()[module].read_text())
+        deferred = {n.targets[0].id for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                    and isinstance(n.value, ast.Call) and getattr(n.value.func, "id", None) == "Deferred"}
+        measure = importlib.import_module(f"{module}.measure")
+        called += [(name, n.attr, hasattr(measure, n.attr)) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                   and isinstance(n.value, ast.Name) and n.value.id in deferred]
+    assert len({c[:2] for c in called}) > 20
+    assert all(ok for *_, ok in called), [c for c in called if not c[2]]
 
 
 def test_hardware_comes_back_typed_from_run_json():

@@ -1,4 +1,4 @@
-"""bandwidth: STREAM copy/scale/add/triad as jitted JAX programs, against peers and the HBM datasheet (C14).
+"""bandwidth: STREAM copy/scale/add/triad as jitted JAX programs, against peers and the HBM datasheet.
 
 On CPU it also answers why XLA's plain triad trails a C/torch triad: the records carry
 the minor page faults per call (a fresh output buffer mapped page by page).

@@ -1,6 +1,6 @@
 """The bandwidth section of the report: figures, tables and takeaways from its records alone.
 
-bandwidth: STREAM copy/scale/add/triad as jitted JAX programs, against peers and the HBM datasheet (C09).
+bandwidth: STREAM copy/scale/add/triad as jitted JAX programs, against peers and the HBM datasheet.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 

@@ -1,4 +1,4 @@
-"""collectives: all-reduce, all-gather, reduce-scatter, all-to-all and ppermute vs message size (C17).
+"""collectives: all-reduce, all-gather, reduce-scatter, all-to-all and ppermute vs message size.
 
 Each collective runs inside ``shard_map`` over a ``data`` mesh of the run's devices, is
 checked against numpy, and is timed. ``gbytes_per_s`` is the bus bandwidth and

@@ -1,6 +1,6 @@
 """The collectives section of the report: figures, tables and takeaways from its records alone.
 
-collectives: all-reduce, all-gather, reduce-scatter, all-to-all and ppermute vs message size (C17).
+collectives: all-reduce, all-gather, reduce-scatter, all-to-all and ppermute vs message size.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 

@@ -1,4 +1,4 @@
-"""compiler: what XLA does under JAX: op-by-op vs jit, compile vs run, fusion, library calls (C15)."""
+"""compiler: what XLA does under JAX: op-by-op vs jit, compile vs run, fusion, library calls."""
 
 from __future__ import annotations
 

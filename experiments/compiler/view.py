@@ -1,6 +1,6 @@
 """The compiler section of the report: figures, tables and takeaways from its records alone.
 
-compiler: what XLA does under JAX: op-by-op vs jit, compile vs run, fusion, library calls (C15).
+compiler: what XLA does under JAX: op-by-op vs jit, compile vs run, fusion, library calls.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 

@@ -1,4 +1,4 @@
-"""data_parallel: one MLP train step run three ways over N devices: pmap, jit + sharding, shard_map (C17).
+"""data_parallel: one MLP train step run three ways over N devices: pmap, jit + sharding, shard_map.
 
 Agreement: each variant trains ``steps`` steps from the same state on the same global
 batches as the single-device step; ``rel_error`` is the largest relative difference of

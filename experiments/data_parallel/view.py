@@ -1,6 +1,6 @@
 """The data_parallel section of the report: figures, tables and takeaways from its records alone.
 
-data_parallel: one MLP train step run three ways over N devices: pmap, jit + sharding, shard_map (C17).
+data_parallel: one MLP train step run three ways over N devices: pmap, jit + sharding, shard_map.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 

@@ -1,4 +1,4 @@
-"""devices: what each backend is: cores or SMs, clock, lanes, memory, and parallel lanes computed (C01)."""
+"""devices: what each backend is: cores or SMs, clock, lanes, memory, and parallel lanes computed."""
 
 from __future__ import annotations
 

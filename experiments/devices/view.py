@@ -1,6 +1,6 @@
 """The devices section of the report: figures, tables and takeaways from its records alone.
 
-devices: what each backend is: cores or SMs, clock, lanes, memory, and parallel lanes computed (C01).
+devices: what each backend is: cores or SMs, clock, lanes, memory, and parallel lanes computed.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 

@@ -1,4 +1,4 @@
-"""distributed: one data-parallel training job over N processes with ``jax.distributed`` (C17).
+"""distributed: one data-parallel training job over N processes with ``jax.distributed``.
 
 ``--processes N`` (default 2) local processes meet through JAX's coordination service on
 127.0.0.1 and train the MLP together (``jaxgpu.kernels.distributed``); the same job in one

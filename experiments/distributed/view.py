@@ -1,6 +1,6 @@
 """The distributed section of the report: figures, tables and takeaways from its records alone.
 
-distributed: one data-parallel training job over N processes with ``jax.distributed`` (C17).
+distributed: one data-parallel training job over N processes with ``jax.distributed``.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 

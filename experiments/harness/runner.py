@@ -279,8 +279,8 @@ def _meta(run_id: str, s: RunSettings, setting: _Setting, plans: list[_Plan]) ->
     return meta
 
 
-def _describe_machine(plans: list[_Plan], ctx: RunContext, out_dir: Path) -> tuple[dict, dict]:
-    """Each experiment's ``info`` and ``attachments`` hooks: facts about the machine that measures."""
+def _describe_machine(writer: results.RunWriter, plans: list[_Plan], ctx: RunContext, out_dir: Path) -> None:
+    """Each experiment's ``info`` and ``attachments`` hooks, into run.json: facts about the machine that measures."""
     info, attached = {}, {}
     for p in plans if ctx.mode == "measured" else ():
         try:
@@ -290,53 +290,42 @@ def _describe_machine(plans: list[_Plan], ctx: RunContext, out_dir: Path) -> tup
                 attached[p.name] = p.exp.attachments(ctx, out_dir)
         except Exception as err:  # noqa: BLE001 - facts about a run must not stop it
             info[p.name] = {"error": results.status_of(err)[1]}
-    return info, attached
+    writer.update(info={**writer.meta.get("info", {}), **info},
+                  attachments={**writer.meta.get("attachments", {}), **attached})
 
 
 def run_study(s: RunSettings, platform: str, *, rests_on: RestsOn | None = None,
               log: Callable[[str], None] | None = None) -> Path:
-    """Runs the settings' experiments on ``platform`` ("cpu" or "gpu", ``launch.start``'s) and writes the result
-    folder ``s.out`` (a new folder under reports/runs when None).
+    """Runs the settings' experiments on ``platform`` ("cpu" or "gpu", ``launch.start``'s); returns the result
+    folder (``s.out``, or a new one under reports/runs) holding run.json and results.jsonl.
 
     With ``s.resume`` the cases already recorded there are skipped; with ``s.budget_s`` key cases are measured first
     and the run stops cleanly before that many seconds; with ``s.compile_for`` each experiment's programs are
     compiled for that GPU on this machine's CPU and what XLA:GPU plans is recorded (``mode: compiled``), running
-    nothing. ``rests_on(experiment, params)``: whether a verdict rests on the case (its key).
-
-    Returns:
-      The result folder, holding run.json and results.jsonl (the report is ``experiments.report``'s).
-    """
+    nothing. ``rests_on(experiment, params)``: whether a verdict rests on the case (its key)."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     out_dir = Path(with_folder(s, platform).out)
     done = _done(out_dir, s.resume, log)
     setting = _setting(s, platform)
     if s.resume:
         check_same_machine(out_dir, setting.env)
-    ctx, profile, budget_s = setting.ctx, s.profile, s.budget_s
+    ctx, budget_s = setting.ctx, s.budget_s
     plans = _build(s, ctx, done, rests_on)
     run_id = results.new_run_id()
     meta = _meta(run_id, s, setting, plans)
     total = meta["completion"]["cases_planned"]
-    if s.compiled:
-        log(f"jaxgpu: compiling for {ctx.target.device_kind} on this CPU; nothing runs. Without compiled cases: "
-            + (", ".join(p.name for p in plans if not p.cases) or "none"))
-    log(f"jaxgpu: {total} cases on {ctx.platform} ({setting.env['device_kind']}, {setting.env['n_devices']} "
-        f"device(s)), profile {profile}, estimated {sum(p.estimate_s for p in plans):.0f} s"
-        + (f", budget {budget_s:.0f} s" if budget_s else "") + (f", {len(done)} already done" if done else "")
-        + f" -> {out_dir}")
+    _announce(s, setting, plans, len(done), out_dir, log)
     # The folder and run.json exist before anything else can fail (an info() hook importing a
     # broken peer, say): whatever happens next, the run leaves a result folder behind.
     writer = results.RunWriter(out_dir, meta, new=not s.resume)  # a new run claims its folder atomically
     from jaxgpu.ground import timing  # imports JAX: the run is about to start it anyway
 
-    counts = {s: 0 for s in results.STATUSES}
+    counts = {status: 0 for status in results.STATUSES}
     spent = {p.name: 0.0 for p in plans}
     state, skipped, t_start, why = "interrupted", 0, time.perf_counter(), {}
     bar = None
     try:  # from here every way out leaves run.json saying how the run ended
-        info, attached = _describe_machine(plans, ctx, out_dir)  # compiles programs: seconds on a fresh GPU
-        writer.update(info={**writer.meta.get("info", {}), **info},
-                      attachments={**writer.meta.get("attachments", {}), **attached})
+        _describe_machine(writer, plans, ctx, out_dir)  # compiles programs: seconds on a fresh GPU
         bar = _progress(total, s.progress)
         with writer, timing.profiler_trace(s.trace_dir):
             skipped = _measure_all(plans, ctx, run_id, budget_s, setting.machine, writer, counts, spent, bar, log,
@@ -352,25 +341,44 @@ def run_study(s: RunSettings, platform: str, *, rests_on: RestsOn | None = None,
         if bar is not None:
             bar.close()
         elapsed = time.perf_counter() - t_start
-        # freed host memory now stays with the process (the tuned allocator): the peak is worth knowing
-        max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
         completion = {"state": state, "cases_planned": total, "cases_done": sum(counts.values()),
-                      "cases_skipped": skipped, "budget_s": budget_s, "elapsed_s": round(elapsed, 1),
-                      "max_rss_bytes": max_rss, **_host_memory_seen(setting.env), **why}
-        sessions = writer.meta.get("sessions") or [{}]
-        try:
-            writer.update(completion=completion, timing=_timing(plans, spent),
-                          sessions=[*sessions[:-1], {**sessions[-1], "completion": completion}])
-        except results.RunWriteError as err:  # the disk is still full: run.json keeps what it last said
-            log(f"jaxgpu: {err}")
+                      "cases_skipped": skipped, "budget_s": budget_s, "elapsed_s": round(elapsed, 1), **why}
+        _close(writer, completion, setting, _timing(plans, spent), log)
     for p in plans:
         if p.cases and (bar is None or bar.disable):
             log(f"jaxgpu: {p.name}: {spent[p.name]:.0f} s (estimated {p.estimate_s:.0f} s)")
     log(f"jaxgpu: measured {sum(counts.values())} cases in {elapsed:.0f} s: "
-        + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
         + (f"; {skipped} cases left for the budget of {budget_s:.0f} s: continue with --resume {out_dir}"
            if skipped else ""))
     return out_dir
+
+
+def _announce(s: RunSettings, setting: _Setting, plans: list[_Plan], done: int, out_dir: Path,
+              log: Callable[[str], None]) -> None:
+    """The run's first lines: what it measures, where, and how long it should take."""
+    ctx = setting.ctx
+    if s.compiled:
+        log(f"jaxgpu: compiling for {ctx.target.device_kind} on this CPU; nothing runs. Without compiled cases: "
+            + (", ".join(p.name for p in plans if not p.cases) or "none"))
+    log(f"jaxgpu: {sum(len(p.cases) for p in plans)} cases on {ctx.platform} ({setting.env['device_kind']}, "
+        f"{setting.env['n_devices']} device(s)), profile {s.profile}, estimated "
+        f"{sum(p.estimate_s for p in plans):.0f} s" + (f", budget {s.budget_s:.0f} s" if s.budget_s else "")
+        + (f", {done} already done" if done else "") + f" -> {out_dir}")
+
+
+def _close(writer: results.RunWriter, completion: dict, setting: _Setting, timing_: dict,
+           log: Callable[[str], None]) -> None:
+    """run.json as the run ends, however it ended: its completion (with the process's peak memory: freed host
+    memory stays with the process under the tuned allocator), its timing, and its session's end."""
+    completion = {**completion, "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB
+                  **_host_memory_seen(setting.env)}
+    sessions = writer.meta.get("sessions") or [{}]
+    try:
+        writer.update(completion=completion, timing=timing_,
+                      sessions=[*sessions[:-1], {**sessions[-1], "completion": completion}])
+    except results.RunWriteError as err:  # the disk is still full: run.json keeps what it last said
+        log(f"jaxgpu: {err}")
 
 
 # what makes two runs' figures comparable: a resumed run must have been started on the same of each

@@ -1,4 +1,4 @@
-"""inference: latency and throughput vs batch size; the train step against the inference step (C16)."""
+"""inference: latency and throughput vs batch size; the train step against the inference step."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The inference section of the report: figures, tables and takeaways from its records alone.
 
-inference: latency and throughput vs batch size; the train step against the inference step (C16).
+inference: latency and throughput vs batch size; the train step against the inference step.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 

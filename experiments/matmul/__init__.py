@@ -1,7 +1,7 @@
 """matmul: fp32 GFLOP/s vs size for JAX and its peers, against the peak; the 2x2 worked example.
 
-Tests claims C03 (the worked example, exactly, in every dtype) and feeds C06 (CPU vs
-GPU speed-up vs size, from the merged report).
+The worked example is checked exactly, in every dtype; the sweep gives the CPU-vs-GPU speed-up by size in a
+merged report. Which claims read it is the claims' to say (``python -m experiments.run --list``).
 """
 
 from __future__ import annotations

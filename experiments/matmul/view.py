@@ -14,10 +14,6 @@ from experiments.contract import Headline, View
 CLAIMS = for_experiment("matmul")
 
 
-def _label(run, impl: str) -> str:
-    return f"{run.label} {impl}"
-
-
 def section(pairs: list[labels.Pair]) -> figures.Section:
     sec = figures.Section("Matrix multiplication (fp32)", "matmul", CLAIMS)
     sweep = [(r, x) for r, x in labels.ok(pairs, "matmul") if x.params.get("shape") == "square"]

@@ -1,4 +1,4 @@
-"""memory_fit: what a model needs in memory, predicted and checked against XLA; what fits on 24-141 GB (C10)."""
+"""memory_fit: what a model needs in memory, predicted and checked against XLA; what fits on 24-141 GB."""
 
 from __future__ import annotations
 

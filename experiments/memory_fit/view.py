@@ -1,6 +1,6 @@
 """The memory_fit section of the report: figures, tables and takeaways from its records alone.
 
-memory_fit: what a model needs in memory, predicted and checked against XLA; what fits on 24-141 GB (C10).
+memory_fit: what a model needs in memory, predicted and checked against XLA; what fits on 24-141 GB.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 
@@ -17,76 +17,85 @@ TOLERANCE = 0.15  # an estimate within this share of XLA's own count holds
 
 
 def section(pairs: list[labels.Pair]) -> figures.Section:
-
     sec = figures.Section("What fits in memory: predicted and checked against XLA", "memory_fit", CLAIMS)
     val = [(r, x) for r, x in labels.ok(pairs) if x.params.get("case") == "mlp_train"]
     if val:
-        fig = figures.Figure(figsize=(6.0, 4.4), dpi=100)
-        ax = fig.add_subplot()
-        notes = []
-        for label, (_run, recs) in labels.by_run(val).items():
-            ax.plot([x.metrics["bytes_measured"] / 1e6 for x in recs],
-                    [x.metrics["bytes_predicted"] / 1e6 for x in recs],
-                    "o", label=label, markersize=4)
-            errs = [abs(x.metrics["prediction_error"]) for x in recs]
-            worst = max(recs, key=lambda x: abs(x.metrics["prediction_error"]))
-            within = sum(e <= TOLERANCE for e in errs)
-            notes.append(f"On {label} the estimate was within {TOLERANCE:.0%} of XLA's memory analysis on {within} of "
-                         f"{len(errs)} MLP train steps (median error {labels.median(errs):.1%}; worst "
-                         f"{worst.metrics['prediction_error']:+.1%} at widths {worst.params['widths']}, batch "
-                         f"{worst.params['batch']}, {worst.params['preset']})." + _held_out(recs))
-        lim = max(x.metrics["bytes_measured"] for _, x in val) / 1e6 * 1.2
-        ax.plot([0.1, lim], [0.1, lim], "k--", linewidth=1, label="prediction = XLA")
-        figures.finish(fig, ax, xlabel="XLA memory analysis (MB)", ylabel="estimate (MB)", logx=10, logy=True,
-                  title="MLP train step (AdamW): estimate vs XLA")
-        sec.plots.append(figures.Plot("memory_fit", fig, " ".join(notes)))
-        kept = {}
-        for _, x in val:
-            if "lowering_keep" in x.metrics:
-                kept.setdefault(x.params["preset"], x.metrics)
-        if kept:
-            sec.paragraphs.append(
-                "The estimate walks the backward pass from the top layer down and takes the largest live set: what "
-                "the forward pass kept of the layers below, the current layer's gradients, the compute copies of the "
-                "inputs and weights; or, if larger, the largest weight's gradient with one temporary of its size. "
-                "Bytes kept per element, by preset: " + "; ".join(
-                    f"{preset}: {m['lowering_keep']:g} per hidden activation ({m['lowering_keep_last']:g} for the top "
-                    f"layer), {m['lowering_input_copy']:g} per input, {m['lowering_weight_copy']:g} per weight"
-                    for preset, m in kept.items()) + ".")
-        rows = [[run.label, "x".join(map(str, x.params["widths"])), x.params["batch"], x.params["preset"],
-                 labels.fmt(x.metrics["bytes_predicted"] / 1e6), labels.fmt(x.metrics["bytes_measured"] / 1e6),
-                 f"{x.metrics['prediction_error']:+.1%}", labels.fmt(x.metrics.get("peak_bytes", float("nan")) / 1e6)]
-                for run, x in val]
-        sec.tables.append(figures.Table(["run", "widths", "batch", "preset", "estimate MB", "XLA MB", "error",
-                                    "device peak MB"], rows, "Estimate vs compiled.memory_analysis()"))
+        _validation(sec, val)
     tab = [x for _, x in labels.ok(pairs) if x.params.get("case") == "transformer"]
     if tab:
-        seen, rows = set(), []
-        for x in tab:
-            key = (x.params["model"], x.params["mode"], x.params["preset"])
-            if key in seen:
-                continue
-            seen.add(key)
-            m = x.metrics
-            rows.append([x.params["model"], x.params["mode"], x.params["preset"],
-                         labels.fmt(m["bytes_predicted"] / 1e9),
-                         *["yes" if m[f"fits_{gb}gb"] else "no" for gb in fit.GPU_MEMORY_GB]])
-        sec.tables.append(figures.Table(["model", "mode", "preset", "GB",
-                                         *[f"fits {gb} GB" for gb in fit.GPU_MEMORY_GB]],
-                                   rows, "Decoder-only transformers, sequence 2048, batch 1: training with Adam "
-                                         "(state + activations) and inference (weights + KV cache)"))
-        t7 = next((x for x in tab if x.params == {"case": "transformer", "model": "7B", "preset": "bf16",
-                                                   "mode": "train"}), None)
-        i7 = next((x for x in tab if x.params == {"case": "transformer", "model": "7B", "preset": "bf16",
-                                                   "mode": "inference"}), None)
-        if t7 and i7:
-            sec.paragraphs.append(
-                f"By the estimate (a formula, not a measurement), a 7B model needs "
-                f"{i7.metrics['bytes_predicted'] / 1e9:.0f} GB to serve in bf16 and "
-                f"{t7.metrics['bytes_predicted'] / 1e9:.0f} GB to train with Adam "
-                f"({t7.metrics['bytes_predicted'] / i7.metrics['bytes_predicted']:.1f}x).")
+        _transformers(sec, tab)
     sec.paragraphs += labels.not_ok(pairs)
     return sec
+
+
+def _validation(sec: figures.Section, val: list[labels.Pair]) -> None:
+    """The MLP train steps: the estimate against XLA's memory analysis, drawn and tabled."""
+    fig = figures.Figure(figsize=(6.0, 4.4), dpi=100)
+    ax = fig.add_subplot()
+    notes = []
+    for label, (_run, recs) in labels.by_run(val).items():
+        ax.plot([x.metrics["bytes_measured"] / 1e6 for x in recs],
+                [x.metrics["bytes_predicted"] / 1e6 for x in recs],
+                "o", label=label, markersize=4)
+        errs = [abs(x.metrics["prediction_error"]) for x in recs]
+        worst = max(recs, key=lambda x: abs(x.metrics["prediction_error"]))
+        within = sum(e <= TOLERANCE for e in errs)
+        notes.append(f"On {label} the estimate was within {TOLERANCE:.0%} of XLA's memory analysis on {within} of "
+                     f"{len(errs)} MLP train steps (median error {labels.median(errs):.1%}; worst "
+                     f"{worst.metrics['prediction_error']:+.1%} at widths {worst.params['widths']}, batch "
+                     f"{worst.params['batch']}, {worst.params['preset']})." + _held_out(recs))
+    lim = max(x.metrics["bytes_measured"] for _, x in val) / 1e6 * 1.2
+    ax.plot([0.1, lim], [0.1, lim], "k--", linewidth=1, label="prediction = XLA")
+    figures.finish(fig, ax, xlabel="XLA memory analysis (MB)", ylabel="estimate (MB)", logx=10, logy=True,
+              title="MLP train step (AdamW): estimate vs XLA")
+    sec.plots.append(figures.Plot("memory_fit", fig, " ".join(notes)))
+    kept = {}
+    for _, x in val:
+        if "lowering_keep" in x.metrics:
+            kept.setdefault(x.params["preset"], x.metrics)
+    if kept:
+        sec.paragraphs.append(
+            "The estimate walks the backward pass from the top layer down and takes the largest live set: what "
+            "the forward pass kept of the layers below, the current layer's gradients, the compute copies of the "
+            "inputs and weights; or, if larger, the largest weight's gradient with one temporary of its size. "
+            "Bytes kept per element, by preset: " + "; ".join(
+                f"{preset}: {m['lowering_keep']:g} per hidden activation ({m['lowering_keep_last']:g} for the top "
+                f"layer), {m['lowering_input_copy']:g} per input, {m['lowering_weight_copy']:g} per weight"
+                for preset, m in kept.items()) + ".")
+    rows = [[run.label, "x".join(map(str, x.params["widths"])), x.params["batch"], x.params["preset"],
+             labels.fmt(x.metrics["bytes_predicted"] / 1e6), labels.fmt(x.metrics["bytes_measured"] / 1e6),
+             f"{x.metrics['prediction_error']:+.1%}", labels.fmt(x.metrics.get("peak_bytes", float("nan")) / 1e6)]
+            for run, x in val]
+    sec.tables.append(figures.Table(["run", "widths", "batch", "preset", "estimate MB", "XLA MB", "error",
+                                "device peak MB"], rows, "Estimate vs compiled.memory_analysis()"))
+
+
+def _transformers(sec: figures.Section, tab: list) -> None:
+    """The decoders' estimates and which cards they fit."""
+    seen, rows = set(), []
+    for x in tab:
+        key = (x.params["model"], x.params["mode"], x.params["preset"])
+        if key in seen:
+            continue
+        seen.add(key)
+        m = x.metrics
+        rows.append([x.params["model"], x.params["mode"], x.params["preset"],
+                     labels.fmt(m["bytes_predicted"] / 1e9),
+                     *["yes" if m[f"fits_{gb}gb"] else "no" for gb in fit.GPU_MEMORY_GB]])
+    sec.tables.append(figures.Table(["model", "mode", "preset", "GB",
+                                     *[f"fits {gb} GB" for gb in fit.GPU_MEMORY_GB]],
+                               rows, "Decoder-only transformers, sequence 2048, batch 1: training with Adam "
+                                     "(state + activations) and inference (weights + KV cache)"))
+    t7 = next((x for x in tab if x.params == {"case": "transformer", "model": "7B", "preset": "bf16",
+                                               "mode": "train"}), None)
+    i7 = next((x for x in tab if x.params == {"case": "transformer", "model": "7B", "preset": "bf16",
+                                               "mode": "inference"}), None)
+    if t7 and i7:
+        sec.paragraphs.append(
+            f"By the estimate (a formula, not a measurement), a 7B model needs "
+            f"{i7.metrics['bytes_predicted'] / 1e9:.0f} GB to serve in bf16 and "
+            f"{t7.metrics['bytes_predicted'] / 1e9:.0f} GB to train with Adam "
+            f"({t7.metrics['bytes_predicted'] / i7.metrics['bytes_predicted']:.1f}x).")
 
 
 def _held_out(recs) -> str:

@@ -1,4 +1,4 @@
-"""op_mix: is deep learning mostly matrix multiplication? FLOP and time shares of dot vs the rest (C02)."""
+"""op_mix: is deep learning mostly matrix multiplication? FLOP and time shares of dot vs the rest."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The op_mix section of the report: figures, tables and takeaways from its records alone.
 
-op_mix: is deep learning mostly matrix multiplication? FLOP and time shares of dot vs the rest (C02).
+op_mix: is deep learning mostly matrix multiplication? FLOP and time shares of dot vs the rest.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 

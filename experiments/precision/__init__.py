@@ -1,8 +1,7 @@
 """precision: one matmul in every number format, speed and accuracy side by side; the formats themselves.
 
-Tests claims C12 (Tensor Cores: the low-precision presets against fp32 at HIGHEST, and
-against the datasheet peaks), C13 (faster and smaller at a small cost in accuracy) and
-C14 (the format table, accumulation and range measured live).
+The low-precision presets against fp32 at HIGHEST and against the datasheet peaks (Tensor Cores), how much
+faster and smaller each is at what cost in accuracy, and the formats, accumulation and range measured live.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from experiments.contract import Case, Cost, Deferred, Experiment, Pricing, Roof
 
 _measure = Deferred(f"{__name__}.measure")
 
-# The live demonstrations of C14: a sequential sum of ACC_COUNT x ACC_VALUE in each accumulator,
+# The live demonstrations of the formats: a sequential sum of ACC_COUNT x ACC_VALUE in each accumulator,
 # and values outside fp16's range that bf16 holds.
 ACC_VALUE, ACC_COUNT = 0.01, 4096
 RANGE_VALUES = (70000.0, 1e-8)

@@ -324,7 +324,7 @@ def speedup_table(pairs) -> figures.Table:
 
 
 def plan_table(runs) -> figures.Table:
-    """Each run's planned seconds per experiment (experiments.plan, before it ran) beside the measured ones."""
+    """Each run's planned seconds per experiment (experiments.harness.budget, before it ran) beside the measured."""
     rows = []
     for run in runs:
         timing = run.meta.get("timing") or {}

@@ -1,4 +1,4 @@
-"""roofline: GFLOP/s vs arithmetic intensity against the roof drawn from this run's own measurements (C09).
+"""roofline: GFLOP/s vs arithmetic intensity against the roof drawn from this run's own measurements.
 
 Points: an elementwise chain of k fused multiply-adds per element (intensity k/4 FLOP per
 byte), a chain of exp/log steps (ops XLA counts as one FLOP each, which cost a core many: the

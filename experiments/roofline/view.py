@@ -1,6 +1,6 @@
 """The roofline section of the report: figures, tables and takeaways from its records alone.
 
-roofline: GFLOP/s vs arithmetic intensity against the roof drawn from this run's own measurements (C09).
+roofline: GFLOP/s vs arithmetic intensity against the roof drawn from this run's own measurements.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 

@@ -1,4 +1,4 @@
-"""serial_parallel: the professor and the students measured (C05, C06).
+"""serial_parallel: the professor and the students measured.
 
 N independent multiply-adds done serially and in parallel, on each backend, and a
 recurrence where every step needs the one before it.

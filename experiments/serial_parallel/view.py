@@ -1,6 +1,6 @@
 """The serial_parallel section of the report: figures, tables and takeaways from its records alone.
 
-serial_parallel: the professor and the students measured (C05, C06).
+serial_parallel: the professor and the students measured.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 

@@ -1,4 +1,4 @@
-"""tensor_parallel: the MLP split Megatron-style over a model axis; memory per device vs device count (C11).
+"""tensor_parallel: the MLP split Megatron-style over a model axis; memory per device vs device count.
 
 For each model-axis size m (and one 2-D data x model mesh): the output of the split
 inference step against the unsharded one (``rel_error``), the loss after ``steps`` split

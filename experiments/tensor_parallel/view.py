@@ -1,6 +1,6 @@
 """The tensor_parallel section of the report: figures, tables and takeaways from its records alone.
 
-tensor_parallel: the MLP split Megatron-style over a model axis; memory per device vs device count (C11).
+tensor_parallel: the MLP split Megatron-style over a model axis; memory per device vs device count.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 

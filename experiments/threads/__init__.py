@@ -1,4 +1,4 @@
-"""threads: does throughput grow with parallel workers? XLA:CPU pinned to 1..N cores (C04)."""
+"""threads: does throughput grow with parallel workers? XLA:CPU pinned to 1..N cores."""
 
 from __future__ import annotations
 

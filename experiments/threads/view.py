@@ -1,6 +1,6 @@
 """The threads section of the report: figures, tables and takeaways from its records alone.
 
-threads: does throughput grow with parallel workers? XLA:CPU pinned to 1..N cores (C04).
+threads: does throughput grow with parallel workers? XLA:CPU pinned to 1..N cores.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 

@@ -1,4 +1,4 @@
-"""training: a Flax + Optax MLP on the digits set per precision preset; throughput and MFU vs width (C07, C13, C16).
+"""training: a Flax + Optax MLP on the digits set per precision preset; throughput and MFU vs width.
 
 Per preset: the loss/accuracy curve, samples/s, time to the target test accuracy (compile
 excluded and included), achieved FLOP/s from XLA's cost analysis of the compiled step and
@@ -36,7 +36,7 @@ class Config:
     sweep_depth: int = 3
     sweep_input: int = 784
     target_s: float = 0.3
-    # C07, time to a target on a task that takes time: students of these widths (two hidden
+    # time to a target on a task that takes time: students of these widths (two hidden
     # layers) learning data.teacher's labels to this test accuracy, for at most so many epochs
     to_target_widths: tuple[int, ...] = (256,)
     to_target_accuracy: float = 0.93

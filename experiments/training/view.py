@@ -1,6 +1,6 @@
 """The training section of the report: figures, tables and takeaways from its records alone.
 
-training: a Flax + Optax MLP on the digits set per precision preset; throughput and MFU vs width (C07, C13, C16).
+training: a Flax + Optax MLP on the digits set per precision preset; throughput and MFU vs width.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 
@@ -15,40 +15,56 @@ CLAIMS = for_experiment("training")
 
 
 def section(pairs: list[labels.Pair]) -> figures.Section:
-
     sec = figures.Section("Training an MLP: precision, throughput, time to accuracy", "training", CLAIMS)
     good = labels.ok(pairs)
     curves = [(r, x) for r, x in good if x.params.get("case") == "curve"]
     runs_ = [(r, x) for r, x in good if x.params.get("case") == "run"]
     if curves:
-        # against seconds of training (compile apart), not epochs: what C07's "days into hours" is about
-        fig = figures.Figure(figsize=(8.5, 3.6), dpi=100)
-        ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-        colors = {}
-        for label, (_run, recs) in labels.by_run(curves).items():
-            for v in labels.first_seen(x.params["variant"] for x in recs):
-                pts = sorted((x.metrics["train_s"], x.metrics["loss"], x.metrics["accuracy"]) for x in recs
-                             if x.params["variant"] == v and x.metrics.get("train_s", 0) > 0)
-                if pts:
-                    color = colors.setdefault(v, f"C{len(colors)}")  # one colour per preset, whichever run
-                    style = "-" if len(colors) <= 10 else "--"
-                    ax1.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=f"{label} {v}")
-                    ax2.plot([p[0] for p in pts], [p[2] for p in pts], style, color=color, label=f"{label} {v}")
-        ax1.set_yscale("log")
-        ax1.set_ylabel("train loss")
-        ax2.set_ylabel("test accuracy")
-        ax2.set_ylim(0.8, 1.0)
-        for ax in (ax1, ax2):
-            ax.set_xscale("log")
-            ax.set_xlabel("seconds of training (compile apart)")
-            ax.grid(True, which="both", alpha=0.3)
-        ax2.legend(fontsize=6)
-        fig.suptitle("digits MLP per precision, against time", fontsize=10)
-        fig.tight_layout()
-        sec.plots.append(figures.Plot("training_curves", fig, _curve_takeaway(runs_)))
+        sec.plots.append(_curves_plot(curves, runs_))
     targets = [(r, x) for r, x in good if x.params.get("case") == "to_target"]
     if targets:
         sec.plots.append(_to_target_plot(targets))
+    sec.tables.append(_runs_table(runs_))
+    sec.paragraphs += _fp16_notes(runs_)
+    thr = [(r, x) for r, x in good if x.params.get("case") == "throughput"]
+    if thr:
+        sec.plots.append(_throughput_plot(thr))
+    _ratio(sec, runs_)
+    _to_target(sec, [(r, x) for r, x in good if x.params.get("case") == "to_target"])
+    sec.paragraphs += labels.not_ok(labels.measured(pairs))
+    return sec
+
+
+def _curves_plot(curves: list[labels.Pair], runs_: list[labels.Pair]) -> figures.Plot:
+    """Loss and accuracy per precision, against seconds of training."""
+    # against seconds of training (compile apart), not epochs: what "days into hours" is about
+    fig = figures.Figure(figsize=(8.5, 3.6), dpi=100)
+    ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    colors = {}
+    for label, (_run, recs) in labels.by_run(curves).items():
+        for v in labels.first_seen(x.params["variant"] for x in recs):
+            pts = sorted((x.metrics["train_s"], x.metrics["loss"], x.metrics["accuracy"]) for x in recs
+                         if x.params["variant"] == v and x.metrics.get("train_s", 0) > 0)
+            if pts:
+                color = colors.setdefault(v, f"C{len(colors)}")  # one colour per preset, whichever run
+                style = "-" if len(colors) <= 10 else "--"
+                ax1.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=f"{label} {v}")
+                ax2.plot([p[0] for p in pts], [p[2] for p in pts], style, color=color, label=f"{label} {v}")
+    ax1.set_yscale("log")
+    ax1.set_ylabel("train loss")
+    ax2.set_ylabel("test accuracy")
+    ax2.set_ylim(0.8, 1.0)
+    for ax in (ax1, ax2):
+        ax.set_xscale("log")
+        ax.set_xlabel("seconds of training (compile apart)")
+        ax.grid(True, which="both", alpha=0.3)
+    ax2.legend(fontsize=6)
+    fig.suptitle("digits MLP per precision, against time", fontsize=10)
+    fig.tight_layout()
+    return figures.Plot("training_curves", fig, _curve_takeaway(runs_))
+
+
+def _runs_table(runs_: list[labels.Pair]) -> figures.Table:
     rows = []
     for run, x in runs_:
         m = x.metrics
@@ -56,9 +72,14 @@ def section(pairs: list[labels.Pair]) -> figures.Section:
                      labels.fmt(m.get("time_s_to_target_with_compile")), labels.fmt(m["samples_per_s"]),
                      labels.fmt(m.get("mfu")),
                      labels.fmt(m["grad_zero_fraction"]), int(m["nonfinite_steps"]), int(m["skipped_steps"])])
-    sec.tables.append(figures.Table(["run", "variant", "test acc.", "s to target", "s to target + compile", "samples/s",
+    return figures.Table(["run", "variant", "test acc.", "s to target", "s to target + compile", "samples/s",
                                 "MFU", "zero grads", "non-finite steps", "skipped (scaler)"], rows,
-                               "Per run (seconds exclude compilation unless named)"))
+                               "Per run (seconds exclude compilation unless named)")
+
+
+def _fp16_notes(runs_: list[labels.Pair]) -> list[str]:
+    """What fp16 does to the gradients, with and without loss scaling."""
+    out = []
     for label, (_run, recs) in labels.by_run(runs_).items():
         by = {x.params["variant"]: x.metrics for x in recs}
         m = by.get("fp32", {})
@@ -73,40 +94,39 @@ def section(pairs: list[labels.Pair]) -> figures.Section:
                      f"{m['accuracy']:.1%}) with {int(raw['nonfinite_steps'])} "
                      f"non-finite steps and {raw['grad_zero_fraction']:.1%} zero gradient entries "
                      f"(with scaling: {by.get('fp16_scaled', {}).get('grad_zero_fraction', float('nan')):.1%}).")
-        sec.paragraphs.append(text)
-    thr = [(r, x) for r, x in good if x.params.get("case") == "throughput"]
-    if thr:
-        series = []
-        notes = []
-        for label, (run, recs) in labels.by_run(thr).items():
-            for impl in ("jax", "torch"):
-                pts = sorted((x.params["width"], x.metrics["samples_per_s"]) for x in recs if x.params["impl"] == impl)
-                if pts:
-                    series.append(figures.Series.of(f"{label} {impl}", pts, style=figures.style(run)))
-            by = {(x.params["width"], x.params["impl"]): x for x in recs}
-            w = max(x.params["width"] for x in recs)
-            j = by.get((w, "jax"))
-            if j:
-                note = (f"On {label} at width {w} (batch {j.params['batch']}, {j.params['depth']} hidden layers) a JAX "
-                        f"train step took {j.metrics['time_s_median'] * 1e3:.1f} ms")
-                if "mfu" in j.metrics:
-                    note += f", {j.metrics['gflops']:,.0f} GFLOP/s, MFU {j.metrics['mfu']:.0%}"
-                t = by.get((w, "torch"))
-                if t:
-                    note += (f"; the same MLP in PyTorch took {t.metrics['time_s_median'] * 1e3:.1f} ms "
-                             f"(JAX {t.metrics['time_s_median'] / j.metrics['time_s_median']:.2f}x as fast)")
-                notes.append(note + "." + _behind(by, run.meta.get("info", {}).get("matmul", {})))
-        fig = figures.line_plot(series, xlabel="hidden width", ylabel="samples/s (train step)",
-                           title="train-step throughput vs width, synthetic data")
-        sec.plots.append(figures.Plot("training_throughput", fig, " ".join(notes)))
-    _ratio(sec, runs_)
-    _to_target(sec, [(r, x) for r, x in good if x.params.get("case") == "to_target"])
-    sec.paragraphs += labels.not_ok(labels.measured(pairs))
-    return sec
+        out.append(text)
+    return out
+
+
+def _throughput_plot(thr: list[labels.Pair]) -> figures.Plot:
+    """Train-step throughput against width, JAX and its peer."""
+    series = []
+    notes = []
+    for label, (run, recs) in labels.by_run(thr).items():
+        for impl in ("jax", "torch"):
+            pts = sorted((x.params["width"], x.metrics["samples_per_s"]) for x in recs if x.params["impl"] == impl)
+            if pts:
+                series.append(figures.Series.of(f"{label} {impl}", pts, style=figures.style(run)))
+        by = {(x.params["width"], x.params["impl"]): x for x in recs}
+        w = max(x.params["width"] for x in recs)
+        j = by.get((w, "jax"))
+        if j:
+            note = (f"On {label} at width {w} (batch {j.params['batch']}, {j.params['depth']} hidden layers) a JAX "
+                    f"train step took {j.metrics['time_s_median'] * 1e3:.1f} ms")
+            if "mfu" in j.metrics:
+                note += f", {j.metrics['gflops']:,.0f} GFLOP/s, MFU {j.metrics['mfu']:.0%}"
+            t = by.get((w, "torch"))
+            if t:
+                note += (f"; the same MLP in PyTorch took {t.metrics['time_s_median'] * 1e3:.1f} ms "
+                         f"(JAX {t.metrics['time_s_median'] / j.metrics['time_s_median']:.2f}x as fast)")
+            notes.append(note + "." + _behind(by, run.meta.get("info", {}).get("matmul", {})))
+    fig = figures.line_plot(series, xlabel="hidden width", ylabel="samples/s (train step)",
+                       title="train-step throughput vs width, synthetic data")
+    return figures.Plot("training_throughput", fig, " ".join(notes))
 
 
 def _to_target_plot(pairs) -> figures.Plot:
-    """C07 drawn: seconds to the target accuracy against the student's width, per run (a predicted run dashed)."""
+    """Time to target drawn: seconds to the target accuracy by the student's width, per run (a predicted run dashed)."""
     series, parts = [], []
     for label, (run, recs) in labels.by_run(pairs).items():
         pts = sorted((x.params["width"], x.metrics["time_s_to_target"]) for x in recs)
@@ -120,7 +140,7 @@ def _to_target_plot(pairs) -> figures.Plot:
 
 
 def _to_target(sec: figures.Section, pairs) -> None:
-    """C07: the time a student of each width takes to the target accuracy on the teacher task, per run,
+    """The time a student of each width takes to the target accuracy on the teacher task, per run,
     and per width the speed-up of each GPU run over the CPU run of its machine (``results.cpu_partner``)."""
     if not pairs:
         return

@@ -1,4 +1,4 @@
-"""transfer: host<->device copy bandwidth vs size against on-device copy, and the cost of non-resident data (C08).
+"""transfer: host<->device copy bandwidth vs size against on-device copy, and the cost of non-resident data.
 
 On a CPU backend "host" and "device" are the same RAM: device_put and np.array are
 memcpy-like copies inside one memory, so the figure is a copy cost, not a bus.

@@ -1,6 +1,6 @@
 """The transfer section of the report: figures, tables and takeaways from its records alone.
 
-transfer: host<->device copy bandwidth vs size against on-device copy, and the cost of non-resident data (C08).
+transfer: host<->device copy bandwidth vs size against on-device copy, and the cost of non-resident data.
 Imports no JAX: a report is made from result folders wherever they are read.
 """
 

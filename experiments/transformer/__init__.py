@@ -1,4 +1,4 @@
-"""transformer: decoder-only models from GPT-2 124M to Llama 70B, trained and served (C10, C11, C16).
+"""transformer: decoder-only models from GPT-2 124M to Llama 70B, trained and served.
 
 Measured on this machine: the smallest configs' train step and decode step (seconds, tokens/s, MFU against the
 device's peak, bytes from XLA's memory analysis), each checked first (a finite loss that falls after a step; the

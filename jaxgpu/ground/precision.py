@@ -195,7 +195,7 @@ def upcast_in_hlo(hlo_text: str, preset: str | Preset) -> str | None:
     return max(found, key=stack.ELEMENT_BYTES.get) if found else None
 
 
-# ---------------------------------------------------------------- number formats (C14)
+# ---------------------------------------------------------------- number formats
 
 
 def accumulate(value: float, count: int, dtype: str, accum_dtype: str | None = None) -> float:

@@ -67,7 +67,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
 )}
 
 
-# ---------------------------------------------------------------- number formats (C14)
+# ---------------------------------------------------------------- number formats
 
 
 @dataclasses.dataclass(frozen=True)

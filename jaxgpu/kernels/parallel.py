@@ -1,6 +1,6 @@
 """Several devices on one job: data parallel three ways, tensor parallel, and collectives.
 
-Data parallel (C17): one step function (``mlp.train_step_fn``), three ways to run it over
+Data parallel: one step function (``mlp.train_step_fn``), three ways to run it over
 a ``data`` mesh axis, each checked against the single-device step on the same global batch:
 
   ``pmap``          ``jax.pmap`` with ``lax.pmean`` of the gradients (state stacked per device)
@@ -9,7 +9,7 @@ a ``data`` mesh axis, each checked against the single-device step on the same gl
   ``shard_map``     ``jax.shard_map`` with an explicit ``lax.pmean``; inputs laid out as its
                     ``in_specs`` say before the call
 
-Tensor parallel (C11): the study's MLP split Megatron-style over a ``model`` axis, by
+Tensor parallel: the study's MLP split Megatron-style over a ``model`` axis, by
 annotating the parameters only: even layers column-split (kernel ``P(None, "model")``),
 odd layers row-split (``P("model", None)``), so a column layer's sharded output feeds the
 next row layer directly and one all-reduce per pair restores the full activation. XLA's

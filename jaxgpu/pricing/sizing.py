@@ -225,81 +225,32 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     cache, split by tensor parallelism) on ``devices`` GPUs named ``gpu``, compiled for them by XLA:GPU on this
     CPU and priced (``ModelPlan``). Nothing is allocated.
 
-    ``model`` may also be a ``jaxgpu.kernels.transformer.Config`` (any decoder described by its dimensions). ``mode``,
-    one
-    of ``MODES``, overrides ``train``: "train_bf16" keeps the weights and AdamW's state in bf16; "prefill" runs a
-    ``seq``-token prompt through every layer (tp) and gives the next token's logits.
+    ``model`` may also be a ``jaxgpu.kernels.transformer.Config`` (any decoder described by its dimensions).
+    ``mode``, one of ``MODES``, overrides ``train``: "train_bf16" keeps the weights and AdamW's state in bf16;
+    "prefill" runs a ``seq``-token prompt through every layer (tp) and gives the next token's logits.
 
     Raises:
       KeyError: an unknown model or GPU.
       RuntimeError: no XLA:GPU plan can be had here (the gpu-compile extra is missing) and ``devices`` > 1.
     """
     import jax
-    import jax.numpy as jnp
 
-    from jaxgpu.ground import stack, timing
+    from jaxgpu.ground import stack
     from jaxgpu.kernels import transformer as tf
-    from jaxgpu.pricing import fit, roofline, targets
+    from jaxgpu.pricing import fit, roofline
 
-    try:
-        c = model if isinstance(model, tf.Config) else tf.CONFIGS[model]
-    except KeyError:
-        import difflib
-
-        near = difflib.get_close_matches(model.lower(), tf.CONFIGS, n=1)
-        hint = f"did you mean {near[0]!r}? " if near else ""
-        raise KeyError(f"unknown model {model!r}; {hint}known: {', '.join(tf.CONFIGS)}") from None
+    c = _config(model)
     mode = mode or ("train" if train else "serve")
     if mode not in MODES:
         raise KeyError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     hw = hardware.find_gpu(gpu)
-    devs, label = _mesh_devices(hw, devices)
-    if devs is None:
-        devs = jax.devices("cpu")[:devices]
-        if len(devs) < devices:
-            raise RuntimeError(f"no XLA:GPU plan for {devices} {hw.name}s here ({label}), and this machine has "
-                               f"{len(devs)} CPU devices to stand in: install the gpu-compile extra")
-        label = f"xla:cpu, estimate ({label})"
+    devs, label = _devices_for(hw, devices)
     mesh = jax.sharding.Mesh(list(devs), (tf.AXIS,))
-    if mode.startswith("train"):
-        specs = tf.train_specs(c, batch, seq, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
-        sh = (tf.shard_specs(specs[0], mesh, "fsdp"), tf.shard_specs(specs[1], mesh, "fsdp"),
-              tf.shard_specs(specs[2], mesh, "fsdp", batch=True))
-        step, _ = tf.train_step(c, flash=True, sharding=sh)
-        tokens, model_flops = batch * seq, 6.0 * c.params() * batch * seq
-    elif mode == "prefill":
-        specs = (tf.param_specs(c, jnp.bfloat16), jax.ShapeDtypeStruct((batch, seq), jnp.int32))
-        sh = (tf.shard_specs(specs[0], mesh, "tp"), tf.shard_specs(specs[1], mesh, "tp", batch=True))
-        step = tf.prefill_step(c, sharding=sh)
-        tokens, model_flops = batch * seq, 2.0 * c.params() * batch * seq
-    else:
-        specs = tf.decode_specs(c, batch, seq)
-        sh = (tf.shard_specs(specs[0], mesh, "tp"), tf.shard_specs(specs[1], mesh, "tp"),
-              tf.shard_specs(specs[2], mesh, "tp", batch=True), tf.shard_specs(specs[3], mesh, "tp", batch=True))
-        step = tf.decode_step(c, sharding=sh)
-        tokens, model_flops = batch, 2.0 * c.params() * batch
+    step, specs, sh, tokens, model_flops = _step(c, mode, batch, seq, mesh)
     placed = [jax.tree.map(lambda s, h: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=h), sp, shd)
               for sp, shd in zip(specs, sh)]
-    if label.startswith("xla:gpu"):
-        plan = targets.compile_plan(step, *placed)
-        nbytes, hlo = float(plan.total_bytes), plan.hlo
-    else:
-        compiled = step.lower(*placed).compile()
-        nbytes, hlo = float(timing.memory_bytes(compiled)), compiled.as_text()
-    ks = stack.kernels(hlo)
-    comm, rest, counts = 0.0, [], {}
-    link = (hw.link_gbps or 0) / 2 * 1e9  # one direction
-    for k in ks:
-        op = next((o for o in _LINK_SHARE if k.name.startswith(o)), None)
-        if op is None:
-            rest.append(k)
-            continue
-        if k.name.startswith(op + "-done"):
-            continue
-        moved = k.count * k.bytes * _LINK_SHARE[op](devices)
-        n, b = counts.get(op, (0, 0.0))
-        counts[op] = (n + k.count, b + moved)
-        comm += moved / link if link else 0.0
+    nbytes, hlo = _compiled(step, placed, label)
+    comm, rest, counts = _collectives(stack.kernels(hlo), hw, devices)
     roofs = roofline.roofs_for(hw)
     p = roofline.price(rest, roofs, loop_steps=stack.loop_steps(hlo), plan=label)
     dots = [k for k in rest if k.is_dot or k.scope == "flash_attention"]
@@ -317,6 +268,93 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
                      tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, label, label,
                      sum(k.flops * k.count for k in dots) / all_flops if all_flops else 0.0,
                      t_dots / (t_dots + t_other) if t_dots + t_other else 0.0)
+
+
+def _devices_for(hw: hardware.Hardware, devices: int) -> tuple[list, str]:
+    """(the devices a step for ``devices`` cards is compiled for, the plan's name): XLA:GPU's compile-only devices,
+    else this machine's CPU devices standing in (an estimate, named so)."""
+    import jax
+
+    devs, label = _mesh_devices(hw, devices)
+    if devs is not None:
+        return devs, label
+    devs = jax.devices("cpu")[:devices]
+    if len(devs) < devices:
+        raise RuntimeError(f"no XLA:GPU plan for {devices} {hw.name}s here ({label}), and this machine has "
+                           f"{len(devs)} CPU devices to stand in: install the gpu-compile extra")
+    return devs, f"xla:cpu, estimate ({label})"
+
+
+def _compiled(step, placed: list, label: str) -> tuple[float, str]:
+    """(bytes the program holds, its optimized HLO), from XLA:GPU's plan or this CPU's."""
+    from jaxgpu.ground import timing
+    from jaxgpu.pricing import targets
+
+    if label.startswith("xla:gpu"):
+        plan = targets.compile_plan(step, *placed)
+        return float(plan.total_bytes), plan.hlo
+    compiled = step.lower(*placed).compile()
+    return float(timing.memory_bytes(compiled)), compiled.as_text()
+
+
+def _config(model: str | Any):
+    from jaxgpu.kernels import transformer as tf
+
+    try:
+        return model if isinstance(model, tf.Config) else tf.CONFIGS[model]
+    except KeyError:
+        import difflib
+
+        near = difflib.get_close_matches(model.lower(), tf.CONFIGS, n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise KeyError(f"unknown model {model!r}; {hint}known: {', '.join(tf.CONFIGS)}") from None
+
+
+def _step(c, mode: str, batch: int, seq: int, mesh) -> tuple:
+    """(the step, its argument specs, their shardings, tokens per step, the model's FLOPs per step) of ``mode``:
+    train steps split fsdp, serving tensor parallel."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxgpu.kernels import transformer as tf
+
+    if mode.startswith("train"):
+        specs = tf.train_specs(c, batch, seq, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
+        sh = (tf.shard_specs(specs[0], mesh, "fsdp"), tf.shard_specs(specs[1], mesh, "fsdp"),
+              tf.shard_specs(specs[2], mesh, "fsdp", batch=True))
+        step, _ = tf.train_step(c, flash=True, sharding=sh)
+        tokens, model_flops = batch * seq, 6.0 * c.params() * batch * seq
+    elif mode == "prefill":
+        specs = (tf.param_specs(c, jnp.bfloat16), jax.ShapeDtypeStruct((batch, seq), jnp.int32))
+        sh = (tf.shard_specs(specs[0], mesh, "tp"), tf.shard_specs(specs[1], mesh, "tp", batch=True))
+        step = tf.prefill_step(c, sharding=sh)
+        tokens, model_flops = batch * seq, 2.0 * c.params() * batch * seq
+    else:
+        specs = tf.decode_specs(c, batch, seq)
+        sh = (tf.shard_specs(specs[0], mesh, "tp"), tf.shard_specs(specs[1], mesh, "tp"),
+              tf.shard_specs(specs[2], mesh, "tp", batch=True), tf.shard_specs(specs[3], mesh, "tp", batch=True))
+        step = tf.decode_step(c, sharding=sh)
+        tokens, model_flops = batch, 2.0 * c.params() * batch
+    return step, specs, sh, tokens, model_flops
+
+
+def _collectives(ks: list, hw: hardware.Hardware, devices: int) -> tuple[float, list, dict]:
+    """(seconds of the program's collectives at the card's link bandwidth, one direction and not overlapped, the
+    other kernels, {collective: (count, bytes moved)})."""
+    comm, rest, counts = 0.0, [], {}
+    link = (hw.link_gbps or 0) / 2 * 1e9  # one direction
+    for k in ks:
+        op = next((o for o in _LINK_SHARE if k.name.startswith(o)), None)
+        if op is None:
+            rest.append(k)
+            continue
+        if k.name.startswith(op + "-done"):
+            continue
+        moved = k.count * k.bytes * _LINK_SHARE[op](devices)
+        n, b = counts.get(op, (0, 0.0))
+        counts[op] = (n + k.count, b + moved)
+        comm += moved / link if link else 0.0
+    return comm, rest, counts
 
 
 def _fit_shape(c):

@@ -301,7 +301,7 @@ class Run:
     @property
     def predicted(self) -> bool:
         """A report's in-memory twin of a CPU run, its programs' times predicted on a GPU that was not run
-        (``experiments.views.prediction``); never a folder."""
+        (``experiments.analysis.pricing``); never a folder."""
         return self.meta.get("mode") == "predicted"
 
     @property

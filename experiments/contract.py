@@ -282,6 +282,22 @@ class Experiment:
 
 
 @dataclasses.dataclass(frozen=True)
+class Seen:
+    """What a view is given to draw: its experiment's measured records with their runs (``measured``), the report's
+    predicted twins of them apart (``predicted``: the same programs priced on a GPU, not run; their runs say
+    ``predicted``), and the IDs of the claims that read the experiment (``claims``). A figure draws ``drawn`` (the
+    twins labelled and dashed); a table or a takeaway's sum reads ``measured`` only."""
+
+    measured: tuple = ()
+    predicted: tuple = ()
+    claims: tuple[str, ...] = ()
+
+    @property
+    def drawn(self) -> list:
+        return [*self.measured, *self.predicted]
+
+
+@dataclasses.dataclass(frozen=True)
 class Headline:
     """A row the experiment gives the report's summary (the answer first): ``row(ask)`` returns it, or None where
     the records hold no figure for it. ``ask`` is the summary's ``Ask``: the merged records, the GPU compared with
@@ -296,8 +312,8 @@ class View:
     """An experiment's report section, drawn from ``(Run, Record)`` pairs only.
 
     Attributes:
-      section: ``section(pairs) -> jaxgpu.records.figures.Section`` from the measured records (and the
-        report's predicted twins, whose runs say so: ``Run.predicted``).
+      section: ``section(seen) -> jaxgpu.records.figures.Section`` from what the report gives it (``Seen``: the
+        measured records, the predicted twins apart, the claims that read it).
       compiled: ``compiled(section, pairs)`` adds what runs compiled for a GPU planned
         (``mode: compiled``); None: the report lists them in a plain table.
       headlines: the rows it gives the summary.

@@ -263,6 +263,17 @@ def test_the_name_check_sees_a_name():
         probe.unlink()
 
 
+def test_views_are_told_their_claims_and_what_was_predicted():
+    """A view draws what the report gives it (``contract.Seen``): it neither asks the claims which read it nor sorts
+    measured records from predicted twins itself (``labels.measured``), nor rewrites a twin's sentences after."""
+    modules = _modules()
+    for name, module in experiments.REGISTRY.items():
+        path = modules[f"{module}.view"]
+        assert "experiments.analysis.claims" not in _imports(f"{module}.view", path, modules), name
+        assert "labels.measured(" not in path.read_text(), name
+    assert "_said_predicted" not in (ROOT / "experiments" / "reporting" / "build.py").read_text()
+
+
 LONGEST = 60  # lines a function may take, its docstring included
 
 

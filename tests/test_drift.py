@@ -8,7 +8,7 @@ from jaxgpu.records import results
 
 import experiments
 from experiments import drift
-from experiments.contract import Case
+from experiments.contract import Case, Seen
 from experiments.harness import runner
 from experiments.harness.settings import RunSettings
 
@@ -85,6 +85,6 @@ def test_the_report_draws_the_drift_of_a_run(tmp_path):
     from experiments.drift import view
 
     run = results.Run(Path("cpu-x"), {"env": {"backend": "cpu", "cpu_model": "X"}}, ())
-    sec = view.section([(run, r) for r in (_rec(0, "matmul", 1.0), _rec(1, "matmul", 1.1))])
+    sec = view.section(Seen(tuple((run, r) for r in (_rec(0, "matmul", 1.0), _rec(1, "matmul", 1.1)))))
     assert sec.plots and "differ pairwise by a median of 10%" in sec.plots[0].takeaway  # 9.1% and 10%
     assert sec.tables[0].rows[0][1:3] == ["matmul", 2]

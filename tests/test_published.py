@@ -9,6 +9,7 @@ from jaxgpu.ground import hardware
 from jaxgpu.pricing import published
 from jaxgpu.records import results
 
+from experiments.contract import Seen
 from experiments.gpu_model import view
 
 
@@ -100,11 +101,11 @@ def test_the_section_scores_the_cases_without_the_calibration_ones():
     s = view.scores(pairs)
     assert s["all"]["cases"] == len(published.scored())
     assert s["gemm"]["median_abs_error"] == pytest.approx(0.1) and s["train"]["within_2x"] == 0.0
-    sec = view.section(pairs)
+    sec = view.section(Seen(tuple(pairs)))
     assert len(sec.tables[0].rows) == len(published.CASES)
     assert any(row[7] == "calibration" for row in sec.tables[0].rows)
     assert "held-out half" in sec.paragraphs[0] and "not run here" in sec.paragraphs[0]
-    assert view.section([]).tables == []
+    assert view.section(Seen()).tables == []
 
 
 def test_the_readme_quotes_the_committed_validation():

@@ -12,6 +12,7 @@ import experiments
 from experiments import report
 from experiments.analysis import claims as claims_mod
 from experiments.analysis import pricing
+from experiments.contract import Seen
 from experiments.harness import runner
 from experiments.harness.settings import RunSettings
 from experiments.reporting import build
@@ -149,7 +150,7 @@ def test_every_experiment_runs_tiny_and_reports(every_tiny):
     assert not bad, bad
     md = (tmp_path / "report.md").read_text()
     for name in names:
-        title = experiments.view(name).section([(run, r) for r in run.records if r.experiment == name]).title
+        title = experiments.view(name).section(Seen(tuple((run, r) for r in run.records if r.experiment == name))).title
         assert f"## {title}" in md, name
     assert md.count("**Takeaway:**") >= len(names)
     assert "## How well does the roofline predict?" in md and "H200 SXM (predicted)" in md
@@ -212,7 +213,7 @@ def test_a_gpu_run_cut_at_any_record_still_merges_into_a_full_ledger(every_tiny,
         # the section of the experiment the cut falls in, from its partial records
         if cut:
             name = full.records[cut - 1].experiment
-            experiments.view(name).section([p for p in pairs if p[1].experiment == name])
+            experiments.view(name).section(Seen(tuple(p for p in pairs if p[1].experiment == name)))
     assert "stopped without finishing" in " ".join(build.completion_notes([run]))
 
 

@@ -12,14 +12,12 @@ import numpy as np
 
 from jaxgpu.records import figures, labels
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import Headline, View
-
-CLAIMS = for_experiment("bandwidth")
+from experiments.contract import Headline, Seen, View
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-    sec = figures.Section("Memory bandwidth (STREAM)", "bandwidth", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("Memory bandwidth (STREAM)", "bandwidth", seen.claims)
     good = labels.ok(pairs)
     series, limits, notes = [], [], []
     for label, (run, recs) in labels.by_run(good).items():
@@ -46,7 +44,7 @@ def section(pairs: list[labels.Pair]) -> figures.Section:
                            logy=len({run.env.get("backend") for run, _ in good}) > 1)  # a GPU's is 100x a CPU's
         sec.plots.append(figures.Plot("bandwidth_triad", fig, " ".join(n for n in notes if n)))
     rows = []
-    for run, x in sorted(labels.measured(good), key=lambda p: (p[0].label, p[1].params["n"], p[1].params["kernel"],
+    for run, x in sorted(labels.ok(seen.measured), key=lambda p: (p[0].label, p[1].params["n"], p[1].params["kernel"],
                                                            p[1].params["impl"])):
         m = x.metrics
         variant = x.params["variant"] + (f" ({x.params['allocator']} malloc)" if "allocator" in x.params else "")
@@ -56,7 +54,7 @@ def section(pairs: list[labels.Pair]) -> figures.Section:
                      labels.fmt(m.get("peak_fraction")), labels.fmt(m.get("page_faults_per_call"))])
     sec.tables.append(figures.Table(["run", "impl", "variant", "kernel", "dtype", "MB/array", "GB/s", "of HBM peak",
                                 "page faults/call"], rows, "Every STREAM measurement"))
-    sec.paragraphs += labels.not_ok(labels.measured(pairs))
+    sec.paragraphs += labels.not_ok(list(seen.measured))
     return sec
 
 
@@ -73,7 +71,7 @@ def _takeaway(label: str, run, recs) -> str:
     plain = next((x for x in jax_recs if x.params["variant"] == "jit"), jax_recs[0])
     best = max(jax_recs, key=lambda x: x.metrics["gbytes_per_s"])
     allocator = run.env.get("allocator")
-    text = (f"On {label} at {n * 4 / 1e6:.0f} MB per array the plain JAX triad moved "
+    text = (f"{labels.opener(run)} at {n * 4 / 1e6:.0f} MB per array the plain JAX triad moved "
             f"{plain.metrics['gbytes_per_s']:.1f} GB/s" + (f" (host allocator: {allocator})" if allocator else "")
             + f", the best JAX variant ({best.params['variant']}) {best.metrics['gbytes_per_s']:.1f} GB/s")
     pages = n * 4 / 4096

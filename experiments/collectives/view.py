@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from jaxgpu.records import figures, labels
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import View
-
-CLAIMS = for_experiment("collectives")
+from experiments.contract import Seen, View
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-    sec = figures.Section("Collectives: bus bandwidth vs message size", "collectives", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("Collectives: bus bandwidth vs message size", "collectives", seen.claims)
     sec.paragraphs.append("Bus bandwidth (NCCL-tests: all-reduce algbw x 2(n-1)/n; all-gather, reduce-scatter and "
                           "all-to-all x (n-1)/n; ppermute x 1), each result checked against numpy first. CPU host "
                           "devices share one process and its cores: there the figure is XLA's in-memory copy "

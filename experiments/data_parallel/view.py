@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from jaxgpu.records import figures, labels
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import View
+from experiments.contract import Seen, View
 from experiments.data_parallel import TOLERANCE
 
-CLAIMS = for_experiment("data_parallel")
 
-
-def section(pairs: list[labels.Pair]) -> figures.Section:
-
-    sec = figures.Section("Data parallel: three implementations, scaling with devices", "data_parallel", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("Data parallel: three implementations, scaling with devices", "data_parallel", seen.claims)
     good = labels.ok(pairs)
     rows = []
     for run, x in good:

@@ -9,15 +9,12 @@ from __future__ import annotations
 from jaxgpu.ground import hardware
 from jaxgpu.records import figures, labels
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import View
-
-CLAIMS = for_experiment("devices")
+from experiments.contract import Seen, View
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-
-    sec = figures.Section("What each backend is: cores, lanes, memory", "devices", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("What each backend is: cores, lanes, memory", "devices", seen.claims)
     good = labels.ok(pairs)
     seen, rows, bars = set(), [], []
     for run, x in good:

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from jaxgpu.records import figures, labels
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import View
-
-CLAIMS = for_experiment("distributed")
+from experiments.contract import Seen, View
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-    sec = figures.Section("Several processes, one job: jax.distributed", "distributed", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("Several processes, one job: jax.distributed", "distributed", seen.claims)
     rows = []
     for run, x in pairs:
         if x.status == "ok":

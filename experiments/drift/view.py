@@ -6,15 +6,16 @@ from __future__ import annotations
 from jaxgpu.records import figures, labels
 
 from experiments import drift
-from experiments.contract import View
+from experiments.contract import Seen, View
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
     sec = figures.Section("Does the machine keep its speed?", "drift",
                      lead="The same matrix product, STREAM triad and trivial call, timed again at moments spread "
                           "through the run")
     series, notes, rows = [], [], []
-    for label, (_run, recs) in labels.by_run(labels.ok(labels.measured(pairs), "drift")).items():
+    for label, (_run, recs) in labels.by_run(labels.ok(list(seen.measured), "drift")).items():
         drifts = drift.of_run(recs)
         if not drifts:
             continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 from jaxgpu.pricing import published
 from jaxgpu.records import figures, labels
 
-from experiments.contract import View
+from experiments.contract import Seen, View
 
 _BY_ID = {c.id: c for c in published.CASES}
 _SCALE = {"TFLOP/s": 1e12, "GB/s": 1e9, "tokens/s": 1.0}
@@ -43,7 +43,8 @@ def _said(s: dict[str, float]) -> str:
     return f"median error {s['median_abs_error']:.0%}, {s['within_2x']:.0%} within 2x ({int(s['cases'])} cases)"
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
     good = labels.ok(pairs, "gpu_model")
     sec = figures.Section("How good is the GPU column? Predictions against published GPU measurements", "gpu_model")
     sec.paragraphs += labels.not_ok(pairs)

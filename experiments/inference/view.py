@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from jaxgpu.records import figures, labels
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import View
-
-CLAIMS = for_experiment("inference")
+from experiments.contract import Seen, View
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-    sec = figures.Section("Training vs inference", "inference", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("Training vs inference", "inference", seen.claims)
     good = labels.ok(pairs)
+    ran = {id(x) for _, x in seen.measured}  # the comparison was measured; a prediction has none
     series, notes = [], []
     for label, (run, recs) in labels.by_run(good).items():
         pts = sorted((x.params["batch"], x.metrics["samples_per_s"], x.metrics["time_s_median"]) for x in recs
@@ -28,9 +27,10 @@ def section(pairs: list[labels.Pair]) -> figures.Section:
                                     style=":x" if run.predicted else "--s"))
             best = max(p[1] for p in pts)
             knee = next(p for p in pts if p[1] >= 0.9 * best)
-            notes.append(f"On {label}, batch 1 took {pts[0][2] * 1e6:.0f} us; throughput reached 90% of its best "
-                         f"({best:.3g} samples/s) at batch {knee[0]}, where a batch took {knee[2] * 1e3:.2f} ms.")
-        cmp_ = next((x for x in recs if x.params["case"] == "train_vs_infer" and not run.predicted), None)
+            notes.append(f"{labels.opener(run, comma=True)} batch 1 took {pts[0][2] * 1e6:.0f} us; throughput "
+                         f"reached 90% of its best ({best:.3g} samples/s) at batch {knee[0]}, where a batch took "
+                         f"{knee[2] * 1e3:.2f} ms.")
+        cmp_ = next((x for x in recs if x.params["case"] == "train_vs_infer" and id(x) in ran), None)
         if cmp_:
             m = cmp_.metrics
             notes.append(f"At batch {cmp_.params['batch']} a train step cost {m['time_ratio']:.1f}x the time of an "
@@ -43,7 +43,7 @@ def section(pairs: list[labels.Pair]) -> figures.Section:
     rows = [[run.label, x.params["batch"], labels.fmt(x.metrics["time_ratio"]),
              labels.fmt(x.metrics.get("flops_ratio")),
              labels.fmt(x.metrics["memory_ratio"])]
-            for run, x in labels.measured(good) if x.params["case"] == "train_vs_infer"]
+            for run, x in labels.ok(seen.measured) if x.params["case"] == "train_vs_infer"]
     sec.tables.append(figures.Table(["run", "batch", "time ratio", "FLOP ratio", "memory ratio"], rows,
                                "Train step / inference step"))
     return sec

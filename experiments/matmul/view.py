@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from jaxgpu.records import figures, labels
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import Headline, View
-
-CLAIMS = for_experiment("matmul")
+from experiments.contract import Headline, Seen, View
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-    sec = figures.Section("Matrix multiplication (fp32)", "matmul", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("Matrix multiplication (fp32)", "matmul", seen.claims)
     sweep = [(r, x) for r, x in labels.ok(pairs, "matmul") if x.params.get("shape") == "square"]
     series, limits, lines = [], [], []
     for label, (run, recs) in labels.by_run(sweep).items():
@@ -36,9 +34,9 @@ def section(pairs: list[labels.Pair]) -> figures.Section:
         fig = figures.line_plot(series, xlabel="n (square n x n x n)", ylabel="GFLOP/s", limits=limits,
                            title="fp32 matmul throughput (precision=highest); band: interquartile range of repeats")
         sec.plots.append(figures.Plot("matmul_gflops", fig, " ".join(line for line in lines if line)))
-    sec.tables.append(_sweep_table(labels.ok(labels.measured(pairs), "matmul")))
-    sec.tables.append(_worked_table(labels.measured(pairs)))
-    for label, (run, _) in labels.by_run(labels.measured(pairs)).items():
+    sec.tables.append(_sweep_table(labels.ok(list(seen.measured), "matmul")))
+    sec.tables.append(_worked_table(list(seen.measured)))
+    for label, (run, _) in labels.by_run(list(seen.measured)).items():
         info = run.meta.get("info", {}).get("matmul")
         if info:
             sec.paragraphs.append(f"Libraries on {label}: " + "; ".join(f"{k}: {v}" for k, v in info.items()) + ".")
@@ -54,7 +52,7 @@ def _peer_takeaway(label: str, run, recs) -> str:
         if x.params["impl"] != "jax" and x.params["n"] in jax_pts:
             peers.setdefault(x.params["n"], {})[x.params["impl"]] = x.metrics["gflops"]
     n = max(jax_pts)
-    text = f"On {label}, JAX reached {jax_pts[n]:,.0f} GFLOP/s at n={n}"
+    text = f"{labels.opener(run, comma=True)} JAX reached {jax_pts[n]:,.0f} GFLOP/s at n={n}"
     hw = run.hardware
     peak = hw.peak_gflops("fp32") if hw else None
     if peak:

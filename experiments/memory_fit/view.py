@@ -9,15 +9,14 @@ from __future__ import annotations
 from jaxgpu.pricing import fit
 from jaxgpu.records import figures, labels
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import View
+from experiments.contract import Seen, View
 
-CLAIMS = for_experiment("memory_fit")
 TOLERANCE = 0.15  # an estimate within this share of XLA's own count holds
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-    sec = figures.Section("What fits in memory: predicted and checked against XLA", "memory_fit", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("What fits in memory: predicted and checked against XLA", "memory_fit", seen.claims)
     val = [(r, x) for r, x in labels.ok(pairs) if x.params.get("case") == "mlp_train"]
     if val:
         _validation(sec, val)

@@ -8,17 +8,13 @@ from __future__ import annotations
 
 from jaxgpu.records import figures, labels
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import View
-
-CLAIMS = for_experiment("op_mix")
+from experiments.contract import Seen, View
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-
-    sec = figures.Section("Is deep learning mostly matrix multiplication?", "op_mix", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    sec = figures.Section("Is deep learning mostly matrix multiplication?", "op_mix", seen.claims)
     # shares of time need the dots timed apart: a prediction of the whole step has none to draw
-    good = labels.ok(labels.measured(pairs))
+    good = labels.ok(list(seen.measured))
     if not good:
         return sec
     fig = figures.Figure(figsize=(7.5, 3.8), dpi=100)

@@ -10,27 +10,25 @@ from jaxgpu.ground import presets
 from jaxgpu.records import figures, labels
 
 from experiments.analysis import derive
-from experiments.analysis.claims import for_experiment
-from experiments.contract import Headline, View
+from experiments.contract import Headline, Seen, View
 from experiments.precision import ACC_COUNT, ACC_VALUE
-
-CLAIMS = for_experiment("precision")
 
 
 def _sel(pairs, case):
     return [(r, x) for r, x in pairs if x.params.get("case") == case]
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-    sec = figures.Section("Precision and Tensor Cores: one matmul in every format", "precision", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("Precision and Tensor Cores: one matmul in every format", "precision", seen.claims)
     sweep = labels.ok(_sel(pairs, "sweep"))
     groups = labels.by_run(sweep)
-    takeaways = [_sweep_takeaway(label, recs) for label, (run, recs) in groups.items()]
+    takeaways = [_sweep_takeaway(run, recs) for run, recs in groups.values()]
     if groups:
         sec.plots.append(figures.Plot("precision_gflops", _rate_bars(groups), " ".join(t for t in takeaways if t)))
-        sec.plots.append(_error_plot(labels.by_run(labels.measured(sweep))))
-    pairs = labels.measured(pairs)  # below: what ran
-    sec.tables.append(_sweep_table(labels.measured(sweep)))
+        sec.plots.append(_error_plot(labels.by_run(labels.ok(_sel(seen.measured, "sweep")))))
+    pairs = list(seen.measured)  # below: what ran
+    sec.tables.append(_sweep_table(labels.ok(_sel(seen.measured, "sweep"))))
     sec.tables.append(_mamf_table(_sel(pairs, "mamf")))
     sec.tables.append(_format_table(labels.ok(_sel(pairs, "format"))))
     acc_text, acc_table = _accumulate_view(labels.ok(_sel(pairs, "accumulate")))
@@ -42,7 +40,7 @@ def section(pairs: list[labels.Pair]) -> figures.Section:
     return sec
 
 
-def _sweep_takeaway(label: str, recs) -> str:
+def _sweep_takeaway(run, recs) -> str:
     jax_recs = [x for x in recs if x.params["impl"] == "jax"]
     if not jax_recs:
         return ""
@@ -58,7 +56,7 @@ def _sweep_takeaway(label: str, recs) -> str:
                 err = x.metrics.get("rel_error")  # a predicted record has no error: only a run has one
                 parts.append(f"{name} {base / x.metrics['time_s_median']:.1f}x"
                              + (f" (rel. error {err:.0e}" + _upcast_note(x.metrics) + ")" if err is not None else ""))
-    text = (f"On {label} at n={n}, against fp32 (HIGHEST): " + ", ".join(parts) + "."
+    text = (f"{labels.opener(run)} at n={n}, against fp32 (HIGHEST): " + ", ".join(parts) + "."
             f" Fastest: {fastest.params['preset']} at {fastest.metrics['gflops']:,.0f} GFLOP/s.")
     torch_bf16 = [x for x in recs if x.params["impl"] == "torch" and x.params["n"] == n]
     if torch_bf16 and "bf16" in at_n:

@@ -7,7 +7,6 @@ experiment's records; ``experiments.reporting.render`` writes the result. Import
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 
 from jaxgpu.records import figures, labels, results
@@ -15,6 +14,7 @@ from jaxgpu.records import figures, labels, results
 import experiments
 from experiments.analysis import claims, pricing
 from experiments.analysis.evidence import MissingField, guard
+from experiments.contract import Seen
 from experiments.reporting import accuracy, frozen, summary
 
 TITLE = "jaxgpu: what does a GPU really buy deep learning?"
@@ -110,7 +110,7 @@ def experiment_section(name: str, pairs, predicted=()) -> figures.Section:
     measured = [p for p in mine if not p[1].compiled]
     compiled = [p for p in mine if p[1].compiled]
     try:
-        sec = view.section(measured + list(predicted))
+        sec = view.section(Seen(tuple(measured), tuple(predicted), claims.for_experiment(name)))
     except MissingField as err:  # a damaged or older record: this section says so, the others build
         return figures.Section(f"{name}: {experiments.load(name).description}", name, claims.for_experiment(name),
                           paragraphs=[f"This section could not be drawn from its records: {err}. The records are "
@@ -126,28 +126,9 @@ def experiment_section(name: str, pairs, predicted=()) -> figures.Section:
         except MissingField as err:
             sec.paragraphs.append(f"What runs compiled for a GPU planned could not be drawn: {err}.")
     _version_warning(sec, name, pairs)
-    _say_predicted(sec, list({id(run): run for run, _ in predicted}.values()))
     spec = experiments.load(name)
     sec.lead = sec.lead or f"{spec.description[0].upper()}{spec.description[1:]}."
     return sec
-
-
-def _said_predicted(text: str, twin: results.Run) -> str:
-    """``text`` with each mention of the predicted ``twin`` (a view's "On <its label>, JAX reached ...") made to
-    begin as every predicted clause in the report does: "Predicted on <GPU>, not run (the programs of <CPU run>)"."""
-    gpu = twin.hardware.name if twin.hardware else "a GPU"
-    said = f"predicted on {gpu}, not run (the programs of {twin.path.name.split('-predicted-')[0]})"
-    label = re.escape(twin.label)
-    text = re.sub(rf"\bOn {label},? ", f"{said[0].upper()}{said[1:]}: ", text)
-    return re.sub(rf"\b[Oo]n {label}", said, text).replace(twin.label, said)
-
-
-def _say_predicted(sec: figures.Section, twins) -> None:
-    """The section's sentences about predicted twins in the report's words (``_said_predicted``); figures keep
-    the twin's label, whose legend says "predicted, not run"."""
-    for twin in twins:
-        sec.paragraphs = [_said_predicted(p, twin) for p in sec.paragraphs]
-        sec.plots = [figures.Plot(p.name, p.figure, _said_predicted(p.takeaway, twin)) for p in sec.plots]
 
 
 def predictions(runs: Sequence[results.Run]) -> tuple[str, list[tuple[results.Run, results.Record]]]:

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from jaxgpu.records import figures, labels, results
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import View
-
-CLAIMS = for_experiment("roofline")
+from experiments.contract import Seen, View
 
 
 def roof(pairs_of_run) -> tuple[float | None, float | None]:
@@ -22,12 +19,13 @@ def roof(pairs_of_run) -> tuple[float | None, float | None]:
 
 
 def figure(groups: dict[str, tuple[list[results.Record], object]],
-           allocator: dict[str, str] | None = None, predicted: frozenset[str] = frozenset()) -> tuple[figures.Figure,
-                                                                                                      list[str]]:
+           allocator: dict[str, str] | None = None, predicted: frozenset[str] = frozenset(),
+           openers: dict[str, str] | None = None) -> tuple[figures.Figure, list[str]]:
     """The roofline of each group, ``{label: (roofline records, Hardware or None)}``: the measured
     points, the roof measured from them (``roof``) and, where the hardware has both figures, the
     datasheet roof; returns the figure and one takeaway per group. The report and the notebook
-    both draw with it. The groups named in ``predicted`` are drawn dashed and their roof called predicted."""
+    both draw with it. The groups named in ``predicted`` are drawn dashed and their roof called predicted;
+    ``openers`` starts each group's takeaway (default "On <label>")."""
     allocator = allocator or {}
     fig = figures.Figure(figsize=(7.0, 6.0), dpi=100)  # the legend below the axes: the points reach every corner
     ax = fig.add_subplot()
@@ -50,35 +48,38 @@ def figure(groups: dict[str, tuple[list[results.Record], object]],
         if hw and hw.peak_gflops("fp32") and hw.memory_bw_gbps:
             ax.plot(xs, [min(hw.peak_gflops("fp32"), hw.memory_bw_gbps * x) for x in xs], ":", color="0.4",
                     linewidth=1, label=f"{label} datasheet roof (fp32)")
-        notes.append(_takeaway(label, recs, bw, peak, hw, allocator.get(label), how))
+        opener = (openers or {}).get(label, f"On {label}")
+        notes.append(_takeaway(opener, recs, bw, peak, hw, allocator.get(label), how))
     figures.finish(fig, ax, xlabel="arithmetic intensity (FLOP per byte of memory traffic)", ylabel="GFLOP/s",
               title="roofline: measured points against the roof", logx=True, logy=True, legend="below")
     return fig, notes
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-    sec = figures.Section("The roofline: when do the cores wait?", "roofline", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("The roofline: when do the cores wait?", "roofline", seen.claims)
     groups = labels.by_run(labels.ok(pairs))
     fig, notes = figure({label: (recs, run.hardware) for label, (run, recs) in groups.items()},
                         {label: run.env.get("allocator") for label, (run, _) in groups.items()},
-                        frozenset(label for label, (run, _) in groups.items() if run.predicted))
+                        frozenset(labels.by_run(seen.predicted)),
+                        {label: labels.opener(run) for label, (run, _) in groups.items()})
     sec.plots.append(figures.Plot("roofline", fig, " ".join(n for n in notes if n)))
     rows = [[run.label, x.params["kind"], x.params.get("k", "-"), labels.fmt(x.metrics["intensity_flop_per_byte"]),
              labels.fmt(x.metrics["gflops"]), labels.fmt(x.metrics["gbytes_per_s"]),
              labels.fmt(x.metrics["time_s_median"] * 1e3)]
-            for run, x in labels.ok(labels.measured(pairs))]
+            for run, x in labels.ok(list(seen.measured))]
     sec.tables.append(figures.Table(["run", "kind", "k", "FLOP/byte", "GFLOP/s", "GB/s", "median ms"], rows,
                                "Roofline points"))
     return sec
 
 
-def _takeaway(label, recs, bw, peak, hw, allocator=None, how="measured") -> str:
+def _takeaway(opener, recs, bw, peak, hw, allocator=None, how="measured") -> str:
     if not (bw and peak):
         return ""
     ridge = peak / bw
     low = [x for x in recs if x.metrics["intensity_flop_per_byte"] <= 1.0]
     worst = min(low, key=lambda x: x.metrics["gflops"] / peak)
-    text = (f"On {label} the {how} ridge point is {ridge:.1f} FLOP/byte ({peak:,.0f} GFLOP/s over {bw:,.0f} GB/s"
+    text = (f"{opener} the {how} ridge point is {ridge:.1f} FLOP/byte ({peak:,.0f} GFLOP/s over {bw:,.0f} GB/s"
             + (f", host allocator {allocator}" if allocator else "") + "). "
             f"A memory-bound op ({worst.params['kind']}, {worst.metrics['intensity_flop_per_byte']:.2g} FLOP/byte) "
             f"{'ran' if how == 'measured' else 'would run'} at {worst.metrics['gflops'] / peak:.1%} of peak compute: "

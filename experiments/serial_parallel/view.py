@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from jaxgpu.records import figures, labels
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import View
-
-CLAIMS = for_experiment("serial_parallel")
+from experiments.contract import Seen, View
 
 
 def _times(recs, kind, variant):
@@ -19,8 +16,9 @@ def _times(recs, kind, variant):
             if x.params["kind"] == kind and x.params["variant"] == variant}
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-    sec = figures.Section("Serial vs parallel: the professor and the students", "serial_parallel", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("Serial vs parallel: the professor and the students", "serial_parallel", seen.claims)
     good = labels.ok(pairs)
     series, notes = [], []
     groups = labels.by_run(good)
@@ -35,15 +33,15 @@ def section(pairs: list[labels.Pair]) -> figures.Section:
         if common:
             n = common[-1]
             best = max(common, key=lambda k: py[k] / vec[k])
-            notes.append(f"On {label} the vectorised op beat the Python loop by {py[n] / vec[n]:.0f}x at N={n} "
-                         f"(most: {py[best] / vec[best]:.0f}x at N={best})"
+            notes.append(f"{labels.opener(run)} the vectorised op beat the Python loop by {py[n] / vec[n]:.0f}x at "
+                         f"N={n} (most: {py[best] / vec[best]:.0f}x at N={best})"
                          + (f"; it first reached 100x at N={hit}." if hit else "; it never reached 100x here."))
         scan, assoc = _times(recs, "recurrence", "scan"), _times(recs, "recurrence", "associative_scan")
         if scan and assoc:
             n = max(set(scan) & set(assoc))
             notes.append(f"Recurrence at N={n}: serial scan {scan[n] * 1e3:.2f} ms, associative scan "
                          f"{assoc[n] * 1e3:.2f} ms.")
-    ran = {label: g for label, g in groups.items() if not g[0].predicted}
+    ran = labels.by_run(labels.ok(seen.measured))
     cpu = next((recs for label, (run, recs) in ran.items() if run.env.get("backend") == "cpu"), None)
     gpu = next((recs for label, (run, recs) in ran.items() if run.env.get("backend") == "gpu"), None)
     if cpu and gpu:
@@ -64,7 +62,7 @@ def section(pairs: list[labels.Pair]) -> figures.Section:
         sec.plots.append(figures.Plot("serial_parallel", fig, " ".join(notes)))
     rows = [[run.label, x.params["kind"], x.params["variant"], x.params["n"],
              labels.fmt(x.metrics["time_s_median"] * 1e6),
-             labels.fmt(x.metrics["ns_per_element"])] for run, x in labels.measured(good)]
+             labels.fmt(x.metrics["ns_per_element"])] for run, x in labels.ok(seen.measured)]
     sec.tables.append(figures.Table(["run", "kind", "variant", "N", "median us", "ns per element"], rows, "Every case"))
     return sec
 

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from jaxgpu.records import figures, labels
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import Headline, View
-
-CLAIMS = for_experiment("tensor_parallel")
+from experiments.contract import Headline, Seen, View
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-
-    sec = figures.Section("Tensor parallel: memory per device vs device count", "tensor_parallel", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("Tensor parallel: memory per device vs device count", "tensor_parallel", seen.claims)
     good = labels.ok(pairs)
     fig = figures.Figure(figsize=(6.5, 4.2), dpi=100)
     ax = fig.add_subplot()

@@ -9,14 +9,12 @@ from __future__ import annotations
 from jaxgpu.records import figures, labels
 
 from experiments.analysis import derive
-from experiments.analysis.claims import for_experiment
-from experiments.contract import View
-
-CLAIMS = for_experiment("threads")
+from experiments.contract import Seen, View
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-    sec = figures.Section("More workers, more throughput?", "threads", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("More workers, more throughput?", "threads", seen.claims)
     good = labels.ok(pairs)
     series, notes, rows = [], [], []
     for label, (_run, recs) in labels.by_run(good).items():

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from jaxgpu.records import figures, labels, results
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import Headline, View
-
-CLAIMS = for_experiment("training")
+from experiments.contract import Headline, Seen, View
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-    sec = figures.Section("Training an MLP: precision, throughput, time to accuracy", "training", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("Training an MLP: precision, throughput, time to accuracy", "training", seen.claims)
     good = labels.ok(pairs)
     curves = [(r, x) for r, x in good if x.params.get("case") == "curve"]
     runs_ = [(r, x) for r, x in good if x.params.get("case") == "run"]
@@ -30,8 +28,8 @@ def section(pairs: list[labels.Pair]) -> figures.Section:
     if thr:
         sec.plots.append(_throughput_plot(thr))
     _ratio(sec, runs_)
-    _to_target(sec, [(r, x) for r, x in good if x.params.get("case") == "to_target"])
-    sec.paragraphs += labels.not_ok(labels.measured(pairs))
+    _to_target(sec, targets, [(r, x) for r, x in labels.ok(seen.measured) if x.params.get("case") == "to_target"])
+    sec.paragraphs += labels.not_ok(list(seen.measured))
     return sec
 
 
@@ -80,12 +78,13 @@ def _runs_table(runs_: list[labels.Pair]) -> figures.Table:
 def _fp16_notes(runs_: list[labels.Pair]) -> list[str]:
     """What fp16 does to the gradients, with and without loss scaling."""
     out = []
-    for label, (_run, recs) in labels.by_run(runs_).items():
+    for run, recs in labels.by_run(runs_).values():
         by = {x.params["variant"]: x.metrics for x in recs}
         m = by.get("fp32", {})
         if "fp16_to_zero_fraction" not in m:
             continue
-        text = (f"{label}: of the non-zero fp32 gradients at initialisation, {m['fp16_to_zero_fraction']:.2%} "
+        text = (f"{labels.said(run)}: of the non-zero fp32 gradients at initialisation, "
+                f"{m['fp16_to_zero_fraction']:.2%} "
                 f"would round to zero in fp16 and {m['fp16_subnormal_fraction']:.2%} would be subnormal (median "
                 f"|g| {m['fp16_grad_abs_median']:.1e}).")
         raw = by.get("fp16")
@@ -111,8 +110,8 @@ def _throughput_plot(thr: list[labels.Pair]) -> figures.Plot:
         w = max(x.params["width"] for x in recs)
         j = by.get((w, "jax"))
         if j:
-            note = (f"On {label} at width {w} (batch {j.params['batch']}, {j.params['depth']} hidden layers) a JAX "
-                    f"train step took {j.metrics['time_s_median'] * 1e3:.1f} ms")
+            note = (f"{labels.opener(run)} at width {w} (batch {j.params['batch']}, {j.params['depth']} hidden "
+                    f"layers) a JAX train step took {j.metrics['time_s_median'] * 1e3:.1f} ms")
             if "mfu" in j.metrics:
                 note += f", {j.metrics['gflops']:,.0f} GFLOP/s, MFU {j.metrics['mfu']:.0%}"
             t = by.get((w, "torch"))
@@ -131,7 +130,7 @@ def _to_target_plot(pairs) -> figures.Plot:
     for label, (run, recs) in labels.by_run(pairs).items():
         pts = sorted((x.params["width"], x.metrics["time_s_to_target"]) for x in recs)
         series.append(figures.Series.of(label, pts, style=figures.style(run)))
-        parts.append(f"{label}: " + ", ".join(f"width {w:,}: {labels.si(t, 's')}" for w, t in pts))
+        parts.append(f"{labels.said(run)}: " + ", ".join(f"width {w:,}: {labels.si(t, 's')}" for w, t in pts))
     target = pairs[0][1].params["target"]
     fig = figures.line_plot(series, xlabel="student width (2 hidden layers)",
                        ylabel=f"seconds to {target:.0%} test accuracy",
@@ -139,24 +138,25 @@ def _to_target_plot(pairs) -> figures.Plot:
     return figures.Plot("training_to_target", fig, f"Time to {target:.0%}: " + "; ".join(parts) + ".")
 
 
-def _to_target(sec: figures.Section, pairs) -> None:
-    """The time a student of each width takes to the target accuracy on the teacher task, per run,
-    and per width the speed-up of each GPU run over the CPU run of its machine (``results.cpu_partner``)."""
+def _to_target(sec: figures.Section, pairs, ran) -> None:
+    """The time a student of each width takes to the target accuracy on the teacher task, per run (``ran``: those
+    that ran, for the table), and per width the speed-up of each GPU run over the CPU run of its machine
+    (``results.cpu_partner``)."""
     if not pairs:
         return
     rows = [[run.label, x.params["width"], f"{x.params['target']:.0%}", labels.fmt(x.metrics["time_s_to_target"]),
              labels.fmt(x.metrics["time_s_to_target_with_compile"]), int(x.metrics["epochs"]),
              labels.fmt(x.metrics["accuracy"])]
-            for run, x in sorted(labels.measured(pairs), key=lambda p: (p[0].label, p[1].params["width"]))]
+            for run, x in sorted(ran, key=lambda p: (p[0].label, p[1].params["width"]))]
     sec.tables.append(figures.Table(["run", "width", "target", "s to target", "s with compile", "epochs", "accuracy"],
                                     rows,
                                "Claim C07: a two-layer MLP learning a teacher network's labels to the target test "
                                "accuracy (compilation apart, then included)"))
     runs = list({id(r): r for r, _ in pairs}.values())
-    for label, (run, recs) in labels.by_run(pairs).items():
+    for run, recs in labels.by_run(pairs).values():
         times = ", ".join(f"width {x.params['width']}: {x.metrics['time_s_to_target']:.3g} s"
                           for x in sorted(recs, key=lambda x: x.params["width"]))
-        text = f"On {label} the time to {recs[0].params['target']:.0%} on the teacher task was {times}"
+        text = f"{labels.opener(run)} the time to {recs[0].params['target']:.0%} on the teacher task was {times}"
         partner = results.cpu_partner(run, runs) if run.env.get("backend") == "gpu" else None
         if partner is not None:
             cpu = {x.params["width"]: x.metrics["time_s_to_target"] for r, x in pairs if r is partner}
@@ -198,11 +198,11 @@ def _behind(by: dict, libs: dict) -> str:
 
 def _curve_takeaway(runs_) -> str:
     parts = []
-    for label, (_run, recs) in labels.by_run(runs_).items():
+    for run, recs in labels.by_run(runs_).values():
         acc = {x.params["variant"]: x.metrics["accuracy"] for x in recs}
         tt = {x.params["variant"]: x.metrics.get("time_s_to_target") for x in recs}
         if "fp32" in acc:
-            text = f"On {label} fp32 reached {acc['fp32']:.1%} test accuracy"
+            text = f"{labels.opener(run)} fp32 reached {acc['fp32']:.1%} test accuracy"
             if tt.get("fp32"):
                 text += f" (95% after {tt['fp32']:.2f} s of training)"
             others = [f"{v} {a - acc['fp32']:+.1%}" for v, a in acc.items() if v != "fp32"]

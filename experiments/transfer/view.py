@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from jaxgpu.records import figures, labels
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import View
+from experiments.contract import Seen, View
 
-CLAIMS = for_experiment("transfer")
 # one colour per direction, whichever run drew it
 _COLORS = {"host_to_device": "C0", "device_to_host": "C1", "on_device_copy": "C2"}
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-    sec = figures.Section("Host-device transfer: the desk and the door", "transfer", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("Host-device transfer: the desk and the door", "transfer", seen.claims)
     good = labels.ok(pairs)
     series, notes = [], []
     for label, (run, recs) in labels.by_run(good).items():
@@ -26,7 +25,7 @@ def section(pairs: list[labels.Pair]) -> figures.Section:
             if pts:
                 series.append(figures.Series(f"{label} {d.replace('_', ' ')}", [p[0] for p in pts], [p[1] for p in pts],
                                         style=figures.style(run), color=_COLORS[d]))
-        if not run.predicted:  # a prediction has only the on-device copy: no door to compare the desk with
+        if any(r is run for r, _ in seen.measured):  # a prediction has only the on-device copy: no door to compare
             notes.append(_takeaway(label, run, recs))
     if series:
         fig = figures.line_plot(series, xlabel="bytes moved", ylabel="GB/s", xunit="B",
@@ -35,10 +34,10 @@ def section(pairs: list[labels.Pair]) -> figures.Section:
     rows = [[run.label, str(x.params.get("direction", x.params.get("feed"))).replace("_", " "),
              labels.si(x.params.get("bytes", x.metrics.get("batch_bytes", 0)), "B"),
              labels.fmt(x.metrics["time_s_median"] * 1e3), labels.fmt(x.metrics.get("gbytes_per_s"))]
-            for run, x in labels.measured(good)]
+            for run, x in labels.ok(seen.measured)]
     sec.tables.append(figures.Table(["run", "what", "size", "median ms", "GB/s"], rows,
                                "Transfers (to and from pageable host memory: numpy's, not pinned) and MLP steps"))
-    sec.paragraphs += labels.not_ok(labels.measured(pairs))
+    sec.paragraphs += labels.not_ok(list(seen.measured))
     return sec
 
 
@@ -47,7 +46,7 @@ def _takeaway(label, run, recs) -> str:
     if big is None:
         return ""
     at = {x.params["direction"]: x.metrics["gbytes_per_s"] for x in recs if x.params.get("bytes") == big}
-    text = f"On {label} at {labels.si(big, 'B')}"
+    text = f"{labels.opener(run)} at {labels.si(big, 'B')}"
     if "host_to_device" in at and "on_device_copy" in at:
         text += (f", host->device ran {at['host_to_device']:.1f} GB/s and device->host "
                  f"{at.get('device_to_host', float('nan')):.1f} GB/s against {at['on_device_copy']:.1f} GB/s for a "

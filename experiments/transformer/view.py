@@ -8,24 +8,24 @@ import statistics
 from jaxgpu.ground import hardware
 from jaxgpu.records import figures, labels
 
-from experiments.analysis.claims import for_experiment
-from experiments.contract import Headline, View
+from experiments.contract import Headline, Seen, View
 
-CLAIMS = for_experiment("transformer")
 CARDS_GB = (24, 40, 80, 141)
 USABLE = 0.75  # jaxgpu.pricing.sizing.USABLE_FRACTION: JAX's default share of a card
 
 
-def section(pairs: list[labels.Pair]) -> figures.Section:
-    sec = figures.Section("Transformers from 124M to 70B: train and serve", "transformer", CLAIMS)
+def section(seen: Seen) -> figures.Section:
+    pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
+    sec = figures.Section("Transformers from 124M to 70B: train and serve", "transformer", seen.claims)
     good = [(r, x) for r, x in labels.ok(pairs, "transformer") if "mode" in x.params and "case" not in x.params]
+    ran = [(r, x) for r, x in labels.ok(seen.measured, "transformer") if "mode" in x.params and "case" not in x.params]
     rows, notes = [], []
-    for run, x in sorted(labels.measured(good), key=lambda p: (p[0].label, p[1].params["model"], p[1].params["mode"])):
+    for run, x in sorted(ran, key=lambda p: (p[0].label, p[1].params["model"], p[1].params["mode"])):
         m = x.metrics
         rows.append([run.label, x.params["model"], x.params["mode"], f"{x.params['batch']} x {x.params['seq']}",
                      labels.si(m["time_s_median"], "s"), labels.si(m["tokens_per_s"], "tokens/s"),
                      f"{m['mfu']:.0%}" if "mfu" in m else "-", labels.si(m["bytes_measured"], "B")])
-    for label, (_run, recs) in labels.by_run(labels.measured(good)).items():
+    for label, (_run, recs) in labels.by_run(ran).items():
         for x in recs:
             if x.params["mode"] == "train":
                 notes.append(f"On {label} a {x.params['model']} train step ({x.params['batch']} x {x.params['seq']} "

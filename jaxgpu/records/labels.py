@@ -152,3 +152,21 @@ def si(x: float | None, unit: str = "", digits: int = 3) -> str:
 
 
 _SI_UNITS = {"s", "B", "B/s", "FLOP/s", "FLOP", "Hz", "W"}
+
+
+def said(run: Run) -> str:
+    """How a sentence names a run: its label, or for a report's predicted twin (``Run.predicted``) what it is:
+    "predicted on H200 SXM, not run (the programs of cpu-reference)"."""
+    if not run.predicted:
+        return run.label
+    gpu = run.hardware.name if run.hardware else "a GPU"
+    return f"predicted on {gpu}, not run (the programs of {run.path.name.split('-predicted-')[0]})"
+
+
+def opener(run: Run, comma: bool = False) -> str:
+    """A sentence's start about a run: "On cpu-reference: Intel Xeon" (and a comma where the sentence wants one),
+    or for a predicted twin "Predicted on H200 SXM, not run (the programs of cpu-reference):"."""
+    if not run.predicted:
+        return f"On {run.label}" + ("," if comma else "")
+    words = said(run)
+    return f"{words[0].upper()}{words[1:]}:"

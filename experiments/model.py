@@ -144,11 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         plans = sizing.model_on_gpus(config(args), mode=args.mode, batch=args.batch, seq=args.seq,
                                      devices=args.devices, gpus=args.gpus)
     except KeyError as err:
-        print(f"{cli.name(COMMAND)}: error: {err.args[0]}", file=sys.stderr)
-        return 2
+        return cli.fail(cli.name(COMMAND), err.args[0])
     except RuntimeError as err:
-        print(f"{cli.name(COMMAND)}: error: {err}", file=sys.stderr)
-        return 2
+        return cli.fail(cli.name(COMMAND), str(err))
     rows = table(plans)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",

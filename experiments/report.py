@@ -64,13 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         md, page = write_report(args.dirs, out)
     except results.ResultsError as err:
-        print(f"{cli.name(COMMAND)}: error: {err}", file=sys.stderr)
-        return 2
+        return cli.fail(cli.name(COMMAND), str(err))
     except OSError as err:  # the folders were fine: the report could not be written
         if not Path(out).is_dir():  # a place no report can go: the input's fault, as experiments.run --out
             why = os.strerror(err.errno) if err.errno else (err.strerror or str(err))
-            print(f"{cli.name(COMMAND)}: error: cannot create the report folder {out}: {why}", file=sys.stderr)
-            return 2
+            return cli.fail(cli.name(COMMAND), f"cannot create the report folder {out}: {why}")
         print(f"{cli.name(COMMAND)}: error: {err.strerror or err}", file=sys.stderr)  # a full disk, say
         return 1
     print(f"{md}\n{page}")

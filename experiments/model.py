@@ -49,6 +49,17 @@ def parser() -> cli.Parser:
     for dim in ("layers", "d-model", "heads", "kv-heads", "ffn", "vocab"):
         p.add_argument(f"--{dim}", type=int, help=f"a described decoder's {dim.replace('-', ' ')}")
     p.add_argument("--style", choices=("llama", "gpt2"), default="llama", help="a described decoder's block")
+    p.add_argument("--head-dim", type=int, help="a described decoder's head width, where it is not d-model / heads")
+    p.add_argument("--mlp", choices=("swiglu", "geglu"), default="swiglu",
+                   help="a described llama-style decoder's gated MLP (geglu: Gemma's tanh-GELU gate)")
+    p.add_argument("--remat", default="none", metavar="POLICY",
+                   help="with --train: a jax.checkpoint_policies policy per layer (dots_with_no_batch_dims_saveable "
+                        "keeps the weights' products, nothing_saveable recomputes each layer) or none (default)")
+    p.add_argument("--no-flash", action="store_true", help="attention as XLA's scores, not one fused kernel")
+    p.add_argument("--fp8", action="store_true", help="fp8 (e4m3) matrix products, on cards with fp8 matrix units")
+    p.add_argument("--unroll", action="store_true", help="the layers unrolled, not one scanned layer")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="with --train: nodes of --devices GPUs each, --batch split over them (default 1)")
     return p
 
 
@@ -77,7 +88,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.devices or min(args.devices) < 1 or max(args.devices) > 64:
         p.error(f"--devices takes counts from 1 to 64, got {args.devices}")
     _check_out_and_gpus(p, args)
+    args.settings = _settings(p, args)
     return args
+
+
+def _settings(p: cli.Parser, args: argparse.Namespace):
+    from jaxgpu.kernels import transformer as tf
+
+    try:
+        return tf.StepSettings(remat=args.remat, flash=not args.no_flash, matmul="fp8" if args.fp8 else "bf16",
+                               scan=not args.unroll, nodes=args.nodes)
+    except KeyError as err:
+        p.error(f"--remat: {err.args[0]}")
+    except ValueError as err:
+        p.error(f"--nodes: {err}")
 
 
 def _check_out_and_gpus(p: cli.Parser, args: argparse.Namespace) -> None:
@@ -95,10 +119,12 @@ def _check_out_and_gpus(p: cli.Parser, args: argparse.Namespace) -> None:
         args.gpus = [hardware.find_gpu(g).name for g in args.gpus.split(",")] if args.gpus else None
     except KeyError as err:
         p.error(f"--gpus: {err.args[0]}")
+    if args.model and (args.head_dim is not None or args.mlp != "swiglu"):
+        p.error("--head-dim and --mlp describe a decoder; drop them with --model (a named config has its own)")
     if not args.model:
-        if args.d_model % args.heads or args.heads % args.kv_heads:
-            p.error(f"--d-model ({args.d_model}) must split into --heads ({args.heads}), and those into --kv-heads "
-                    f"({args.kv_heads})")
+        if (args.head_dim is None and args.d_model % args.heads) or args.heads % args.kv_heads:
+            p.error(f"--d-model ({args.d_model}) must split into --heads ({args.heads}) unless --head-dim is given, "
+                    f"and those into --kv-heads ({args.kv_heads})")
 
 
 def config(args: argparse.Namespace):
@@ -108,7 +134,7 @@ def config(args: argparse.Namespace):
     if args.model:
         return args.model
     return tf.Config("described", args.layers, args.d_model, args.heads, args.kv_heads, args.ffn, args.vocab,
-                     max(args.seq, 2048), args.style)
+                     max(args.seq, 2048), args.style, head_size=args.head_dim, mlp=args.mlp)
 
 
 COLUMNS = ("gpu", "devices", "bytes_per_device", "fits", "seconds", "lower_s", "upper_s", "tokens_per_s", "mfu",
@@ -120,7 +146,11 @@ def table(plans) -> list[list[str]]:
 
     rows = [["GPU", "GPUs", "per GPU", "fits", "step", "bounds", "tokens/s", "MFU", "binds", "plan"]]
     for p in plans:
-        rows.append([p.gpu, str(p.devices), labels.si(p.bytes_per_device, "B"), "yes" if p.fits else "no",
+        if not hasattr(p, "seconds"):  # a card that cannot run the step as asked
+            rows.append([p.gpu, str(p.devices), "-", "-", "-", "-", "-", "-", "-", f"cannot run: {p.reason}"])
+            continue
+        gpus = f"{p.nodes} x {p.devices}" if p.nodes > 1 else str(p.devices)
+        rows.append([p.gpu, gpus, labels.si(p.bytes_per_device, "B"), "yes" if p.fits else "no",
                      labels.si(p.seconds, "s"), f"{labels.si(p.lower_s, 's')}-{labels.si(p.upper_s, 's')}",
                      labels.si(p.tokens_per_s, "tokens/s"), f"{p.mfu:.0%}", p.binds, p.plan])
     return rows
@@ -142,17 +172,17 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         plans = sizing.model_on_gpus(config(args), mode=args.mode, batch=args.batch, seq=args.seq,
-                                     devices=args.devices, gpus=args.gpus)
+                                     devices=args.devices, gpus=args.gpus, settings=args.settings)
     except KeyError as err:
         return cli.fail(cli.name(COMMAND), err.args[0])
-    except RuntimeError as err:
+    except (RuntimeError, ValueError) as err:
         return cli.fail(cli.name(COMMAND), str(err))
     rows = table(plans)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",
             "serve": "decode step"}[args.mode]
-    print(f"{args.model or 'described decoder'}, one {what}, batch {args.batch} x {args.seq:,} tokens "
-          "(compiled for each GPU on this CPU, predicted, not run):")
+    print(f"{args.model or 'described decoder'}, one {what}, batch {args.batch} x {args.seq:,} tokens, "
+          f"{args.settings.words()} (compiled for each GPU on this CPU, predicted, not run):")
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     if args.out:
@@ -161,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             with open(out.with_suffix(".csv"), "w", newline="") as f:
                 w = csv.writer(f)
                 w.writerow(COLUMNS)
-                w.writerows([[getattr(p, c) for c in COLUMNS] for p in plans])
+                w.writerows([[getattr(p, c, "") for c in COLUMNS] for p in plans])
             out.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(p) for p in plans], indent=1) + "\n")
         except OSError as err:  # the input was fine: the machine could not take the write
             print(f"{cli.name(COMMAND)}: error: cannot write {out}: {err.strerror or err}", file=sys.stderr)

@@ -196,6 +196,11 @@ def test_the_command_prices_a_described_decoder_as_the_library_does(tmp_path):
     (["--model", "llama-7b", "--batch", "0"], "--batch must be at least 1"),
     (["--model", "llama-7b", "--out", "/proc/nowhere/plan"], "--out: cannot create /proc/nowhere"),
     (["--model", "llama-7b", "--serve", "--bf16"], "--bf16 sets a train step's weights"),
+    (["--model", "llama-7b", "--remat", "dots"], "--remat: unknown remat policy 'dots'"),
+    (["--model", "llama-7b", "--nodes", "0"], "--nodes: nodes must be at least 1"),
+    (["--model", "llama-7b", "--mlp", "geglu"], "--head-dim and --mlp describe a decoder"),
+    (["--layers", "2", "--d-model", "250", "--heads", "4", "--kv-heads", "2", "--ffn", "8", "--vocab", "9"],
+     "must split into --heads (4) unless --head-dim is given"),
 ])
 def test_the_command_refuses_bad_input_in_one_line(argv, said):
     import subprocess
@@ -220,3 +225,80 @@ def test_every_mode_plans_and_pure_bf16_holds_less_than_mixed_precision():
     assert plans["prefill"].tokens_per_s > plans["serve"].tokens_per_s  # a prompt's tokens go through at once
     with pytest.raises(KeyError, match="unknown mode 'pretrain'"):
         sizing.plan_model(c, "h200", mode="pretrain")
+
+
+# ---- the settings real runs use (StepSettings) ----------------------------------------------------------------
+
+def test_step_settings_refuse_what_no_run_sets():
+    with pytest.raises(KeyError, match="unknown remat policy 'dots'; known: none, dots_saveable"):
+        tf.StepSettings(remat="dots")
+    with pytest.raises(KeyError, match="unknown matmul type 'int4'"):
+        tf.StepSettings(matmul="int4")
+    with pytest.raises(ValueError, match="nodes must be at least 1"):
+        tf.StepSettings(nodes=0)
+    assert tf.StepSettings().words() == "remat none, flash attention, bf16 products, scanned layers, 1 node"
+    import jax
+
+    assert all(callable(getattr(jax.checkpoint_policies, name)) for name in tf.REMAT_POLICIES)
+
+
+_GEGLU = tf.Config("geglu-head96", 2, 256, 4, 2, 512, 1000, 512, "llama", head_size=96, mlp="geglu")
+
+
+def test_a_geglu_decoder_with_its_own_head_size_trains_under_every_setting():
+    import jax
+
+    assert _GEGLU.head_dim == 96 and _GEGLU.params() > 0
+    p = tf.init(_GEGLU, jax.random.key(0))
+    assert p["layers"]["wqkv"].shape == (2, 256, (4 + 2 * 2) * 96) and p["layers"]["wo"].shape == (2, 4 * 96, 256)
+    tokens = jax.random.randint(jax.random.key(1), (2, 17), 0, 1000)
+    losses = []
+    for s in (tf.StepSettings(flash=False), tf.StepSettings(remat="dots_with_no_batch_dims_saveable"),
+              tf.StepSettings(scan=False), tf.StepSettings(matmul="fp8")):
+        step, opt = tf.train_step(_GEGLU, settings=s)
+        losses.append(float(step(p, opt.init(p), tokens)[2]))
+    # remat, attention and the layer loop change how the step runs, not what it computes; fp8 rounds the products
+    assert losses[0] == pytest.approx(losses[1], rel=1e-4) and losses[0] == pytest.approx(losses[2], rel=1e-4)
+    assert abs(losses[3] / losses[0] - 1) < 0.05 and losses[3] != losses[0]
+
+
+def test_the_settings_price_through_the_public_api():
+    import jaxgpu
+    from jaxgpu.pricing import sizing, targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    base = jaxgpu.plan_model(_GEGLU, "h100", batch=4, seq=256, devices=8)
+    assert base.settings.startswith("remat none") and base.internode_s == 0 and base.nodes == 1
+    fp8 = jaxgpu.plan_model(_GEGLU, "h100", batch=4, seq=256, devices=8, settings=tf.StepSettings(matmul="fp8"))
+    assert fp8.seconds > 0 and "fp8 products" in fp8.settings
+    two = jaxgpu.plan_model(_GEGLU, "h100", batch=4, seq=256, devices=8, settings=tf.StepSettings(nodes=2))
+    assert two.nodes == 2 and two.internode_s > 0 and two.comm_s >= two.internode_s
+    # each node runs half the batch: the step's own share is the smaller, the tokens per step the same
+    assert two.tokens_per_s * two.seconds == pytest.approx(base.tokens_per_s * base.seconds)
+    unrolled = jaxgpu.plan_model(_GEGLU, "h100", batch=4, seq=256, devices=1, settings=tf.StepSettings(scan=False))
+    assert unrolled.seconds > 0
+    rows = sizing.model_on_gpus(_GEGLU, batch=4, seq=256, devices=(8,), gpus=["h100", "a100", "l4"],
+                                settings=tf.StepSettings(matmul="fp8", nodes=2))
+    said = {r.gpu: getattr(r, "reason", "") for r in rows}
+    assert said["H100 SXM"] == "" and "no fp8 matrix units" in said["A100 80GB"] and "no network" in said["L4"]
+    with pytest.raises(ValueError, match="a training step's settings"):
+        jaxgpu.plan_model(_GEGLU, "h100", mode="serve", settings=tf.StepSettings(remat="dots_saveable"))
+    with pytest.raises(ValueError, match="does not split over 3 nodes"):
+        jaxgpu.plan_model(_GEGLU, "h100", batch=4, settings=tf.StepSettings(nodes=3))
+
+
+@pytest.mark.slow
+def test_llama_7b_fits_8_h100s_at_16_x_4096_when_the_weights_products_are_saved():
+    """The published 7B runs trained at 16 x 4096 on 8 H100s with activation checkpointing that keeps the matmul
+    outputs: the plan of that step fits; without remat it does not; and recomputing everything is not what it needs."""
+    from jaxgpu.pricing import sizing, targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    plans = {r: sizing.plan_model("llama-7b", "h100", batch=16, seq=4096, devices=8, settings=tf.StepSettings(remat=r))
+             for r in ("none", "dots_with_no_batch_dims_saveable", "nothing_saveable")}
+    assert not plans["none"].fits and plans["none"].bytes_per_device > 60e9  # it says what it would need
+    saved = plans["dots_with_no_batch_dims_saveable"]
+    assert saved.fits and saved.bytes_per_device > plans["nothing_saveable"].bytes_per_device
+    assert saved.seconds < plans["nothing_saveable"].seconds  # recomputing less costs less

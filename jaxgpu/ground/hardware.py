@@ -40,6 +40,7 @@ class Hardware:
     estimate: bool = False
     lanes_per_core: int | None = None  # fp32 lanes: SIMD width on CPU, FP32 units per SM on GPU
     link_gbps: float | None = None  # GPU to GPU, both directions together, per GPU (NVLink, else PCIe): datasheet
+    internode_gbps: float | None = None  # node to node, both directions together, per GPU (its network port)
 
     @classmethod
     def from_dict(cls, d: dict) -> Hardware:
@@ -72,6 +73,9 @@ class Hardware:
 # link_gbps: NVLink per GPU where eight are joined by it (H100 and H200 SXM: NVLink 4, 900 GB/s; A100 SXM: NVLink 3,
 # 600 GB/s), else PCIe (L4 and RTX 4090: Gen4 x16, 64 GB/s; H200 NVL: its NVLink bridge joins 2 or 4 cards, so
 # eight talk over PCIe Gen5 x16, 128 GB/s), from the same datasheets.
+# internode_gbps: a node's network port per GPU, as NVIDIA's 8-GPU systems have one: DGX H100 and DGX H200, eight
+# single-port ConnectX-7 at 400 Gb/s (50 GB/s each way); DGX A100, eight single-port ConnectX-6 at 200 Gb/s HDR
+# (25 GB/s each way) (the DGX H100/H200 and DGX A100 datasheets). None: no such system in the table's sources.
 # Sources: NVIDIA H100 Tensor Core GPU datasheet (SXM5 column) and H200 datasheet
 # (SXM); A100 datasheet (80GB SXM); L4 datasheet; Ada Lovelace architecture whitepaper
 # v2.02, Table 2 (RTX 4090, FP32-accumulate rates). fp64 is the FP64 Tensor Core rate
@@ -80,11 +84,13 @@ GPUS: dict[str, Hardware] = {
     "H100 SXM": Hardware(
         "H100 SXM", {"fp64": 67.0, "fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9,
                      "int8": 1978.9},
-        80, 3350, 132, 1.98, "NVIDIA H100 datasheet (SXM5), dense", lanes_per_core=128, link_gbps=900),
+        80, 3350, 132, 1.98, "NVIDIA H100 datasheet (SXM5), dense", lanes_per_core=128, link_gbps=900,
+        internode_gbps=100),
     "A100 80GB": Hardware(
         "A100 80GB", {"fp64": 19.5, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "fp8": None,
                       "int8": 624.0},
-        80, 2039, 108, 1.41, "NVIDIA A100 datasheet (80GB SXM), dense", lanes_per_core=64, link_gbps=600),
+        80, 2039, 108, 1.41, "NVIDIA A100 datasheet (80GB SXM), dense", lanes_per_core=64, link_gbps=600,
+        internode_gbps=50),
     "L4": Hardware(
         "L4", {"fp64": 0.47, "fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5,
                "int8": 242.5},
@@ -96,6 +102,11 @@ GPUS: dict[str, Hardware] = {
         24, 1008, 128, 2.52, "Ada Lovelace whitepaper, Table 2, FP32 accumulate, dense", lanes_per_core=128,
         link_gbps=64),
 }
+
+# The A100 40GB (SXM) is the same processor with 40 GB at 1,555 GB/s (the A100 datasheet's 40GB SXM column): what
+# many published runs of 2020-2023 trained on.
+GPUS["A100 40GB"] = dataclasses.replace(GPUS["A100 80GB"], name="A100 40GB", memory_gb=40, memory_bw_gbps=1555,
+                                        source="NVIDIA A100 datasheet (40GB SXM), dense")
 
 # The H200 is the H100's processor with more and faster memory: the same arithmetic rates.
 GPUS["H200 SXM"] = dataclasses.replace(GPUS["H100 SXM"], name="H200 SXM", memory_gb=141, memory_bw_gbps=4800,
@@ -115,6 +126,7 @@ _KIND_PATTERNS = (
     (r"H200", "H200 SXM"),
     (r"H100", "H100 SXM"),
     (r"A100.*80", "A100 80GB"),
+    (r"A100.*40", "A100 40GB"),
     (r"A100", "A100 80GB"),
     (r"\bL4\b", "L4"),
     (r"4090", "RTX 4090"),

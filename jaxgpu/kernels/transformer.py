@@ -34,10 +34,12 @@ class Config:
     vocab: int
     max_seq: int
     style: str  # "gpt2" or "llama"
+    head_size: int | None = None  # a head's width where it is not d_model / heads (Gemma: 256 at d_model 3072)
+    mlp: str = "swiglu"  # a llama-style block's gated MLP: "swiglu" (silu gate) or "geglu" (tanh-GELU gate, Gemma)
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.heads
+        return self.head_size or self.d_model // self.heads
 
     def params(self) -> int:
         """Weights, embeddings included."""
@@ -122,6 +124,56 @@ def _rope(x, positions):
 
 FLASH_SCOPE = "flash_attention"
 
+# The policies of jax.checkpoint_policies that take no arguments, by name: what a run's remat setting names
+# (MaxText's and Levanter's configs name the same ones: save the matrix products' outputs, or nothing)
+REMAT_POLICIES = ("dots_saveable", "dots_with_no_batch_dims_saveable", "checkpoint_dots",
+                  "checkpoint_dots_with_no_batch_dims", "nothing_saveable", "everything_saveable")
+MATMULS = ("bf16", "fp8")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepSettings:
+    """How a step is run: what real training and serving runs set first.
+
+    Attributes:
+      remat: "none" (the backward pass keeps every activation it needs), or a policy of
+        ``jax.checkpoint_policies`` by its name (``REMAT_POLICIES``), applied to each layer: ``dots_saveable`` keeps
+        the matrix products' outputs and recomputes the rest, ``nothing_saveable`` recomputes each layer whole.
+      flash: attention as one fused kernel (FlashAttention, cuDNN), else XLA's materialised scores.
+      matmul: "bf16" or "fp8" matrix products (fp8: e4m3 operands, bf16 out; only on a card with fp8 matrix units).
+      scan: the layers under one ``lax.scan`` (one compiled layer), else unrolled.
+      nodes: nodes of the step's GPUs each, the batch split over them: one node's program is compiled and priced,
+        the gradients' all-reduce between nodes added at the table's inter-node link bandwidth.
+    """
+
+    remat: str = "none"
+    flash: bool = True
+    matmul: str = "bf16"
+    scan: bool = True
+    nodes: int = 1
+
+    def __post_init__(self):
+        if self.remat != "none" and self.remat not in REMAT_POLICIES:
+            raise KeyError(f"unknown remat policy {self.remat!r}; known: none, {', '.join(REMAT_POLICIES)}")
+        if self.matmul not in MATMULS:
+            raise KeyError(f"unknown matmul type {self.matmul!r}; known: {', '.join(MATMULS)}")
+        if self.nodes < 1:
+            raise ValueError(f"nodes must be at least 1, got {self.nodes}")
+
+    def words(self) -> str:
+        """The settings in a phrase: "remat dots_saveable, flash attention, bf16, scanned, 1 node"."""
+        return (f"remat {self.remat}, {'flash' if self.flash else 'XLA'} attention, {self.matmul} products, "
+                f"{'scanned' if self.scan else 'unrolled'} layers, {self.nodes} node{'s' if self.nodes > 1 else ''}")
+
+
+def _mm(a, b, matmul: str = "bf16"):
+    """A matrix product as the step's settings run it: ``a @ b``, or with fp8 (e4m3) operands and ``a``'s dtype out,
+    the form XLA:GPU turns into an fp8 GEMM on a card with fp8 matrix units."""
+    if matmul == "fp8":
+        f8 = jnp.float8_e4m3fn
+        return jnp.matmul(a.astype(f8), b.astype(f8), preferred_element_type=a.dtype)
+    return a @ b
+
 
 def _attention(q, k, v, mask, flash: bool = False):
     """q [B, T, H, hd], k/v [B, S, KV, hd]; heads grouped over the KV heads; softmax in float32; ``mask``
@@ -146,8 +198,9 @@ def _attention_math(q, k, v, mask, flash: bool):
         return jnp.einsum("bgrts,bsgd->btgrd", p, v).reshape(b, t, h * hd)
 
 
-def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False):
-    """One layer on x [B, T, d]; with ``cache`` (k, v of [B, S, KV, hd]) the new keys are written at ``index``."""
+def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False, matmul="bf16"):
+    """One layer on x [B, T, d]; with ``cache`` (k, v of [B, S, KV, hd]) the new keys are written at ``index``;
+    ``matmul``: the products' type (``_mm``)."""
     b, t, _ = x.shape
     hd = c.head_dim
     if c.style == "gpt2":
@@ -157,7 +210,7 @@ def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False
         q, k, v = (a.reshape(b, t, -1, hd) for a in (q, k, v))
     else:
         h = _norm(x, w["attn_norm"], None, c.style)
-        q, k, v = jnp.split(h @ w["wqkv"], [c.heads * hd, (c.heads + c.kv_heads) * hd], axis=-1)
+        q, k, v = jnp.split(_mm(h, w["wqkv"], matmul), [c.heads * hd, (c.heads + c.kv_heads) * hd], axis=-1)
         q = _rope(q.reshape(b, t, c.heads, hd), positions)
         k = _rope(k.reshape(b, t, c.kv_heads, hd), positions)
         v = v.reshape(b, t, c.kv_heads, hd)
@@ -172,14 +225,18 @@ def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False
         h = _norm(x, w["ln2_g"], w["ln2_b"], c.style)
         x = x + (jax.nn.gelu(h @ w["w_fc"] + w["b_fc"]) @ w["w_proj"] + w["b_proj"])
     else:
-        x = x + a @ w["wo"]
+        x = x + _mm(a, w["wo"], matmul)
         h = _norm(x, w["mlp_norm"], None, c.style)
-        x = x + (jax.nn.silu(h @ w["w_gate"]) * (h @ w["w_up"])) @ w["w_down"]
+        gate = _mm(h, w["w_gate"], matmul)
+        gate = jax.nn.gelu(gate, approximate=True) if c.mlp == "geglu" else jax.nn.silu(gate)
+        x = x + _mm(gate * _mm(h, w["w_up"], matmul), w["w_down"], matmul)
     return x, cache
 
 
-def _hidden(c: Config, p: dict, tokens: jax.Array, flash: bool) -> jax.Array:
-    """The last layer's output [B, T, d] for token ids [B, T] (causal), ``p`` already in the compute dtype."""
+def _hidden(c: Config, p: dict, tokens: jax.Array, flash: bool, s: StepSettings | None = None) -> jax.Array:
+    """The last layer's output [B, T, d] for token ids [B, T] (causal), ``p`` already in the compute dtype; ``s``:
+    the step's remat policy, products and layer loop (``flash`` is its attention where ``s`` is None)."""
+    s = s or StepSettings(flash=flash)
     b, t = tokens.shape
     positions = jnp.broadcast_to(jnp.arange(t), (b, t))
     x = p["embed"][tokens]
@@ -188,9 +245,12 @@ def _hidden(c: Config, p: dict, tokens: jax.Array, flash: bool) -> jax.Array:
     mask = jnp.tril(jnp.ones((t, t), bool))
 
     def layer(x, w):
-        return _block(c, x, w, positions, mask, flash=flash)[0], None
+        return _block(c, x, w, positions, mask, flash=s.flash, matmul=s.matmul)[0], None
 
-    return _layers(layer, x, p["layers"])
+    if s.remat != "none":  # each layer's backward recomputes what the policy does not save
+        layer = jax.checkpoint(layer, policy=getattr(jax.checkpoint_policies, s.remat))
+    layers = p["layers"] if s.scan else unstack(p["layers"], c.layers)
+    return _layers(layer, x, layers)
 
 
 def _logits(c: Config, p: dict, x: jax.Array) -> jax.Array:
@@ -199,10 +259,11 @@ def _logits(c: Config, p: dict, x: jax.Array) -> jax.Array:
     return (x @ head).astype(jnp.float32)
 
 
-def forward(c: Config, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16, flash: bool = False) -> jax.Array:
+def forward(c: Config, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16, flash: bool = False,
+            s: StepSettings | None = None) -> jax.Array:
     """Logits [B, T, vocab] (float32) of a batch of token ids [B, T], products in ``compute``."""
     p = jax.tree.map(lambda a: a.astype(compute), params)
-    return _logits(c, p, _hidden(c, p, tokens, flash))
+    return _logits(c, p, _hidden(c, p, tokens, flash, s))
 
 
 def _layers(layer, x, layers):
@@ -214,17 +275,20 @@ def _layers(layer, x, layers):
     return x
 
 
-def loss(c: Config, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16, flash: bool = False) -> jax.Array:
+def loss(c: Config, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16, flash: bool = False,
+         s: StepSettings | None = None) -> jax.Array:
     """Next-token cross-entropy over the batch."""
-    logits = forward(c, params, tokens[:, :-1], compute, flash)
+    logits = forward(c, params, tokens[:, :-1], compute, flash, s)
     logp = jax.nn.log_softmax(logits, axis=-1)
     return -jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1).mean()
 
 
 def train_step(c: Config, *, compute: Any = jnp.bfloat16, micro_batches: int = 1, shards: int = 1,
-               lr: float = 3e-4, flash: bool = False, sharding: tuple | None = None):
+               lr: float = 3e-4, flash: bool = False, sharding: tuple | None = None,
+               settings: StepSettings | None = None):
     """A jitted ``step(params, opt_state, tokens) -> (params', opt_state', loss)``: gradients over
-    ``micro_batches`` slices of the batch (a scan), AdamW on ``update_share(params, shards)``.
+    ``micro_batches`` slices of the batch (a scan), AdamW on ``update_share(params, shards)``; ``settings``: the
+    step's remat policy, attention, products and layer loop (default: ``flash``'s attention, nothing else).
 
     ``sharding``: the (params, opt_state, tokens) shardings (``shard_specs``) the step takes and gives back,
     for a step split over a mesh of devices by ``jax.sharding`` (XLA inserts the collectives)."""
@@ -236,7 +300,7 @@ def train_step(c: Config, *, compute: Any = jnp.bfloat16, micro_batches: int = 1
         chunks = tokens.reshape(micro_batches, -1, tokens.shape[-1])
 
         def micro(acc, x):
-            lv, g = jax.value_and_grad(lambda p: loss(c, p, x, compute, flash))(params)
+            lv, g = jax.value_and_grad(lambda p: loss(c, p, x, compute, flash, settings))(params)
             return jax.tree.map(jnp.add, acc, (lv, g)), None
 
         zero = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
@@ -328,13 +392,15 @@ def train_specs(c: Config, batch: int, seq: int, shards: int = 1, dtype: Any = j
     return params, state, jax.ShapeDtypeStruct((batch, seq + 1), jnp.int32)
 
 
-def prefill_step(c: Config, compute: Any = jnp.bfloat16, sharding: tuple | None = None):
+def prefill_step(c: Config, compute: Any = jnp.bfloat16, sharding: tuple | None = None,
+                 settings: StepSettings | None = None):
     """A jitted ``step(params, tokens) -> logits`` of a prompt [B, T]: every layer over every token (what fills a
     KV cache), the vocabulary head for the last position only (the next token's logits)."""
+    settings = settings or StepSettings()
 
     def step(params, tokens):
         p = jax.tree.map(lambda a: a.astype(compute), params)
-        return _logits(c, p, _hidden(c, p, tokens, flash=True)[:, -1])
+        return _logits(c, p, _hidden(c, p, tokens, flash=settings.flash, s=settings)[:, -1])
 
     if sharding is None:
         return jax.jit(step)

@@ -197,6 +197,21 @@ class ModelPlan:
     memory_plan: str
     matmul_flop_share: float = 0.0  # of the plan's FLOPs, those of its matrix products
     matmul_time_share: float = 0.0  # of its predicted device time (collectives apart), its matrix products'
+    settings: str = ""  # the step's settings in words (``StepSettings.words``)
+    internode_s: float = 0.0  # of ``comm_s``, the gradients' all-reduce between nodes
+    nodes: int = 1  # of ``devices`` GPUs each
+
+
+@dataclasses.dataclass(frozen=True)
+class NotPriced:
+    """A step that cannot run on a card as asked (fp8 products on a card without fp8 matrix units; nodes where the
+    table knows no network between them): said, not priced as an emulation."""
+
+    model: str
+    mode: str
+    gpu: str
+    devices: int
+    reason: str
 
 
 def _mesh_devices(hw: hardware.Hardware, n: int):
@@ -219,7 +234,7 @@ MODES = ("train", "train_bf16", "prefill", "serve")
 
 
 def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, batch: int = 1, seq: int = 2048,
-               devices: int = 1, mode: str | None = None) -> ModelPlan:
+               devices: int = 1, mode: str | None = None, settings: Any = None) -> ModelPlan:
     """``model`` (a name of ``jaxgpu.kernels.transformer.CONFIGS``) training (one AdamW step over ``batch`` sequences of
     ``seq`` tokens, split fsdp) or serving (one decode step for ``batch`` sequences against a ``seq``-token
     cache, split by tensor parallelism) on ``devices`` GPUs named ``gpu``, compiled for them by XLA:GPU on this
@@ -227,10 +242,15 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
 
     ``model`` may also be a ``jaxgpu.kernels.transformer.Config`` (any decoder described by its dimensions).
     ``mode``, one of ``MODES``, overrides ``train``: "train_bf16" keeps the weights and AdamW's state in bf16;
-    "prefill" runs a ``seq``-token prompt through every layer (tp) and gives the next token's logits.
+    "prefill" runs a ``seq``-token prompt through every layer (tp) and gives the next token's logits. ``settings``: a
+    ``jaxgpu.kernels.transformer.StepSettings`` (remat policy, flash attention, fp8 products, scanned or unrolled
+    layers, nodes of ``devices`` GPUs each, ``batch`` split over them); default: none of them, flash attention.
 
     Raises:
       KeyError: an unknown model or GPU.
+      ValueError: settings the mode does not take (remat or nodes in serving; a batch the nodes do not split).
+      jaxgpu.records.results.Unsupported: the card cannot run the step so (fp8 without fp8 matrix units; nodes
+        without a network in the table).
       RuntimeError: no XLA:GPU plan can be had here (the gpu-compile extra is missing) and ``devices`` > 1.
     """
     import jax
@@ -243,14 +263,18 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     mode = mode or ("train" if train else "serve")
     if mode not in MODES:
         raise KeyError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+    s = settings or tf.StepSettings()
     hw = hardware.find_gpu(gpu)
+    _check_settings(s, mode, hw, batch)
     devs, label = _devices_for(hw, devices)
     mesh = jax.sharding.Mesh(list(devs), (tf.AXIS,))
-    step, specs, sh, tokens, model_flops = _step(c, mode, batch, seq, mesh)
+    step, specs, sh, tokens, model_flops = _step(c, mode, batch // s.nodes, seq, mesh, s)
     placed = [jax.tree.map(lambda s, h: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=h), sp, shd)
               for sp, shd in zip(specs, sh)]
     nbytes, hlo = _compiled(step, placed, label)
     comm, rest, counts = _collectives(stack.kernels(hlo), hw, devices)
+    between = _internode_s(c, mode, hw, devices, s.nodes)
+    comm += between
     roofs = roofline.roofs_for(hw)
     p = roofline.price(rest, roofs, loop_steps=stack.loop_steps(hlo), plan=label)
     dots = [k for k in rest if k.is_dot or k.scope == "flash_attention"]
@@ -260,14 +284,16 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     est = fit.transformer_train(_fit_shape(c), "bf16", seq, batch) if mode.startswith("train") else \
         fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
     seconds = p.estimate_s + comm
-    peak = (hw.peak_flops("bf16") or 0) * devices
+    tokens, model_flops = tokens * s.nodes, model_flops * s.nodes  # every node's share of the batch, at once
+    devices_all = devices * s.nodes
+    peak = (hw.peak_flops("fp8" if s.matmul == "fp8" else "bf16") or 0) * devices_all
     return ModelPlan(c.name, mode, hw.name, devices, batch, seq, nbytes,
                      sum(est.values()) / devices, nbytes <= USABLE_FRACTION * hw.memory_gb * 1e9, seconds,
                      max(p.lower_s, comm), p.upper_s + comm, comm,
                      "communication" if comm > max(p.compute_s, p.memory_s, p.launch_s) else p.bound,
                      tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, label, label,
                      sum(k.flops * k.count for k in dots) / all_flops if all_flops else 0.0,
-                     t_dots / (t_dots + t_other) if t_dots + t_other else 0.0)
+                     t_dots / (t_dots + t_other) if t_dots + t_other else 0.0, s.words(), between, s.nodes)
 
 
 def _devices_for(hw: hardware.Hardware, devices: int) -> tuple[list, str]:
@@ -310,9 +336,37 @@ def _config(model: str | Any):
         raise KeyError(f"unknown model {model!r}; {hint}known: {', '.join(tf.CONFIGS)}") from None
 
 
-def _step(c, mode: str, batch: int, seq: int, mesh) -> tuple:
+def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int) -> None:
+    from jaxgpu.records.results import Unsupported
+
+    training = mode.startswith("train")
+    if not training and (s.remat != "none" or s.nodes > 1):
+        raise ValueError("remat and nodes are a training step's settings; a prefill or decode step runs on one node "
+                         "and keeps no activations for a backward pass")
+    if mode == "serve" and s.matmul != "bf16":
+        raise ValueError("fp8 products in a decode step are not built; its weights' storage is a serving setting")
+    if batch % s.nodes:
+        raise ValueError(f"a batch of {batch} does not split over {s.nodes} nodes")
+    if s.matmul == "fp8" and not hw.tflops.get("fp8"):
+        raise Unsupported(f"the {hw.name} has no fp8 matrix units: an fp8 step would be emulated in wider types, "
+                          "which is not what fp8 training buys")
+    if s.nodes > 1 and not hw.internode_gbps:
+        raise Unsupported(f"the hardware table knows no network between {hw.name} nodes (internode_gbps)")
+
+
+def _internode_s(c, mode: str, hw: hardware.Hardware, devices: int, nodes: int) -> float:
+    """Seconds of the gradients' all-reduce between nodes, each GPU's share over its own port (a ring over the
+    nodes: 2 (nodes - 1) / nodes of the share each way), not overlapped with compute: the nodes hold the model
+    alike (FSDP within a node, data parallel between them), the gradients in the weights' storage type."""
+    if nodes < 2:
+        return 0.0
+    grad_bytes = c.params() * (2 if mode == "train_bf16" else 4) / devices
+    return 2 * (nodes - 1) / nodes * grad_bytes / (hw.internode_gbps / 2 * 1e9)
+
+
+def _step(c, mode: str, batch: int, seq: int, mesh, s: Any) -> tuple:
     """(the step, its argument specs, their shardings, tokens per step, the model's FLOPs per step) of ``mode``:
-    train steps split fsdp, serving tensor parallel."""
+    train steps split fsdp, serving tensor parallel; ``s``: the step's settings."""
     import jax
     import jax.numpy as jnp
 
@@ -322,12 +376,12 @@ def _step(c, mode: str, batch: int, seq: int, mesh) -> tuple:
         specs = tf.train_specs(c, batch, seq, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
         sh = (tf.shard_specs(specs[0], mesh, "fsdp"), tf.shard_specs(specs[1], mesh, "fsdp"),
               tf.shard_specs(specs[2], mesh, "fsdp", batch=True))
-        step, _ = tf.train_step(c, flash=True, sharding=sh)
+        step, _ = tf.train_step(c, flash=s.flash, sharding=sh, settings=s)
         tokens, model_flops = batch * seq, 6.0 * c.params() * batch * seq
     elif mode == "prefill":
         specs = (tf.param_specs(c, jnp.bfloat16), jax.ShapeDtypeStruct((batch, seq), jnp.int32))
         sh = (tf.shard_specs(specs[0], mesh, "tp"), tf.shard_specs(specs[1], mesh, "tp", batch=True))
-        step = tf.prefill_step(c, sharding=sh)
+        step = tf.prefill_step(c, sharding=sh, settings=s)
         tokens, model_flops = batch * seq, 2.0 * c.params() * batch * seq
     else:
         specs = tf.decode_specs(c, batch, seq)
@@ -366,9 +420,19 @@ def _fit_shape(c):
 
 def model_on_gpus(model: str | Any, *, train: bool = True, batch: int = 1, seq: int = 2048,
                   devices: Sequence[int] = (1, 8), gpus: Sequence[str] | None = None,
-                  mode: str | None = None) -> list[ModelPlan]:
+                  mode: str | None = None, settings: Any = None) -> list[ModelPlan | NotPriced]:
     """``plan_model`` for each GPU of the hardware table (or ``gpus``) and each device count: what
-    ``python -m experiments.model`` prints."""
+    ``python -m experiments.model`` prints; a card that cannot run the step as asked is a ``NotPriced``."""
+    from jaxgpu.records.results import Unsupported
+
     hws = [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values())
-    return [plan_model(model, hw.name, train=train, batch=batch, seq=seq, devices=n, mode=mode)
-            for hw in hws for n in devices]
+    out: list[ModelPlan | NotPriced] = []
+    for hw in hws:
+        for n in devices:
+            try:
+                out.append(plan_model(model, hw.name, train=train, batch=batch, seq=seq, devices=n, mode=mode,
+                                      settings=settings))
+            except Unsupported as why:
+                name = model if isinstance(model, str) else model.name
+                out.append(NotPriced(name, mode or ("train" if train else "serve"), hw.name, n, str(why)))
+    return out

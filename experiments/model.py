@@ -57,7 +57,9 @@ def parser() -> cli.Parser:
                         "keeps the weights' products, nothing_saveable recomputes each layer) or none (default)")
     p.add_argument("--no-flash", action="store_true", help="attention as XLA's scores, not one fused kernel")
     p.add_argument("--fp8", action="store_true", help="fp8 (e4m3) matrix products, on cards with fp8 matrix units")
-    p.add_argument("--unroll", action="store_true", help="the layers unrolled, not one scanned layer")
+    p.add_argument("--layer-loop", choices=("scan", "unroll"),
+                   help="the layers as one scanned layer or unrolled (default: scanned in training and prefill, "
+                        "unrolled in a decode step, as serving runs hold each layer's weights apart)")
     p.add_argument("--nodes", type=int, default=1,
                    help="with --train: nodes of --devices GPUs each, --batch split over them (default 1)")
     return p
@@ -97,7 +99,8 @@ def _settings(p: cli.Parser, args: argparse.Namespace):
 
     try:
         return tf.StepSettings(remat=args.remat, flash=not args.no_flash, matmul="fp8" if args.fp8 else "bf16",
-                               scan=not args.unroll, nodes=args.nodes)
+                               scan=args.layer_loop == "scan" if args.layer_loop else args.mode != "serve",
+                               nodes=args.nodes)
     except KeyError as err:
         p.error(f"--remat: {err.args[0]}")
     except ValueError as err:

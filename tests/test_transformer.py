@@ -302,3 +302,22 @@ def test_llama_7b_fits_8_h100s_at_16_x_4096_when_the_weights_products_are_saved(
     saved = plans["dots_with_no_batch_dims_saveable"]
     assert saved.fits and saved.bytes_per_device > plans["nothing_saveable"].bytes_per_device
     assert saved.seconds < plans["nothing_saveable"].seconds  # recomputing less costs less
+
+
+def test_the_model_command_prices_a_decode_step_as_the_published_set_does():
+    """XLA:GPU's plan of a scanned decode copies each layer's weights out of the stack (its dynamic-slice fusions):
+    the published serving runs hold each layer apart, and so do plan_model's decode steps by default, so the
+    command and the validation set price the same program."""
+    from jaxgpu.pricing import published, roofline, sizing, targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    case = next(c for c in published.CASES if c.id == "torchao-llama2-7b-decode-a100")
+    fn, args = published.program(case)
+    checked = roofline.predict(fn, *args, on="A100 80GB").estimate_s
+    plan = sizing.plan_model("llama-7b", "A100 80GB", train=False, batch=1, seq=case.program[3], devices=1)
+    assert "unrolled layers" in plan.settings and plan.plan == "xla:gpu a100"
+    assert plan.seconds == pytest.approx(checked, rel=0.10)
+    scanned = sizing.plan_model("llama-7b", "A100 80GB", train=False, batch=1, seq=case.program[3], devices=1,
+                                settings=tf.StepSettings(scan=True))
+    assert scanned.seconds > 2 * plan.seconds  # the copies of every layer's weights, in XLA:GPU's own plan

@@ -170,9 +170,10 @@ class ModelPlan:
     ``bytes_per_device`` from XLA:GPU's memory plan (``memory_plan`` names it; XLA:CPU's stands in without the
     gpu-compile extra) beside ``estimate_bytes``, ``jaxgpu.pricing.fit``'s formula for the whole model divided by the
     devices; ``fits`` within ``USABLE_FRACTION`` of the card; ``seconds`` per step (``lower_s`` to ``upper_s``),
-    of which ``comm_s`` is the step's collectives at the datasheet link bandwidth (one direction, not overlapped
-    with compute); ``tokens_per_s`` and ``mfu`` (model FLOPs, 6 x parameters per trained token or 2 x per served
-    one, over the devices' bf16 peak) follow from it."""
+    of which ``comm_s`` is what the step's collectives add at the datasheet link bandwidth (one direction): the
+    async ones beyond the compute they run under (``overlapped_s`` of them hidden), the synchronous ones whole;
+    ``upper_s`` prices them all unhidden; ``tokens_per_s`` and ``mfu`` (model FLOPs, 6 x parameters per trained
+    token or 2 x per served one, over the devices' bf16 peak) follow from it."""
 
     model: str
     # "train" (AdamW, fp32 master weights, bf16 products; fsdp), "train_bf16" (the same, weights and AdamW state in
@@ -200,6 +201,7 @@ class ModelPlan:
     settings: str = ""  # the step's settings in words (``StepSettings.words``)
     internode_s: float = 0.0  # of ``comm_s``, the gradients' all-reduce between nodes
     nodes: int = 1  # of ``devices`` GPUs each
+    overlapped_s: float = 0.0  # collectives' time hidden under compute (async, the latency-hiding schedule's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,9 +278,8 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     placed = [jax.tree.map(lambda s, h: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=h), sp, shd)
               for sp, shd in zip(specs, sh)]
     nbytes, hlo = _compiled(step, placed, label)
-    comm, rest, counts = _collectives(stack.kernels(hlo), hw, devices)
+    hidden, exposed, rest, counts = _collectives(stack.kernels(hlo), hw, devices)
     between = _internode_s(c, mode, hw, devices, s.nodes)
-    comm += between
     roofs = roofline.roofs_for(hw)
     p = roofline.price(rest, roofs, loop_steps=stack.loop_steps(hlo), plan=label)
     dots = [k for k in rest if k.is_dot or k.scope == "flash_attention"]
@@ -287,17 +288,23 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     all_flops = sum(k.flops * k.count for k in rest)
     est = fit.transformer_train(_fit_shape(c), "bf16", seq, batch) if mode.startswith("train") else \
         fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
+    # XLA:GPU's latency-hiding scheduler starts an async collective early and waits for it late, so the compute
+    # between runs under it: only what outlasts that compute adds to the step (a synchronous collective, and the
+    # nodes' all-reduce, priced whole)
+    overlapped = min(hidden, p.estimate_s)
+    comm = hidden - overlapped + exposed + between
     seconds = p.estimate_s + comm
     tokens, model_flops = tokens * s.nodes, model_flops * s.nodes  # every node's share of the batch, at once
     devices_all = devices * s.nodes
     peak = (hw.peak_flops("fp8" if s.matmul == "fp8" else "bf16") or 0) * devices_all
     return ModelPlan(c.name, mode, hw.name, devices, batch, seq, nbytes,
                      sum(est.values()) / devices, nbytes <= USABLE_FRACTION * hw.memory_gb * 1e9, seconds,
-                     max(p.lower_s, comm), p.upper_s + comm, comm,
+                     max(p.lower_s, comm), p.upper_s + comm + overlapped, comm,
                      "communication" if comm > max(p.compute_s, p.memory_s, p.launch_s) else p.bound,
                      tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, label, label,
                      sum(k.flops * k.count for k in dots) / all_flops if all_flops else 0.0,
-                     t_dots / (t_dots + t_other) if t_dots + t_other else 0.0, s.words(), between, s.nodes)
+                     t_dots / (t_dots + t_other) if t_dots + t_other else 0.0, s.words(), between, s.nodes,
+                     overlapped)
 
 
 def _devices_for(hw: hardware.Hardware, devices: int) -> tuple[list, str]:
@@ -396,10 +403,11 @@ def _step(c, mode: str, batch: int, seq: int, mesh, s: Any) -> tuple:
     return step, specs, sh, tokens, model_flops
 
 
-def _collectives(ks: list, hw: hardware.Hardware, devices: int) -> tuple[float, list, dict]:
-    """(seconds of the program's collectives at the card's link bandwidth, one direction and not overlapped, the
-    other kernels, {collective: (count, bytes moved)})."""
-    comm, rest, counts = 0.0, [], {}
+def _collectives(ks: list, hw: hardware.Hardware, devices: int) -> tuple[float, float, list, dict]:
+    """(seconds of the program's async collectives (a ``-start`` / ``-done`` pair: what XLA:GPU's schedule can run
+    under compute), seconds of its synchronous ones, the other kernels, {collective: (count, bytes moved)}); each at
+    the card's link bandwidth, one direction."""
+    hidden, exposed, rest, counts = 0.0, 0.0, [], {}
     link = (hw.link_gbps or 0) / 2 * 1e9  # one direction
     for k in ks:
         op = next((o for o in _LINK_SHARE if k.name.startswith(o)), None)
@@ -411,8 +419,12 @@ def _collectives(ks: list, hw: hardware.Hardware, devices: int) -> tuple[float, 
         moved = k.count * k.bytes * _LINK_SHARE[op](devices)
         n, b = counts.get(op, (0, 0.0))
         counts[op] = (n + k.count, b + moved)
-        comm += moved / link if link else 0.0
-    return comm, rest, counts
+        t = moved / link if link else 0.0
+        if k.name.startswith(op + "-start"):
+            hidden += t
+        else:
+            exposed += t
+    return hidden, exposed, rest, counts
 
 
 def _fit_shape(c):

@@ -417,7 +417,9 @@ def test_the_summary_says_which_plan_priced_the_gpu_and_prefers_a_measurement(ti
         assert row.topic.startswith("A big matrix multiply") and row.basis == "predicted, not run", row
         assert said in row.source and row.gpu == report_si(2.0 * n**3 / 1e-5, "FLOP/s"), row
         factor = 2.0 * n**3 / 1e-5 / (mm.metrics["gflops"] * 1e9)
-        assert row.factor == (f"{factor:,.0f}x" if factor >= 100 else f"{factor:.3g}x")
+        # no published check in these records: a factor of one figure (summary.factor rounds to the error)
+        assert row.factor == summary.factor(factor, 1.0, 1.0)
+        assert len(row.factor.strip("x").replace(",", "").replace(".", "").strip("0")) == 1
     # a GPU run that measured the same case: its figure, measured, replaces the prediction
     gpu = results.read_run(_as_gpu_run(tiny_run, tmp_path / "gpu"))
     runs = [run, priced(1.0), gpu]
@@ -429,3 +431,12 @@ def report_si(x, unit):
     from jaxgpu.records import labels
 
     return labels.si(x, unit)
+
+
+def test_a_factor_is_rounded_to_what_its_error_supports():
+    from experiments.reporting.summary import factor
+
+    assert factor(196.0, 1.0, 0.75) == "200x"  # a train step's prediction, 75% off on published steps: one figure
+    assert factor(193.0, 1.0, 0.06) == "190x" and factor(3.74, 1.0, 0.2) == "3.7x"  # GEMMs: two
+    assert factor(3.74, 1.0) == "3.74x" and factor(1234.5, 1.0) == "1,230x"  # measured: three
+    assert factor(None, 1.0) == "-" and factor(2.0, 0.0) == "-"

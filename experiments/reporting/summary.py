@@ -10,6 +10,7 @@ one ran the same case; else the price of the same program on XLA:GPU's plan that
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 
 from jaxgpu.records import figures, labels, results
@@ -65,12 +66,17 @@ def _error_of(scores: dict, kind: str) -> str:
             f"{s['within_2x']:.0%} within 2x ({int(s['cases'])} cases)")
 
 
-def factor(gpu: float | None, here: float | None) -> str:
-    """GPU over here, as the table prints it: "180x", "3.7x", or "-" where either is missing."""
+def factor(gpu: float | None, here: float | None, error: float | None = None) -> str:
+    """GPU over here, as the table prints it ("180x", "3.7x"; "-" where either is missing), to the significant
+    figures the GPU figure's ``error`` supports (a prediction's median error on published measurements of its kind:
+    three figures for a measurement or an error under 5%, two under 30%, else one: "200x", not "196x")."""
     if not gpu or not here:
         return "-"
     f = gpu / here
-    return f"{f:,.0f}x" if f >= 100 else f"{f:.3g}x"
+    digits = 3 if error is None or error < 0.05 else 2 if error < 0.30 else 1
+    mag = math.floor(math.log10(f))
+    r = round(f, digits - 1 - mag)
+    return f"{r:,.0f}x" if r >= 100 else f"{r:.{digits}g}x"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,8 +95,8 @@ class Ask:
     prices: Callable[[str], list[results.Record]]
     Row: type = Row  # headlines build their rows with it (a view does not import the report's modules)
 
-    def factor(self, gpu: float | None, here: float | None) -> str:
-        return factor(gpu, here)
+    def factor(self, gpu: float | None, here: float | None, error: float | None = None) -> str:
+        return factor(gpu, here, error)
 
     def largest(self, experiment: str, size: Callable[[dict], int], program: str | None = None,
                 **params) -> Pair | None:
@@ -112,16 +118,18 @@ class Ask:
         return next(((r, x) for r, x in self.pairs if r.env.get("backend") == "gpu" and not r.compiled
                      and not r.predicted and x.status == "ok" and x.key == key), None)
 
-    def plan(self, h: results.Record, kind: str) -> tuple[str, str, str]:
+    def plan(self, h: results.Record, kind: str) -> tuple[str, str, str, float | None]:
         """(which plan priced the price ``h``, how far such prices missed published ``kind`` measurements, in a
-        clause and in the table's words): XLA:GPU's own, or (without the gpu-compile extra) this CPU's standing
-        in for it, whose check is the CPU plan's."""
+        clause, in the table's words and as a number: the median |error|, None where unchecked): XLA:GPU's own, or
+        (without the gpu-compile extra) this CPU's standing in for it, whose check is the CPU plan's."""
         if h.metrics.get("gpu_plan", 1.0):
             name, scores = "XLA:GPU's plan", self.scores
         else:
             name = "this CPU's plan standing in for XLA:GPU's (install the gpu-compile extra for the GPU's own)"
             scores = self.scores.get("cpu_plan", {})
-        return name, _error_of(scores, kind), _checked(scores, kind)
+        s = scores.get(kind) or {}
+        return name, _error_of(scores, kind), _checked(scores, kind), s.get("median_abs_error") if s.get("cases") \
+            else 1.0
 
     def rate_row(self, topic: str, cpu: Pair | None, metric: str, unit: str, scale: float, program: str, kind: str,
                  shape: str, size: int | None = None, sized: Callable[[int], str] = "width {:,}".format
@@ -143,8 +151,8 @@ class Ask:
             return Row(topic, labels.si(here * scale, unit), "-", "-", "not run",
                        f"{shape}: measured in {run.path.name}; no GPU run and no GPU price of it", here * scale)
         g = h.metrics["work"] / h.metrics["predicted_s"]  # FLOP/s, B/s or samples/s: the unit the row shows
-        plan, error, checked = self.plan(h, kind)
-        return Row(topic, labels.si(here * scale, unit), labels.si(g, unit), factor(g, here * scale),
+        plan, error, checked, missed = self.plan(h, kind)
+        return Row(topic, labels.si(here * scale, unit), labels.si(g, unit), factor(g, here * scale, missed),
                    "predicted, not run", f"{shape}: measured in {run.path.name}; predicted on {self.gpu}, not run (the "
                    f"same program at {sized(h.params['size'])} on {plan}; {error})", here * scale, g, unit, checked)
 

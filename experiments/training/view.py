@@ -251,8 +251,8 @@ def to_target_headline(ask):
         return ask.Row(topic, labels.si(here, "s"), "-", "-", "not run", f"measured in {run.path.name}", here, None,
                        "s")
     g = x.metrics["steps"] * h.metrics["predicted_s"]
-    plan, error, checked = ask.plan(h, "train")
-    return ask.Row(topic, labels.si(here, "s"), labels.si(g, "s"), ask.factor(here, g), "predicted, not run",
+    plan, error, checked, missed = ask.plan(h, "train")
+    return ask.Row(topic, labels.si(here, "s"), labels.si(g, "s"), ask.factor(here, g, missed), "predicted, not run",
                    f"measured in {run.path.name} ({x.metrics['steps']:,.0f} steps, compile apart); predicted on "
                    f"{ask.gpu}, not run: the same steps on {plan} ({error})", here, g, "s", checked)
 

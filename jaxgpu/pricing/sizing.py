@@ -266,10 +266,7 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     mode = mode or ("train" if train else "serve")
     if mode not in MODES:
         raise KeyError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
-    # a decode step holds each layer's weights apart by default, as the published serving runs do: XLA:GPU's plan of
-    # a scanned decode copies each layer's slice out of the stacked weights first (its dynamic-slice fusions move
-    # 0.74 GB a layer for Llama-2 7B: 24 ms a token on an A100 against 8.8 ms unrolled, both on XLA:GPU's plan)
-    s = settings or tf.StepSettings(scan=mode != "serve")
+    s = settings or _default_settings(mode)
     hw = hardware.find_gpu(gpu)
     _check_settings(s, mode, hw, batch)
     devs, label = _devices_for(hw, devices)
@@ -282,29 +279,33 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     between = _internode_s(c, mode, hw, devices, s.nodes)
     roofs = roofline.roofs_for(hw)
     p = roofline.price(rest, roofs, loop_steps=stack.loop_steps(hlo), plan=label)
-    dots = [k for k in rest if k.is_dot or k.scope == "flash_attention"]
-    others = [k for k in rest if not (k.is_dot or k.scope == "flash_attention")]
-    t_dots, t_other = (roofline.price(ks_, roofs).device_s if ks_ else 0.0 for ks_ in (dots, others))
-    all_flops = sum(k.flops * k.count for k in rest)
     est = fit.transformer_train(_fit_shape(c), "bf16", seq, batch) if mode.startswith("train") else \
         fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
-    # XLA:GPU's latency-hiding scheduler starts an async collective early and waits for it late, so the compute
-    # between runs under it: only what outlasts that compute adds to the step (a synchronous collective, and the
-    # nodes' all-reduce, priced whole)
+    # XLA:GPU's latency-hiding schedule starts an async collective early and waits for it late: only what outlasts
+    # the compute between adds to the step (a synchronous collective and the nodes' all-reduce are priced whole)
     overlapped = min(hidden, p.estimate_s)
     comm = hidden - overlapped + exposed + between
     seconds = p.estimate_s + comm
     tokens, model_flops = tokens * s.nodes, model_flops * s.nodes  # every node's share of the batch, at once
-    devices_all = devices * s.nodes
-    peak = (hw.peak_flops("fp8" if s.matmul == "fp8" else "bf16") or 0) * devices_all
+    peak = (hw.peak_flops("fp8" if s.matmul == "fp8" else "bf16") or 0) * devices * s.nodes
     return ModelPlan(c.name, mode, hw.name, devices, batch, seq, nbytes,
                      sum(est.values()) / devices, nbytes <= USABLE_FRACTION * hw.memory_gb * 1e9, seconds,
                      max(p.lower_s, comm), p.upper_s + comm + overlapped, comm,
                      "communication" if comm > max(p.compute_s, p.memory_s, p.launch_s) else p.bound,
                      tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, label, label,
-                     sum(k.flops * k.count for k in dots) / all_flops if all_flops else 0.0,
-                     t_dots / (t_dots + t_other) if t_dots + t_other else 0.0, s.words(), between, s.nodes,
-                     overlapped)
+                     *_matmul_shares(rest, roofs), s.words(), between, s.nodes, overlapped)
+
+
+def _matmul_shares(ks: list, roofs) -> tuple[float, float]:
+    """(of the kernels' FLOPs, the matrix products' (fused attention's included); of their priced time, the same)."""
+    from jaxgpu.pricing import roofline
+
+    dots = [k for k in ks if k.is_dot or k.scope == "flash_attention"]
+    others = [k for k in ks if not (k.is_dot or k.scope == "flash_attention")]
+    t_dots, t_other = (roofline.price(ks_, roofs).device_s if ks_ else 0.0 for ks_ in (dots, others))
+    all_flops = sum(k.flops * k.count for k in ks)
+    return (sum(k.flops * k.count for k in dots) / all_flops if all_flops else 0.0,
+            t_dots / (t_dots + t_other) if t_dots + t_other else 0.0)
 
 
 def _devices_for(hw: hardware.Hardware, devices: int) -> tuple[list, str]:
@@ -345,6 +346,16 @@ def _config(model: str | Any):
         near = difflib.get_close_matches(model.lower(), tf.CONFIGS, n=1)
         hint = f"did you mean {near[0]!r}? " if near else ""
         raise KeyError(f"unknown model {model!r}; {hint}known: {', '.join(tf.CONFIGS)}") from None
+
+
+def _default_settings(mode: str):
+    """No remat, flash attention, bf16, one node; layers scanned, but in a decode step held apart, as the published
+    serving runs hold them: XLA:GPU's plan of a scanned decode copies each layer's slice out of the stacked weights
+    first (its dynamic-slice fusions move 0.74 GB a layer for Llama-2 7B: 24 ms a token on an A100 against 8.8 ms
+    unrolled, both on XLA:GPU's plan)."""
+    from jaxgpu.kernels import transformer as tf
+
+    return tf.StepSettings(scan=mode != "serve")
 
 
 def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int) -> None:

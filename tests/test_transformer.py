@@ -350,3 +350,23 @@ def test_a_published_jax_7b_step_on_8_h100s_is_priced_within_15_percent():
                           settings=tf.StepSettings(remat="dots_with_no_batch_dims_saveable", scan=False))
     assert p.seconds / 0.721 - 1 == pytest.approx(0, abs=0.15), p.seconds
     assert p.upper_s > 0.721 * 1.15  # without the schedule's overlap it would miss
+
+
+def test_an_fp8_step_runs_its_products_in_fp8_both_ways_in_xla_gpus_plan():
+    """fp8 training's recipe: e4m3 operands forward, the gradient in e5m2 backward; XLA:GPU's plan of the step then
+    holds fp8 GEMMs of both kinds (the attention and the vocabulary head stay bf16), and prices faster than bf16."""
+    from jaxgpu.ground import hardware
+    from jaxgpu.pricing import roofline, targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    c = tf.Config("fp8-probe", 2, 1024, 8, 8, 4096, 1000, 512, "llama")
+    hw = hardware.GPUS["H100 SXM"]
+    got = {}
+    for mm in ("bf16", "fp8"):
+        step, _ = tf.train_step(c, flash=True, settings=tf.StepSettings(matmul=mm))
+        ks, steps, name = roofline.plan_for(step, *tf.train_specs(c, 8, 512), on=hw)
+        assert name == "xla:gpu h100"
+        got[mm] = ({k.dtype for k in ks if k.is_dot}, roofline.price(ks, roofline.roofs_for(hw), loop_steps=steps))
+    assert got["bf16"][0] == {"bf16"} and {"f8e4m3fn", "f8e5m2"} <= got["fp8"][0]
+    assert got["fp8"][1].estimate_s < 0.9 * got["bf16"][1].estimate_s

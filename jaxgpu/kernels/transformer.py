@@ -167,12 +167,34 @@ class StepSettings:
 
 
 def _mm(a, b, matmul: str = "bf16"):
-    """A matrix product as the step's settings run it: ``a @ b``, or with fp8 (e4m3) operands and ``a``'s dtype out,
-    the form XLA:GPU turns into an fp8 GEMM on a card with fp8 matrix units."""
-    if matmul == "fp8":
-        f8 = jnp.float8_e4m3fn
-        return jnp.matmul(a.astype(f8), b.astype(f8), preferred_element_type=a.dtype)
-    return a @ b
+    """A matrix product as the step's settings run it: ``a @ b``, or ``_fp8_mm``."""
+    return _fp8_mm(a, b) if matmul == "fp8" else a @ b
+
+
+@jax.custom_vjp
+def _fp8_mm(a, b):
+    """``a @ b`` as fp8 training runs it (Transformer Engine's recipe): e4m3 operands forward, and backward the
+    gradient in e5m2 (its wider range) against the e4m3 operands, each product out in ``a``'s dtype: the forms
+    XLA:GPU turns into fp8 GEMMs on a card with fp8 matrix units (without the custom backward, the gradient's
+    products would meet a bf16 cotangent and run in bf16)."""
+    return _fp8_mm_fwd(a, b)[0]
+
+
+def _fp8_mm_fwd(a, b):
+    a8, b8 = a.astype(jnp.float8_e4m3fn), b.astype(jnp.float8_e4m3fn)
+    # the operands' own dtypes ride along as empty arrays (a residual must be an array)
+    return jnp.matmul(a8, b8, preferred_element_type=a.dtype), (a8, b8, jnp.zeros(0, a.dtype), jnp.zeros(0, b.dtype))
+
+
+def _fp8_mm_bwd(res, g):
+    a8, b8, a_kind, b_kind = res
+    g8 = g.astype(jnp.float8_e5m2)
+    da = jnp.matmul(g8, b8.T, preferred_element_type=a_kind.dtype)
+    db = jnp.einsum("...k,...n->kn", a8, g8, preferred_element_type=b_kind.dtype)
+    return da, db
+
+
+_fp8_mm.defvjp(_fp8_mm_fwd, _fp8_mm_bwd)
 
 
 def _attention(q, k, v, mask, flash: bool = False):

@@ -439,4 +439,6 @@ def test_a_factor_is_rounded_to_what_its_error_supports():
     assert factor(196.0, 1.0, 0.75) == "200x"  # a train step's prediction, 75% off on published steps: one figure
     assert factor(193.0, 1.0, 0.06) == "190x" and factor(3.74, 1.0, 0.2) == "3.7x"  # GEMMs: two
     assert factor(3.74, 1.0) == "3.74x" and factor(1234.5, 1.0) == "1,230x"  # measured: three
+    assert factor(74.0, 1.0, 0.5) == "70x" and factor(5.56, 1.0, 0.5) == "6x" and factor(99.6, 1.0, 0.2) == "100x"
+    assert factor(0.0123, 1.0, 0.5) == "0.01x" and factor(2.0, 1.0) == "2x"
     assert factor(None, 1.0) == "-" and factor(2.0, 0.0) == "-"

@@ -76,7 +76,7 @@ def factor(gpu: float | None, here: float | None, error: float | None = None) ->
     digits = 3 if error is None or error < 0.05 else 2 if error < 0.30 else 1
     mag = math.floor(math.log10(f))
     r = round(f, digits - 1 - mag)
-    return f"{r:,.0f}x" if r >= 100 else f"{r:.{digits}g}x"
+    return f"{r:,.0f}x" if digits - 1 - mag <= 0 else f"{r:.{digits}g}x"
 
 
 @dataclasses.dataclass(frozen=True)

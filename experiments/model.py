@@ -98,7 +98,8 @@ def _settings(p: cli.Parser, args: argparse.Namespace):
     from jaxgpu.kernels import transformer as tf
 
     try:
-        return tf.StepSettings(remat=args.remat, flash=not args.no_flash, matmul="fp8" if args.fp8 else "bf16",
+        return tf.StepSettings(remat=args.remat, flash=not args.no_flash and args.mode != "serve",
+                               matmul="fp8" if args.fp8 else "bf16",
                                scan=args.layer_loop == "scan" if args.layer_loop else args.mode != "serve",
                                nodes=args.nodes)
     except KeyError as err:

@@ -313,3 +313,10 @@ def test_the_console_scripts_name_themselves():
         assert "python -m" not in proc.stdout, name
     bad = subprocess.run([str(bin_dir / "jaxgpu-run"), "--only", "nope"], capture_output=True, text=True, timeout=120)
     _one_line_error(bad, "jaxgpu-run: error: unknown experiment 'nope'")
+
+
+@pytest.mark.parametrize("config", ['"abc"', '5', '{"devices": "4"}'])
+def test_a_resumed_run_json_that_cannot_be_read_back_is_one_line(tmp_path, config):
+    (tmp_path / "run.json").write_text('{"schema": 1, "config": ' + config + "}")
+    (tmp_path / "results.jsonl").write_text("")
+    _one_line_error(_run("experiments.run", "--resume", str(tmp_path), "--dry-run"), "its config cannot be read back")

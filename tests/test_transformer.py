@@ -319,7 +319,7 @@ def test_the_model_command_prices_a_decode_step_as_the_published_set_does():
     assert "unrolled layers" in plan.settings and plan.plan == "xla:gpu a100"
     assert plan.seconds == pytest.approx(checked, rel=0.10)
     scanned = sizing.plan_model("llama-7b", "A100 80GB", train=False, batch=1, seq=case.program[3], devices=1,
-                                settings=tf.StepSettings(scan=True))
+                                settings=tf.StepSettings(scan=True, flash=False))
     assert scanned.seconds > 2 * plan.seconds  # the copies of every layer's weights, in XLA:GPU's own plan
 
 
@@ -370,3 +370,42 @@ def test_an_fp8_step_runs_its_products_in_fp8_both_ways_in_xla_gpus_plan():
         got[mm] = ({k.dtype for k in ks if k.is_dot}, roofline.price(ks, roofline.roofs_for(hw), loop_steps=steps))
     assert got["bf16"][0] == {"bf16"} and {"f8e4m3fn", "f8e5m2"} <= got["fp8"][0]
     assert got["fp8"][1].estimate_s < 0.9 * got["bf16"][1].estimate_s
+
+
+def test_an_async_collective_moves_what_a_synchronous_one_of_its_size_moves():
+    """A -start kernel's result holds its inputs beside its outputs (XLA:GPU's plan): its bytes are not its traffic."""
+    import types
+
+    from jaxgpu.ground import hardware
+    from jaxgpu.pricing import sizing
+
+    hw, n, size = hardware.GPUS["H100 SXM"], 8, 8.0 * 2**20
+    link = hw.link_gbps / 2 * 1e9
+    for name, sync, started in (("reduce-scatter", size * (1 + 1 / n), size * (2 + 1 / n)),
+                                ("all-gather", size * (1 + 1 / n), size * (1 + 2 / n)),
+                                ("all-to-all", 2 * size, 3 * size)):
+        k = lambda kind, b, op=name: types.SimpleNamespace(name=f"{op}{kind}.1", count=1, bytes=b)  # noqa: E731
+        hidden, exposed, rest, counts = sizing._collectives([k("-start", started), k("-done", started)], hw, n)
+        _, alone, _, once = sizing._collectives([k("", sync)], hw, n)
+        assert hidden == pytest.approx(alone) and exposed == 0 and rest == [], name
+        assert counts[name] == pytest.approx(once[name]), name
+    assert alone == pytest.approx(2 * size * (n - 1) / (2 * n) / link)  # all-to-all: (n - 1) / n of it leaves
+
+
+def test_the_settings_reach_every_block_and_mode():
+    from jaxgpu.ground import hardware
+    from jaxgpu.pricing import roofline, sizing, targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    gpt2 = tf.Config("gpt2-probe", 2, 512, 8, 8, 2048, 1000, 512, "gpt2")
+    step, _ = tf.train_step(gpt2, flash=True, settings=tf.StepSettings(matmul="fp8"))
+    ks, _, _ = roofline.plan_for(step, *tf.train_specs(gpt2, 4, 256), on=hardware.GPUS["H100 SXM"])
+    assert {"f8e4m3fn", "f8e5m2"} <= {k.dtype for k in ks if k.is_dot}  # a GPT-2 block's products too
+    with pytest.raises(ValueError, match="a decode step's attention is XLA's"):
+        sizing.plan_model(_GEGLU, "h100", mode="serve", settings=tf.StepSettings(scan=False))
+    served = sizing.plan_model(_GEGLU, "h100", mode="serve", batch=2, seq=256)
+    assert "XLA attention" in served.settings and "unrolled layers" in served.settings
+    two = sizing.plan_model(_GEGLU, "h100", batch=4, seq=256, devices=8, settings=tf.StepSettings(nodes=2))
+    half = sizing.plan_model(_GEGLU, "h100", batch=2, seq=256, devices=8)
+    assert two.estimate_bytes == pytest.approx(half.estimate_bytes)  # the formula sees one node's batch too

@@ -136,9 +136,17 @@ def _saved(resume: str) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():  # a cut last line: the runner sets it aside and says so
             warnings.simplefilter("ignore")
-            return dict(results.read_run(resume).meta.get("config", {}))
+            config = results.read_run(resume).meta.get("config", {})
     except results.ResultsError as err:
         raise BadInput(str(err)) from None
+    kinds = {"devices": int, "processes": int, "seed": int, "experiments": list, "compile_for": str, "backend": str,
+             "profile": str, "allocator": str}  # what a resume reads back
+    wrong = [k for k, v in (config.items() if isinstance(config, dict) else ())
+             if k in kinds and v is not None and not isinstance(v, kinds[k])]
+    if not isinstance(config, dict) or wrong:
+        raise BadInput(f"{resume}/run.json: its config cannot be read back ({', '.join(wrong) or 'not a table'}); "
+                       "start a new folder with --out")
+    return dict(config)
 
 
 def _gpu_name(flag: str, name: str) -> str:
@@ -175,12 +183,11 @@ def _check_processes(s: RunSettings) -> None:
 def ignored(args: argparse.Namespace, s: RunSettings) -> list[str]:
     """The flags this command line sets that nothing will read, each with why (a warning, not an error)."""
     out = []
-    gpu = s.backend == "gpu" or s.compiled
     if args.devices is not None and s.backend == "gpu":
         out.append("--devices sets CPU host devices; a GPU run uses the GPUs JAX sees")
     if args.processes is not None and "distributed" not in s.experiments:
         out.append("--processes is read by the distributed experiment, which is not selected")
-    if args.allocator and gpu:
+    if args.allocator and s.backend == "gpu":  # a compile-only run is a CPU run: the allocator is read
         out.append("--allocator sets the host allocator of a CPU run")
     if s.dry_run:
         out += [f"{flag} does nothing with --dry-run (nothing runs)" for flag, on in

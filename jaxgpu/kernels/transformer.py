@@ -227,7 +227,7 @@ def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False
     hd = c.head_dim
     if c.style == "gpt2":
         h = _norm(x, w["ln1_g"], w["ln1_b"], c.style)
-        qkv = h @ w["w_qkv"] + w["b_qkv"]
+        qkv = _mm(h, w["w_qkv"], matmul) + w["b_qkv"]
         q, k, v = jnp.split(qkv, 3, axis=-1)
         q, k, v = (a.reshape(b, t, -1, hd) for a in (q, k, v))
     else:
@@ -243,9 +243,9 @@ def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False
         cache = (k, v)
     a = _attention(q, k, v, mask, flash)
     if c.style == "gpt2":
-        x = x + (a @ w["w_o"] + w["b_o"])
+        x = x + (_mm(a, w["w_o"], matmul) + w["b_o"])
         h = _norm(x, w["ln2_g"], w["ln2_b"], c.style)
-        x = x + (jax.nn.gelu(h @ w["w_fc"] + w["b_fc"]) @ w["w_proj"] + w["b_proj"])
+        x = x + (_mm(jax.nn.gelu(_mm(h, w["w_fc"], matmul) + w["b_fc"]), w["w_proj"], matmul) + w["b_proj"])
     else:
         x = x + _mm(a, w["wo"], matmul)
         h = _norm(x, w["mlp_norm"], None, c.style)

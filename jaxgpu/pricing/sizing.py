@@ -161,6 +161,13 @@ def _measured_here(step: Callable, specs: Sequence[Any], target_s: float) -> Gpu
 _LINK_SHARE = {"all-reduce": lambda n: (n - 1) / n, "all-gather": lambda n: (n - 1) / (n + 1),
                "reduce-scatter": lambda n: (n - 1) / (n + 1), "all-to-all": lambda n: (n - 1) / (2 * n),
                "collective-permute": lambda n: 0.5}
+# An async collective's ``-start`` holds its inputs in its result beside its outputs, so its kernel's bytes count the
+# inputs twice: the share of them a synchronous one of the same size would count (read off XLA:GPU's plan of an fsdp
+# step over 8 devices: all-gather-start S(1 + 2/n) for S(1 + 1/n), reduce-scatter-start S(2 + 1/n) for S(1 + 1/n),
+# all-to-all-start 3S for 2S; all-reduce-start's result is its output alone)
+_START_SHARE = {"all-reduce": lambda n: 1.0, "all-gather": lambda n: (n + 1) / (n + 2),
+                "reduce-scatter": lambda n: (n + 1) / (2 * n + 1), "all-to-all": lambda n: 2 / 3,
+                "collective-permute": lambda n: 2 / 3}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,7 +180,7 @@ class ModelPlan:
     of which ``comm_s`` is what the step's collectives add at the datasheet link bandwidth (one direction): the
     async ones beyond the compute they run under (``overlapped_s`` of them hidden), the synchronous ones whole;
     ``upper_s`` prices them all unhidden; ``tokens_per_s`` and ``mfu`` (model FLOPs, 6 x parameters per trained
-    token or 2 x per served one, over the devices' bf16 peak) follow from it."""
+    token or 2 x per served one, over the devices' bf16 peak, or fp8's for fp8 products) follow from it."""
 
     model: str
     # "train" (AdamW, fp32 master weights, bf16 products; fsdp), "train_bf16" (the same, weights and AdamW state in
@@ -279,7 +286,7 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     between = _internode_s(c, mode, hw, devices, s.nodes)
     roofs = roofline.roofs_for(hw)
     p = roofline.price(rest, roofs, loop_steps=stack.loop_steps(hlo), plan=label)
-    est = fit.transformer_train(_fit_shape(c), "bf16", seq, batch) if mode.startswith("train") else \
+    est = fit.transformer_train(_fit_shape(c), "bf16", seq, batch // s.nodes) if mode.startswith("train") else \
         fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
     # XLA:GPU's latency-hiding schedule starts an async collective early and waits for it late: only what outlasts
     # the compute between adds to the step (a synchronous collective and the nodes' all-reduce are priced whole)
@@ -349,13 +356,14 @@ def _config(model: str | Any):
 
 
 def _default_settings(mode: str):
-    """No remat, flash attention, bf16, one node; layers scanned, but in a decode step held apart, as the published
+    """No remat, flash attention (a decode step's is XLA's), bf16, one node; layers scanned, but in a decode step held
+    apart, as the published
     serving runs hold them: XLA:GPU's plan of a scanned decode copies each layer's slice out of the stacked weights
     first (its dynamic-slice fusions move 0.74 GB a layer for Llama-2 7B: 24 ms a token on an A100 against 8.8 ms
     unrolled, both on XLA:GPU's plan)."""
     from jaxgpu.kernels import transformer as tf
 
-    return tf.StepSettings(scan=mode != "serve")
+    return tf.StepSettings(scan=mode != "serve", flash=mode != "serve")
 
 
 def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int) -> None:
@@ -367,6 +375,9 @@ def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int) -> None:
                          "and keeps no activations for a backward pass")
     if mode == "serve" and s.matmul != "bf16":
         raise ValueError("fp8 products in a decode step are not built; its weights' storage is a serving setting")
+    if mode == "serve" and s.flash:
+        raise ValueError("a decode step's attention is XLA's, one token against its cache: flash is a setting of "
+                         "training and prefill")
     if batch % s.nodes:
         raise ValueError(f"a batch of {batch} does not split over {s.nodes} nodes")
     if s.matmul == "fp8" and not hw.tflops.get("fp8"):
@@ -427,11 +438,12 @@ def _collectives(ks: list, hw: hardware.Hardware, devices: int) -> tuple[float, 
             continue
         if k.name.startswith(op + "-done"):
             continue
-        moved = k.count * k.bytes * _LINK_SHARE[op](devices)
+        started = k.name.startswith(op + "-start")
+        moved = k.count * k.bytes * _LINK_SHARE[op](devices) * (_START_SHARE[op](devices) if started else 1.0)
         n, b = counts.get(op, (0, 0.0))
         counts[op] = (n + k.count, b + moved)
         t = moved / link if link else 0.0
-        if k.name.startswith(op + "-start"):
+        if started:
             hidden += t
         else:
             exposed += t

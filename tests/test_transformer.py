@@ -409,3 +409,11 @@ def test_the_settings_reach_every_block_and_mode():
     two = sizing.plan_model(_GEGLU, "h100", batch=4, seq=256, devices=8, settings=tf.StepSettings(nodes=2))
     half = sizing.plan_model(_GEGLU, "h100", batch=2, seq=256, devices=8)
     assert two.estimate_bytes == pytest.approx(half.estimate_bytes)  # the formula sees one node's batch too
+
+
+def test_a_model_is_named_in_any_case():
+    from jaxgpu.pricing import sizing
+
+    assert sizing._config("LLaMA3-8B") is tf.CONFIGS["llama3-8b"] and sizing._config(_GEGLU) is _GEGLU
+    with pytest.raises(KeyError, match="unknown model 'llama3-8'; did you mean 'llama3-8b'"):
+        sizing._config("llama3-8")

@@ -343,10 +343,13 @@ def _compiled(step, placed: list, label: str) -> tuple[float, str]:
 
 
 def _config(model: str | Any):
+    """The decoder ``model`` names, in any case ("Llama3-8B" is llama3-8b), or a ``Config`` as it is."""
     from jaxgpu.kernels import transformer as tf
 
+    if isinstance(model, tf.Config):
+        return model
     try:
-        return model if isinstance(model, tf.Config) else tf.CONFIGS[model]
+        return tf.CONFIGS[model.lower()]
     except KeyError:
         import difflib
 

@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",
             "serve": "decode step"}[args.mode]
-    print(f"{args.model or 'described decoder'}, one {what}, batch {args.batch} x {args.seq:,} tokens, "
+    name = plans[0].model if args.model and plans else "described decoder"  # the table's own spelling
+    print(f"{name}, one {what}, batch {args.batch} x {args.seq:,} tokens, "
           f"{args.settings.words()} (compiled for each GPU on this CPU, predicted, not run):")
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())

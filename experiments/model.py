@@ -95,13 +95,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _settings(p: cli.Parser, args: argparse.Namespace):
-    from jaxgpu.kernels import transformer as tf
+    from jaxgpu.pricing import sizing
 
+    base = sizing.default_settings(args.mode)  # the mode's own defaults; the flags change what they name
     try:
-        return tf.StepSettings(remat=args.remat, flash=not args.no_flash and args.mode != "serve",
-                               matmul="fp8" if args.fp8 else "bf16",
-                               scan=args.layer_loop == "scan" if args.layer_loop else args.mode != "serve",
-                               nodes=args.nodes)
+        return dataclasses.replace(base, remat=args.remat, flash=base.flash and not args.no_flash,
+                                   matmul="fp8" if args.fp8 else "bf16",
+                                   scan=args.layer_loop == "scan" if args.layer_loop else base.scan, nodes=args.nodes)
     except KeyError as err:
         p.error(f"--remat: {err.args[0]}")
     except ValueError as err:

@@ -273,7 +273,7 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     mode = mode or ("train" if train else "serve")
     if mode not in MODES:
         raise KeyError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
-    s = settings or _default_settings(mode)
+    s = settings or default_settings(mode)
     hw = hardware.find_gpu(gpu)
     _check_settings(s, mode, hw, batch)
     devs, label = _devices_for(hw, devices)
@@ -358,7 +358,7 @@ def _config(model: str | Any):
         raise KeyError(f"unknown model {model!r}; {hint}known: {', '.join(tf.CONFIGS)}") from None
 
 
-def _default_settings(mode: str):
+def default_settings(mode: str):
     """No remat, flash attention (a decode step's is XLA's), bf16, one node; layers scanned, but in a decode step held
     apart, as the published
     serving runs hold them: XLA:GPU's plan of a scanned decode copies each layer's slice out of the stacked weights

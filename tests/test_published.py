@@ -28,11 +28,55 @@ def test_every_case_names_its_source_setup_and_gpu():
     assert all(not c.calibration for c in published.scored())
 
 
+def test_whole_steps_are_a_set_of_their_own():
+    """At least 12 training steps and 6 prefill or decode steps, of at least four sources beyond llm.c, JAX programs
+    among them; each step over GPUs names a model and settings plan_model takes."""
+    from jaxgpu.kernels import transformer
+
+    scored = published.scored()
+    train = [c for c in scored if c.kind == "train"]
+    serve = [c for c in scored if c.kind in ("decode", "prefill")]
+    assert len(train) >= 12 and len(serve) >= 6
+    assert sum(c.held_out for c in train) >= len(train) // 3 and sum(c.held_out for c in serve) >= len(serve) // 3
+    repos = {c.source.split(" ")[0] for c in train + serve} - {"karpathy/llm.c"}
+    assert len(repos) >= 4 and {"AI-Hypercomputer/maxtext", "NVIDIA/JAX-Toolbox"} <= repos, repos
+    assert sum(c.source.startswith("karpathy/llm.c") for c in train) == 4
+    steps = [c for c in published.CASES if published.is_step(c)]
+    assert {c.kind for c in steps} == {"train", "decode"}
+    for c in steps:
+        _, model, mode, batch, seq, devices, settings = c.program
+        s = published.step_settings(c)
+        assert isinstance(s, transformer.StepSettings) and s.scan == (mode != "serve" and dict(settings).get("scan", 1))
+        assert published.model_config(model).params() > 0 and batch % (s.nodes * s.accumulate) == 0, c.id
+    with pytest.raises(ValueError, match="plan_step prices it"):
+        published.program(steps[0])
+
+
+@pytest.mark.slow
+def test_a_step_case_is_priced_through_plan_model():
+    """A case's step, shrunk to a small batch, through the same door: plan_model's plan of it, priced whole."""
+    from jaxgpu.pricing import targets
+
+    from experiments.gpu_model import measure
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    c = next(c for c in published.CASES if c.id == "pax-gpt-126m-64-h100")
+    small = dataclasses.replace(c, program=("step", "pax-gpt-126m", "train", 32, 256, 8, (("nodes", 2),)))
+    m = measure._step(small)
+    assert m["gpu_plan"] == 1.0 and m["fits"] == 1.0 and m["internode_s"] > 0
+    assert m["lower_s"] <= m["predicted_s"] <= m["upper_s"] and m["comm_s"] >= m["internode_s"]
+
+
 def test_a_published_rate_becomes_seconds_per_call():
     c = next(c for c in published.CASES if c.id == "torch-mm-h100-bf16-4096")
     assert c.published_s == pytest.approx(2 * 4096**3 / 788.72e12)
     d = next(c for c in published.CASES if c.id == "torchao-llama2-7b-decode-a100")
     assert d.published_s == pytest.approx(1 / 107.38)
+    pax = next(c for c in published.CASES if c.id == "pax-gpt-5b-256-a100")
+    assert pax.published_s == pytest.approx(2048 / 594.13)  # the global batch over sequences a second
+    maxtext = next(c for c in published.CASES if c.id == "maxtext-llama2-7b-1x8-h100")
+    assert maxtext.published_s == pytest.approx(1.454, abs=1e-3)  # MaxText's own FLOP count over its rate
     with pytest.raises(ValueError, match="needs the work"):
         dataclasses.replace(c, work=0.0)
     with pytest.raises(ValueError, match="timed must be"):
@@ -103,6 +147,9 @@ def test_the_section_scores_the_cases_without_the_calibration_ones():
     assert s["gemm"]["median_abs_error"] == pytest.approx(0.1) and s["train"]["within_2x"] == 0.0
     sec = view.section(Seen(tuple(pairs)))
     assert len(sec.tables[0].rows) == len(published.CASES)
+    kinds = {row[0]: row for row in sec.tables[1].rows}  # each kind apart: the estimate's and the lower bound's
+    assert set(kinds) == set(published.KINDS) and kinds["train"][2] == "150%" and kinds["gemm"][2] == "10%"
+    assert kinds["train"][5] == "25%"  # the records' lower bound is half the estimate: 2.5 / 2 - 1
     assert any(row[7] == "calibration" for row in sec.tables[0].rows)
     assert "held-out half" in sec.paragraphs[0] and "not run here" in sec.paragraphs[0]
     assert view.section(Seen()).tables == []

@@ -236,7 +236,10 @@ def test_step_settings_refuse_what_no_run_sets():
         tf.StepSettings(matmul="int4")
     with pytest.raises(ValueError, match="nodes must be at least 1"):
         tf.StepSettings(nodes=0)
+    with pytest.raises(ValueError, match="accumulate must be at least 1 micro-batch"):
+        tf.StepSettings(accumulate=0)
     assert tf.StepSettings().words() == "remat none, flash attention, bf16 products, scanned layers, 1 node"
+    assert tf.StepSettings(accumulate=4).words().endswith(", 4 micro-batches")
     import jax
 
     assert all(callable(getattr(jax.checkpoint_policies, name)) for name in tf.REMAT_POLICIES)
@@ -254,11 +257,13 @@ def test_a_geglu_decoder_with_its_own_head_size_trains_under_every_setting():
     tokens = jax.random.randint(jax.random.key(1), (2, 17), 0, 1000)
     losses = []
     for s in (tf.StepSettings(flash=False), tf.StepSettings(remat="dots_with_no_batch_dims_saveable"),
-              tf.StepSettings(scan=False), tf.StepSettings(matmul="fp8")):
+              tf.StepSettings(scan=False), tf.StepSettings(matmul="fp8"), tf.StepSettings(accumulate=2)):
         step, opt = tf.train_step(_GEGLU, settings=s)
         losses.append(float(step(p, opt.init(p), tokens)[2]))
-    # remat, attention and the layer loop change how the step runs, not what it computes; fp8 rounds the products
-    assert losses[0] == pytest.approx(losses[1], rel=1e-4) and losses[0] == pytest.approx(losses[2], rel=1e-4)
+    # remat, attention, the layer loop and micro-batches change how the step runs, not what it computes (two
+    # micro-batches of one sequence average the same per-sequence losses); fp8 rounds the products
+    for same in (losses[1], losses[2], losses[4]):
+        assert same == pytest.approx(losses[0], rel=1e-4)
     assert abs(losses[3] / losses[0] - 1) < 0.05 and losses[3] != losses[0]
 
 
@@ -286,6 +291,13 @@ def test_the_settings_price_through_the_public_api():
         jaxgpu.plan_model(_GEGLU, "h100", mode="serve", settings=tf.StepSettings(remat="dots_saveable"))
     with pytest.raises(ValueError, match="does not split over 3 nodes"):
         jaxgpu.plan_model(_GEGLU, "h100", batch=4, settings=tf.StepSettings(nodes=3))
+    with pytest.raises(ValueError, match="batch of 2 does not split into 4 micro-batches"):
+        jaxgpu.plan_model(_GEGLU, "h100", batch=4, settings=tf.StepSettings(nodes=2, accumulate=4))
+    # micro-batches: the same tokens a step in less memory (each micro-batch's activations, not the batch's)
+    whole = jaxgpu.plan_model(_GEGLU, "h100", batch=16, seq=256, devices=8)
+    four = jaxgpu.plan_model(_GEGLU, "h100", batch=16, seq=256, devices=8, settings=tf.StepSettings(accumulate=4))
+    assert four.bytes_per_device < whole.bytes_per_device and four.tokens_per_s * four.seconds == 16 * 256
+    assert "4 micro-batches" in four.settings
 
 
 @pytest.mark.slow

@@ -11,9 +11,14 @@ from jaxgpu.pricing import published, roofline
 def price(case_id: str) -> dict[str, float]:
     case = next(c for c in published.CASES if c.id == case_id)
     out = {"published_s": case.published_s}
+    if published.is_step(case):
+        return out | _step(case)
+    # a whole training step's program compiles in minutes for this CPU (seconds for XLA:GPU): its CPU plan is left
+    # out, and the CPU plan's error is the other kinds' alone
+    plans = (("", "auto"),) if case.kind == "train" else (("", "auto"), ("cpu_plan_", "cpu"))
     with precision.enable_x64() if published.needs_x64(case) else contextlib.nullcontext():
         fn, args = published.program(case)  # a float64 spec made outside the scope would be float32
-        for prefix, plan in (("", "auto"), ("cpu_plan_", "cpu")):
+        for prefix, plan in plans:
             p = roofline.predict(fn, *args, on=case.gpu, plan=plan)
             t, lo, hi = published.seconds(case, p, roofline.GPU_KERNEL_S, roofline.GPU_LAUNCH_S)
             out.update({f"{prefix}predicted_s": t, f"{prefix}lower_s": lo, f"{prefix}upper_s": hi,
@@ -23,6 +28,16 @@ def price(case_id: str) -> dict[str, float]:
                 out.update(gpu_plan=float(p.plan.startswith("xla:gpu")), launches=float(p.kernels),
                            flops_plan=p.flops, bytes_plan=p.bytes)
     return out
+
+
+def _step(case: published.Case) -> dict[str, float]:
+    """A whole step over GPUs, priced by ``plan_model`` on XLA:GPU's plan (there is no CPU plan of it to compare:
+    this CPU has not the devices): its time, bounds, and what the plan says of memory and collectives."""
+    m = published.plan_step(case)
+    return {"predicted_s": m.seconds, "lower_s": m.lower_s, "upper_s": m.upper_s,
+            "error": published.error(m.seconds, case), "gpu_plan": float(m.plan.startswith("xla:gpu")),
+            "fits": float(m.fits), "bytes_per_device": m.bytes_per_device, "comm_s": m.comm_s,
+            "overlapped_s": m.overlapped_s, "internode_s": m.internode_s, "mfu": m.mfu}
 
 
 # ---- the summary's programs ----------------------------------------------------------------------------------

@@ -9,26 +9,35 @@ from jaxgpu.records import figures, labels
 from experiments.contract import Seen, View
 
 _BY_ID = {c.id: c for c in published.CASES}
-_SCALE = {"TFLOP/s": 1e12, "GB/s": 1e9, "tokens/s": 1.0}
 
 
 def as_published(case: published.Case, seconds: float) -> float:
     """Seconds per call in the unit the source gave its figure in."""
-    if case.unit in _SCALE:
-        return case.work / seconds / _SCALE[case.unit]
+    if case.unit in published.RATES:
+        return case.work / seconds / published.RATES[case.unit]
     return seconds * (1e3 if case.unit == "ms" else 1e6)
+
+
+def _bound_errors(m: dict) -> dict:
+    """A record's errors of its bounds beside its estimate's: (bound / published - 1)."""
+    return {f"{b}_error": m[f"{b}_s"] / m["published_s"] - 1 for b in ("lower", "upper")
+            if m.get(f"{b}_s") and m.get("published_s")}
 
 
 def scores(pairs: list[labels.Pair], metric: str = "error") -> dict[str, dict[str, float]]:
     """``published.summary`` of the errors over all scored cases, per kind and per half (the latest record of
-    each case; calibration cases are left out)."""
+    each case; calibration cases are left out). ``metric``: "error" (the estimate's), "lower_error" (the lower
+    bound's), "cpu_plan_error" (the estimate on this CPU's plan)."""
     latest = {x.params["case"]: x for _, x in labels.ok(pairs, "gpu_model") if x.params["case"] in _BY_ID}
-    recs = [(_BY_ID[k], x) for k, x in latest.items() if not _BY_ID[k].calibration and metric in x.metrics]
-    out = {"all": published.summary([x.metrics[metric] for _, x in recs])}
+    recs = [(_BY_ID[k], x.metrics | _bound_errors(x.metrics)) for k, x in latest.items()
+            if not _BY_ID[k].calibration]
+    recs = [(c, m) for c, m in recs if metric in m]
+    out = {"all": published.summary([m[metric] for _, m in recs])}
     for kind in published.KINDS:
-        out[kind] = published.summary([x.metrics[metric] for c, x in recs if c.kind == kind])
-    out["held_out"] = published.summary([x.metrics[metric] for c, x in recs if c.held_out])
-    out["tuned_on"] = published.summary([x.metrics[metric] for c, x in recs if not c.held_out])
+        out[kind] = published.summary([m[metric] for c, m in recs if c.kind == kind])
+        out[f"{kind}_held_out"] = published.summary([m[metric] for c, m in recs if c.kind == kind and c.held_out])
+    out["held_out"] = published.summary([m[metric] for c, m in recs if c.held_out])
+    out["tuned_on"] = published.summary([m[metric] for c, m in recs if not c.held_out])
     return out
 
 
@@ -70,9 +79,11 @@ def section(seen: Seen) -> figures.Section:
         pred = as_published(c, m["predicted_s"])
         lo, hi = sorted((as_published(c, m["lower_s"]), as_published(c, m["upper_s"])))
         role = "calibration" if c.calibration else "held out" if c.held_out else "tuned on"
+        cpu = f"{m['cpu_plan_error']:+.0%}" if "cpu_plan_error" in m else "-"
         rows.append([c.id, c.gpu, c.workload, f"{_num(c.published)} {c.unit}", f"{_num(pred)} ({_num(lo)}-"
-                     f"{_num(hi)})", f"{m['error']:+.0%}", f"{m['cpu_plan_error']:+.0%}", role, c.source])
-        points.append((c.kind, c.published_s, m["predicted_s"], m["cpu_plan_predicted_s"]))
+                     f"{_num(hi)})", f"{m['error']:+.0%}", cpu, role, c.source])
+        points.append((c.kind, c.published_s, m["predicted_s"], m.get("cpu_plan_predicted_s")))
+    sec.tables.append(_by_kind(s, scores(pairs, "lower_error")))
     sec.tables.append(figures.Table(
         ["case", "GPU", "workload", "published", "predicted (bounds)", "error", "error on the CPU plan", "role",
          "source"], rows,
@@ -84,12 +95,25 @@ def section(seen: Seen) -> figures.Section:
     return sec
 
 
+def _by_kind(est: dict, low: dict) -> figures.Table:
+    """Per kind of published case: how far the estimate and the lower bound missed, all and held out."""
+    def med(s: dict) -> str:
+        return f"{s['median_abs_error']:.0%}" if s.get("cases") else "-"
+
+    rows = [[kind, str(int(est[kind]["cases"])), med(est[kind]), f"{est[kind]['within_2x']:.0%}",
+             med(est[f"{kind}_held_out"]), med(low[kind])] for kind in published.KINDS if est[kind].get("cases")]
+    return figures.Table(["kind", "cases", "estimate: median |error|", "within 2x", "held out: median |error|",
+                          "lower bound: median |error|"], rows,
+                         "Predicted, not run, by kind of published case: single kernels (gemm, memory) and whole steps "
+                         "(train, decode, prefill). The lower bound prices each kernel at its binding roof alone.")
+
+
 def _figure(points) -> figures.Figure:
     fig = figures.Figure(figsize=(6.5, 4.2), dpi=100)
     ax = fig.add_subplot()
     markers = dict(zip(published.KINDS, "osD^v"))
-    lo = min(min(p[1], p[2], p[3]) for p in points)
-    hi = max(max(p[1], p[2], p[3]) for p in points)
+    lo = min(min(v for v in p[1:] if v) for p in points)
+    hi = max(max(v for v in p[1:] if v) for p in points)
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.8, label="predicted = published")
     ax.fill_between([lo, hi], [lo / 2, hi / 2], [lo * 2, hi * 2], color="0.9", label="within 2x")
     for kind in published.KINDS:
@@ -97,8 +121,10 @@ def _figure(points) -> figures.Figure:
         if pts:
             ax.plot([p[1] for p in pts], [p[2] for p in pts], markers[kind], color="C0", ls="",
                     label=f"{kind}, XLA:GPU plan")
-            ax.plot([p[1] for p in pts], [p[3] for p in pts], markers[kind], color="C3", ls="", mfc="none",
-                    label=f"{kind}, CPU plan")
+            cpu = [p for p in pts if p[3]]
+            if cpu:
+                ax.plot([p[1] for p in cpu], [p[3] for p in cpu], markers[kind], color="C3", ls="", mfc="none",
+                        label=f"{kind}, CPU plan")
     ax.set_xscale("log")
     ax.set_yscale("log")
     figures.finish(fig, ax, xlabel="published seconds per call (measured by others)",

@@ -507,6 +507,8 @@ def _walk(body: str, bodies: dict[str, str], mult: int, out: list[Kernel], depth
             continue
         called = re.search(r"calls=%?([\w.\-]+)", rest)
         fused = bodies.get(called.group(1), "") if called else ""
+        if fused and "op_name=" not in rest:
+            scope = _body_scope(fused)
         # an unfused instruction (XLA:CPU's plain dot, whose operands are other kernels' results) is read with the
         # shapes of what it reads: alone, its line has none, and a 1024^3 product counted as its output's size
         flops = op_flops(fused) if fused else op_flops(line, defined)
@@ -520,6 +522,13 @@ def _walk(body: str, bodies: dict[str, str], mult: int, out: list[Kernel], depth
             _type_bytes(result) + sum(operand_bytes)
         out.append(Kernel(name, sum(flops.values()), nbytes, is_dot, mult, gemm, dtype, precision, scope,
                           transcendental_ops(fused or line), power_ops(fused or line)))
+
+
+def _body_scope(fused: str) -> str:
+    """The scope of a fusion whose own line names no op (XLA drops the name of a fusion it deduplicated: one
+    body called from each unrolled layer): "flash_attention" where most of its body's named ops are."""
+    names = re.findall(r'op_name="([^"]*)"', fused)
+    return "flash_attention" if names and sum("flash_attention" in n for n in names) * 2 > len(names) else ""
 
 
 def program_counts(optimized_hlo: str) -> tuple[float, float]:

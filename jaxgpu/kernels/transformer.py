@@ -101,6 +101,9 @@ def init(c: Config, key: jax.Array, dtype: Any = jnp.float32) -> dict:
     return jax.tree.unflatten(tree, [one(k, s, p) for k, s, p in zip(keys, leaves, paths)])
 
 
+# A norm keeps only its input for the backward pass (recomputed in the backward's own kernel, as llm.c's and Apex's
+# fused layernorms keep x and two scalars a row): left to autodiff it saves four float32 copies of its input.
+@functools.partial(jax.checkpoint, static_argnums=(3,))
 def _norm(x, g, b, style: str):
     x32 = x.astype(jnp.float32)
     if style == "gpt2":
@@ -144,6 +147,8 @@ class StepSettings:
       scan: the layers under one ``lax.scan`` (one compiled layer), else unrolled.
       nodes: nodes of the step's GPUs each, the batch split over them: one node's program is compiled and priced,
         the gradients' all-reduce between nodes added at the table's inter-node link bandwidth.
+      accumulate: micro-batches a training step runs in turn (gradient accumulation), its gradients summed before
+        the one update: the same tokens a step in less activation memory.
     """
 
     remat: str = "none"
@@ -151,6 +156,7 @@ class StepSettings:
     matmul: str = "bf16"
     scan: bool = True
     nodes: int = 1
+    accumulate: int = 1
 
     def __post_init__(self):
         if self.remat != "none" and self.remat not in REMAT_POLICIES:
@@ -159,11 +165,14 @@ class StepSettings:
             raise KeyError(f"unknown matmul type {self.matmul!r}; known: {', '.join(MATMULS)}")
         if self.nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {self.nodes}")
+        if self.accumulate < 1:
+            raise ValueError(f"accumulate must be at least 1 micro-batch, got {self.accumulate}")
 
     def words(self) -> str:
         """The settings in a phrase: "remat dots_saveable, flash attention, bf16, scanned, 1 node"."""
         return (f"remat {self.remat}, {'flash' if self.flash else 'XLA'} attention, {self.matmul} products, "
-                f"{'scanned' if self.scan else 'unrolled'} layers, {self.nodes} node{'s' if self.nodes > 1 else ''}")
+                f"{'scanned' if self.scan else 'unrolled'} layers, {self.nodes} node{'s' if self.nodes > 1 else ''}"
+                + (f", {self.accumulate} micro-batches" if self.accumulate > 1 else ""))
 
 
 def _mm(a, b, matmul: str = "bf16"):
@@ -220,6 +229,15 @@ def _attention_math(q, k, v, mask, flash: bool):
         return jnp.einsum("bgrts,bsgd->btgrd", p, v).reshape(b, t, h * hd)
 
 
+# The MLP's activation keeps only its inputs (the products' outputs) for the backward pass, which recomputes the rest
+# inside its own kernel, as llm.c's GELU backward and Transformer Engine's fused MLP do. Left to autodiff, a tanh GELU
+# saves five tensors the size of the hidden layer (x, x^3, tanh, ...): GPT-2 350M at 64 x 1024 tokens a GPU held
+# 158 GB on XLA:GPU's A100 plan, where llm.c trains it in 80.
+_gelu_bias = jax.checkpoint(lambda z, b: jax.nn.gelu(z + b))
+_swiglu = jax.checkpoint(lambda g, u: jax.nn.silu(g) * u)
+_geglu = jax.checkpoint(lambda g, u: jax.nn.gelu(g, approximate=True) * u)
+
+
 def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False, matmul="bf16"):
     """One layer on x [B, T, d]; with ``cache`` (k, v of [B, S, KV, hd]) the new keys are written at ``index``;
     ``matmul``: the products' type (``_mm``)."""
@@ -245,13 +263,12 @@ def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False
     if c.style == "gpt2":
         x = x + (_mm(a, w["w_o"], matmul) + w["b_o"])
         h = _norm(x, w["ln2_g"], w["ln2_b"], c.style)
-        x = x + (_mm(jax.nn.gelu(_mm(h, w["w_fc"], matmul) + w["b_fc"]), w["w_proj"], matmul) + w["b_proj"])
+        x = x + (_mm(_gelu_bias(_mm(h, w["w_fc"], matmul), w["b_fc"]), w["w_proj"], matmul) + w["b_proj"])
     else:
         x = x + _mm(a, w["wo"], matmul)
         h = _norm(x, w["mlp_norm"], None, c.style)
-        gate = _mm(h, w["w_gate"], matmul)
-        gate = jax.nn.gelu(gate, approximate=True) if c.mlp == "geglu" else jax.nn.silu(gate)
-        x = x + _mm(gate * _mm(h, w["w_up"], matmul), w["w_down"], matmul)
+        gated = _geglu if c.mlp == "geglu" else _swiglu
+        x = x + _mm(gated(_mm(h, w["w_gate"], matmul), _mm(h, w["w_up"], matmul)), w["w_down"], matmul)
     return x, cache
 
 
@@ -300,9 +317,13 @@ def _layers(layer, x, layers):
 def loss(c: Config, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16, flash: bool = False,
          s: StepSettings | None = None) -> jax.Array:
     """Next-token cross-entropy over the batch."""
-    logits = forward(c, params, tokens[:, :-1], compute, flash, s)
+    return _cross_entropy(forward(c, params, tokens[:, :-1], compute, flash, s), tokens[:, 1:])
+
+
+@jax.checkpoint  # keeps the logits alone for the backward pass, not their log-softmax too (another B x T x vocab)
+def _cross_entropy(logits, targets):
     logp = jax.nn.log_softmax(logits, axis=-1)
-    return -jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1).mean()
+    return -jnp.take_along_axis(logp, targets[..., None], axis=-1).mean()
 
 
 def train_step(c: Config, *, compute: Any = jnp.bfloat16, micro_batches: int = 1, shards: int = 1,
@@ -318,8 +339,12 @@ def train_step(c: Config, *, compute: Any = jnp.bfloat16, micro_batches: int = 1
 
     opt = optax.adamw(lr, weight_decay=0.1)
 
+    micro_batches = settings.accumulate if settings and settings.accumulate > 1 else micro_batches
+
     def step(params, opt_state, tokens):
-        chunks = tokens.reshape(micro_batches, -1, tokens.shape[-1])
+        # micro-batch m takes rows m, m + M, m + 2M, ...: each device's rows of a batch split over devices stay
+        # on it (a reshape to [M, B / M] would hand each device's block to one micro-batch and move the rest)
+        chunks = tokens.reshape(-1, micro_batches, tokens.shape[-1]).swapaxes(0, 1)
 
         def micro(acc, x):
             lv, g = jax.value_and_grad(lambda p: loss(c, p, x, compute, flash, settings))(params)

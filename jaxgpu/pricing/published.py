@@ -21,7 +21,7 @@ from typing import Any
 
 KINDS = ("gemm", "memory", "train", "decode", "prefill")
 # The published figure's unit -> how it becomes seconds per call, given the work of one call
-UNITS = ("TFLOP/s", "GB/s", "tokens/s", "ms", "us")
+UNITS = ("TFLOP/s", "GB/s", "tokens/s", "sequences/s", "ms", "us")
 # What a source's clock saw, per call of the program:
 #   device   its kernels on the device alone (CUDA events around one call, or two launches between syncs)
 #   kernels  its kernels, launched back to back from C++ many times (each adds a launch's start-up)
@@ -29,6 +29,8 @@ UNITS = ("TFLOP/s", "GB/s", "tokens/s", "ms", "us")
 #            dispatch of a call, whichever is longer
 #   call     one call on a host clock, its dispatch and the device's work in turn
 TIMED = ("device", "kernels", "stream", "call")
+# a rate's unit -> its scale: the work of one call over (figure x scale) is the call's seconds
+RATES = {"TFLOP/s": 1e12, "GB/s": 1e9, "tokens/s": 1.0, "sequences/s": 1.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,15 +66,14 @@ class Case:
             raise ValueError(f"{self.id}: unit must be one of {UNITS}, got {self.unit!r}")
         if self.timed not in TIMED:
             raise ValueError(f"{self.id}: timed must be one of {TIMED}, got {self.timed!r}")
-        if self.unit in ("TFLOP/s", "GB/s", "tokens/s") and self.work <= 0:
+        if self.unit in RATES and self.work <= 0:
             raise ValueError(f"{self.id}: a rate in {self.unit} needs the work of one call")
 
     @property
     def published_s(self) -> float:
         """The published figure as seconds per call of ``program``."""
-        scale = {"TFLOP/s": 1e12, "GB/s": 1e9, "tokens/s": 1.0}
-        if self.unit in scale:
-            return self.work / (self.published * scale[self.unit])
+        if self.unit in RATES:
+            return self.work / (self.published * RATES[self.unit])
         return self.published * (1e-3 if self.unit == "ms" else 1e-6)
 
 
@@ -166,7 +167,8 @@ def _train(model: str, batch: int, seq: int, micro_batches: int = 1, shards: int
     from jaxgpu.kernels import transformer
 
     c = transformer.CONFIGS[model]
-    step, _ = transformer.train_step(c, flash=True, micro_batches=micro_batches, shards=shards)
+    settings = transformer.StepSettings(flash=True, scan=False)
+    step, _ = transformer.train_step(c, micro_batches=micro_batches, shards=shards, settings=settings)
     return step, transformer.train_specs(c, batch, seq, shards)
 
 
@@ -191,13 +193,59 @@ def _dot(n: int, dtype: str) -> tuple[Callable, tuple]:
     return (lambda a, b: jnp.dot(a, b)), (spec, spec)
 
 
+# Decoders of published runs that ``jaxgpu.kernels.transformer.CONFIGS`` does not name, each shape from its source
+_SHAPES = {
+    # paxml @b397693f paxml/contrib/gpu/scripts_gpu/configs.py: 12 layers, 768 wide, 12 heads, 3072 hidden, vocabulary
+    # 50304, 2048 positions, GELU, learned positions, biases
+    "pax-gpt-126m": ("pax-gpt-126m", 12, 768, 12, 12, 3072, 50304, 2048, "gpt2"),
+    # the same file's 5B (24 layers, 4096 wide, 32 heads, 16384 hidden, the 126M's vocabulary) and NeMo's GPT3-5B
+    # (NeMo-Framework-Launcher conf/training/gpt3/5b.yaml: the same shape, GPT-2's vocabulary padded to 128s)
+    "gpt3-5b": ("gpt3-5b", 24, 4096, 32, 32, 16384, 50304, 2048, "gpt2"),
+}
+
+
+def model_config(name: str):
+    """The ``jaxgpu.kernels.transformer.Config`` a case's ``("step", ...)`` program names."""
+    from jaxgpu.kernels import transformer
+
+    return transformer.Config(*_SHAPES[name]) if name in _SHAPES else transformer.CONFIGS[name]
+
+
+def is_step(case: Case) -> bool:
+    """A whole step over several GPUs (``("step", model, mode, batch, seq, devices, settings)``): priced by
+    ``jaxgpu.pricing.sizing.plan_model``, not one program on one GPU (``program``)."""
+    return case.program[0] == "step"
+
+
+def plan_step(case: Case):
+    """The ``jaxgpu.pricing.sizing.ModelPlan`` of a ``("step", ...)`` case: its model, mode (``sizing.MODES``), global
+    batch, sequence, GPUs a node and ``StepSettings`` fields (pairs), compiled for its GPU and priced."""
+    from jaxgpu.pricing import sizing
+
+    _, model, mode, batch, seq, devices, settings = case.program
+    return sizing.plan_model(model_config(model), case.gpu, mode=mode, batch=batch, seq=seq, devices=devices,
+                             settings=step_settings(case))
+
+
+def step_settings(case: Case):
+    """A ``("step", ...)`` case's ``StepSettings``: the mode's defaults (``sizing.default_settings``), with what the
+    case sets."""
+    import dataclasses as dc
+
+    from jaxgpu.pricing import sizing
+
+    return dc.replace(sizing.default_settings(case.program[2]), **dict(case.program[6]))
+
+
 _BUILDERS = {"gemm": _gemm, "stream": _stream, "decode": _decode, "train": _train, "prefill": _prefill, "dot": _dot}
 
 
 def program(case: Case) -> tuple[Callable, tuple[Any, ...]]:
     """(function, ShapeDtypeStruct arguments) of the case's workload. A float64 program must be lowered inside
-    ``jaxgpu.ground.precision.enable_x64()`` (``needs_x64``)."""
+    ``jaxgpu.ground.precision.enable_x64()`` (``needs_x64``); a whole step over GPUs has ``plan_step`` instead."""
     name, *args = case.program
+    if name == "step":
+        raise ValueError(f"{case.id} is a step over {args[4]} GPUs a node: plan_step prices it")
     return _BUILDERS[name](*args)
 
 
@@ -352,4 +400,139 @@ CASES += [
     Case("trtllm-llama-7b-prefill-2048-a100", "prefill", "A100 80GB", "LLaMA 7B prefill of 2048 tokens, fp16",
          ("prefill", "llama-7b", 1, 2048, "fp16"), 132.4, "ms", "| LLaMA 7B | 1 | 1 | 2048 | 132.4 |", _TRTLLM,
          "TensorRT-LLM 0.9.0, fp16 engine, context FMHA, batch 1, 1 output token", timed="call", held_out=True),
+]
+
+# ---- whole steps over several GPUs, priced through jaxgpu.pricing.sizing.plan_model ----------------------------
+# Each names the model, the mode, the global batch, the sequence, the GPUs of a node and the StepSettings the source's
+# run used (where its setup names one; what it leaves unsaid is said in ``setup``). A run over nodes is one node's
+# program plus the gradients' all-reduce between nodes (StepSettings.nodes). A source that gives a rate per GPU or a
+# model-FLOP rate is turned into seconds with the work the source itself counts.
+
+_MAXTEXT = ("AI-Hypercomputer/maxtext @efb6d9e4a MaxText/configs/a3/llama_2_7b/README.md (TFLOP/sec/chip, counted by "
+            "MaxText's calculate_tflops_training_per_device) and {}vm.sh")
+# MaxText's count for one GPU's step at 4 x 4096 tokens: 6 N S B + 12 H L hd S^2 B / 2 with N = 6,738,415,616
+_MAXTEXT_FLOPS = 6 * 6738415616 * 4096 * 4 + 12 * 32 * 32 * 128 * 4096**2 * 4 / 2
+_MAXTEXT_SETUP = ("per_device_batch_size=4 max_target_length=4096 ici_fsdp_parallelism=8 dcn_data_parallelism={} "
+                  "attention=cudnn_flash_te remat_policy=minimal_flash scan_layers=false: bf16 products, float32 "
+                  "weights, AdamW; minimal_flash (the products without a batch dimension and the attention's output "
+                  "saved) priced as dots_with_no_batch_dims_saveable")
+_PAX = ("NVIDIA/JAX-Toolbox @8bfbd17 rosetta/rosetta/projects/pax/README.md (sequences/s of the global batch; shapes "
+        "in paxml @b397693f paxml/contrib/gpu/scripts_gpu/configs.py)")
+_NEMO = ("NVIDIA/NeMo @2fca28a docs/source/performance/performance_summary.md (NeMo 24.07, DGX-H100, FP8; tokens/s "
+         "a GPU)")
+_GPTFAST = ("pytorch-labs/gpt-fast @32971d3 README.md (8 A100 80GB power-limited to 330 W; batch 1, a 5-token "
+            "prompt, 200 new tokens, torch.compile)")
+_TORCHAO_README = ("pytorch/ao v0.7.0 torchao/quantization/README.md (one A100 80GB; gpt-fast's generate.py, batch 1, "
+                   "200 new tokens, torch.compile)")
+_SAVE_DOTS = ("remat", "dots_with_no_batch_dims_saveable")
+
+
+def _step(model: str, mode: str, batch: int, seq: int, devices: int, **settings) -> tuple:
+    return ("step", model, mode, batch, seq, devices, tuple(sorted(settings.items())))
+
+
+CASES += [
+    Case("maxtext-llama2-7b-1x8-h100", "train", "H100 SXM", "Llama-2 7B train step, 8 H100s (FSDP), 4 x 4096 tokens "
+         "a GPU", _step("llama-7b", "train", 32, 4096, 8, remat=_SAVE_DOTS[1], scan=False), 492, "TFLOP/s",
+         "| 1x A3 (h100-80gb-8)    | 492              |", _MAXTEXT.format(1), _MAXTEXT_SETUP.format(1),
+         _MAXTEXT_FLOPS, "stream"),
+    Case("maxtext-llama2-7b-2x8-h100", "train", "H100 SXM", "Llama-2 7B train step, 2 nodes of 8 H100s, 4 x 4096 "
+         "tokens a GPU", _step("llama-7b", "train", 64, 4096, 8, remat=_SAVE_DOTS[1], scan=False, nodes=2), 422,
+         "TFLOP/s", "| 2x A3 (h100-80gb-8)    | 422              |", _MAXTEXT.format(2), _MAXTEXT_SETUP.format(2),
+         _MAXTEXT_FLOPS, "stream", held_out=True),
+    Case("maxtext-llama2-7b-16x8-h100", "train", "H100 SXM", "Llama-2 7B train step, 16 nodes of 8 H100s, 4 x 4096 "
+         "tokens a GPU", _step("llama-7b", "train", 512, 4096, 8, remat=_SAVE_DOTS[1], scan=False, nodes=16), 375,
+         "TFLOP/s", "| 16x A3 (h100-80gb-8)   | 375              |", _MAXTEXT.format(16),
+         _MAXTEXT_SETUP.format(16), _MAXTEXT_FLOPS, "stream"),
+    Case("jax-toolbox-maxtext-llama2-7b-h100", "train", "H100 SXM", "Llama-2 7B train step, 8 H100s (FSDP), 2 x 4096 "
+         "tokens a GPU", _step("llama-7b", "train", 16, 4096, 8, remat=_SAVE_DOTS[1], scan=False), 721, "ms",
+         "| 7B   | H100 80G SXM | BF16      | 4096            | 8     | 2        | 1  | 8    | 1  | 16  | Flash     | "
+         "minimal_flash| Off  | 0.721         | 22.19         |",
+         "NVIDIA/JAX-Toolbox @db09688 rosetta/rosetta/projects/maxtext/README.md",
+         "MaxText in ghcr.io/nvidia/jax:maxtext-2024-04-15: per_device_batch_size=2 scan_layers=false "
+         "remat_policy=minimal_flash attention=cudnn_flash_te logits_dot_in_fp32=false, AdamW, float32 weights",
+         timed="stream", held_out=True),
+    Case("pax-gpt-126m-64-a100", "train", "A100 80GB", "GPT 126M train step, 8 nodes of 8 A100s, 4 x 2048 tokens a "
+         "GPU", _step("pax-gpt-126m", "train", 256, 2048, 8, flash=False, scan=False, nodes=8), 2098.16,
+         "sequences/s", "| 126M | A100 80G SXM | BF16 |  64    |64    |1    |1    | 4     |   2098.16  |        "
+         "0.85        |   39.7% (± 1.2%)     |", _PAX,
+         "Pax, bf16 without Transformer Engine, data parallel over 64 GPUs, Adam; without flash attention (the README: "
+         "'126M performance numbers were gathered _without_ flash attention'); remat not stated (none priced); "
+         "priced FSDP within a node", 256.0, "stream"),
+    Case("pax-gpt-126m-64-h100", "train", "H100 SXM", "GPT 126M train step, 8 nodes of 8 H100s, 4 x 2048 tokens a "
+         "GPU", _step("pax-gpt-126m", "train", 256, 2048, 8, flash=False, scan=False, nodes=8), 4709.12,
+         "sequences/s", "| 126M | H100 80G SXM | TE BF16 |  64    |64    |1    |1    | 4        |  4709.12  |     "
+         "0.38           |    42.5% (± 1.8%)        |", _PAX,
+         "Pax with Transformer Engine's layers, bf16, data parallel over 64 GPUs, Adam, without flash attention; "
+         "remat not stated (none priced); priced FSDP within a node", 256.0, "stream", held_out=True),
+    Case("pax-gpt-5b-256-a100", "train", "A100 80GB", "GPT 5B train step, 32 nodes of 8 A100s, 8 x 2048 tokens a GPU",
+         _step("gpt3-5b", "train", 2048, 2048, 8, remat=_SAVE_DOTS[1], nodes=32), 594.13, "sequences/s",
+         "| 5B   | A100 80G SXM | BF16 | 256    | 1    |256    |1    | 8       | 594.13    |    2.99    |       N/A"
+         "        |", _PAX, "Pax, bf16 without Transformer Engine, FSDP over 256 GPUs, Adam, flash attention, "
+         "repeated (scanned) layers, CHECKPOINT_POLICY SAVE_DOT_WITH_NO_BATCH_DIM; priced FSDP within a node and "
+         "data parallel between", 2048.0, "stream"),
+    Case("pax-gpt-5b-256-h100", "train", "H100 SXM", "GPT 5B train step, 32 nodes of 8 H100s, 8 x 2048 tokens a GPU",
+         _step("gpt3-5b", "train", 2048, 2048, 8, remat=_SAVE_DOTS[1], nodes=32), 1657.24, "sequences/s",
+         "| 5B   | H100 80G SXM | TE BF16 | 256    | 1    |256    |1    | 8       |  1657.24  |   1.07   |       N/A"
+         "        |", _PAX, "Pax with Transformer Engine's layers, bf16, FSDP over 256 GPUs, Adam, flash attention, "
+         "scanned layers, SAVE_DOT_WITH_NO_BATCH_DIM; priced FSDP within a node and data parallel between",
+         2048.0, "stream", held_out=True),
+    Case("pax-gpt-5b-fp8-256-h100", "train", "H100 SXM", "GPT 5B train step in fp8, 32 nodes of 8 H100s, 8 x 2048 "
+         "tokens a GPU", _step("gpt3-5b", "train", 2048, 2048, 8, remat=_SAVE_DOTS[1], nodes=32, matmul="fp8"),
+         2374.66, "sequences/s", "| 5B   | H100 80G SXM | TE FP8 | 256    | 1    |256    |1    | 8       |  2374.66   "
+         "|     0.749       |       N/A        |", _PAX,
+         "Pax with Transformer Engine's fp8 layers, FSDP over 256 GPUs, Adam, flash attention, scanned layers, "
+         "SAVE_DOT_WITH_NO_BATCH_DIM; priced FSDP within a node and data parallel between", 2048.0, "stream"),
+    Case("pax-llama2-7b-16-h100", "train", "H100 SXM", "Llama-2 7B fine-tuning step, 2 nodes of 8 H100s, 2 x 4096 "
+         "tokens a GPU", _step("llama-7b", "train", 32, 4096, 8, remat=_SAVE_DOTS[1], nodes=2), 43.24, "sequences/s",
+         "| 7B | H100 80G SXM | BF16 |  16    | 1    |16    |1    | 2        |  4096 |  43.24 |      88.7%  (± 0.12%)"
+         "      |", _PAX + ", SFT Results",
+         "Pax, bf16 without Transformer Engine, FSDP over 16 GPUs, Adam, flash attention (on by default since "
+         "2024-04-26); remat not stated (the Pax GPT configs' SAVE_DOT_WITH_NO_BATCH_DIM priced); priced FSDP within "
+         "a node and data parallel between", 32.0, "stream", held_out=True),
+    Case("nemo-gpt3-5b-fp8-64-h100", "train", "H100 SXM", "GPT3 5B train step in fp8, 8 nodes of 8 H100s, 8 x 4 x "
+         "2048 tokens a GPU", _step("gpt3-5b", "train", 2048, 2048, 8, matmul="fp8", nodes=8, accumulate=8,
+                                    scan=False), 23406, "tokens/s",
+         "| GPT3-5B       | 64     | 2048 | 4   | 2048           | 1  | 1  | 1  | 1  | 23406              | 765"
+         "                     |", _NEMO, "Megatron-Core, fp8, data parallel over 64 GPUs with the distributed "
+         "optimizer, micro-batches of 4 (8 a step); remat not stated (the launcher's default, none, priced); priced "
+         "FSDP within a node", 2048 * 2048 / 64, "stream"),
+    Case("nemo-llama2-7b-fp8-8-h100", "train", "H100 SXM", "Llama-2 7B train step in fp8, 8 H100s, 16 x 4096 tokens a "
+         "GPU", _step("llama-7b", "train", 128, 4096, 8, matmul="fp8", accumulate=16, scan=False), 16934, "tokens/s",
+         "| LLAMA2-7B     | 8      | 128  | 1   | 4096           | 1  | 1  | 1  | 1  | 16934              | 780"
+         "                     |", _NEMO, "Megatron-Core, fp8, data parallel over 8 GPUs with the distributed "
+         "optimizer, micro-batches of 1 (16 a step); remat not stated (none priced); priced FSDP", 128 * 4096 / 8,
+         "stream", held_out=True),
+    Case("megatron-bridge-llama3-8b-fp8-8-h100", "train", "H100 SXM", "Llama-3 8B train step in fp8, 8 H100s (FSDP), "
+         "16 x 8192 tokens a GPU", _step("llama3-8b", "train", 128, 8192, 8, matmul="fp8", accumulate=16,
+                                         scan=False), 14451, "tokens/s",
+         "| LLAMA3_8B | 8 | FP8-CS | 128 | 1 | 8192 | 8 | 1 | 1 | 1 | n/a | 1 | 16 | 14451 | 744 |",
+         "NVIDIA-NeMo/Megatron-Bridge @067f987 docs/performance-summary-archive.md (25.11 container, DGX-H100; "
+         "tokens/s a GPU)", "Megatron-Bridge, fp8 current scaling, FSDP over 8 GPUs, micro-batches of 1 (16 a step); "
+         "remat not stated (none priced)", 128 * 8192 / 8, "stream"),
+    # decode steps, batch 1: one GPU's program, and tensor parallel over a node's GPUs
+    Case("gpt-fast-llama2-7b-decode-a100", "decode", "A100 80GB", "Llama-2-7B decode, batch 1, bf16 weights",
+         ("decode", "llama-7b", 1, 208, "bf16"), 104.9, "tokens/s", "| Llama-2-7B  | Base    |  104.9  | 1397.31 |",
+         _GPTFAST, "bf16, torch.compile reduce-overhead", 1.0, "stream", held_out=True),
+    Case("gpt-fast-llama3.1-8b-decode-a100", "decode", "A100 80GB", "Llama-3.1-8B decode, batch 1, bf16 weights",
+         ("decode", "llama3-8b", 1, 208, "bf16"), 93.89, "tokens/s", "| Llama-3.1-8B  | Base    |  93.89  | 1410.76 |",
+         _GPTFAST, "bf16, torch.compile reduce-overhead", 1.0, "stream"),
+    Case("gpt-fast-llama3.1-8b-int8-a100", "decode", "A100 80GB", "Llama-3.1-8B decode, batch 1, int8 weights",
+         ("decode", "llama3-8b", 1, 208, "int8"), 137.64, "tokens/s", "|           | 8-bit   | 137.64   | 1030.89 |",
+         _GPTFAST, "int8 weight-only, per-channel scales, bf16 activations", 1.0, "stream", held_out=True),
+    Case("torchao-llama2-7b-int8-a100", "decode", "A100 80GB", "Llama-2-7B decode, batch 1, int8 weights",
+         ("decode", "llama-7b", 1, 208, "int8"), 170.83, "tokens/s", "|             | int8wo                  | "
+         "12.204              |  170.83       | 1131.18                 |  8.95            |  6.62           |",
+         _TORCHAO_README, "int8 weight-only (int8wo), bf16 activations", 1.0, "stream"),
+    Case("torchao-llama3-8b-int8-a100", "decode", "A100 80GB", "Llama-3-8B decode, batch 1, int8 weights",
+         ("decode", "llama3-8b", 1, 208, "int8"), 153.03, "tokens/s", "|             | int8wo                  |  "
+         "7.447              |  153.03       | 1150.80                 | 10.42            |  7.52           |",
+         _TORCHAO_README, "int8 weight-only (int8wo), bf16 activations", 1.0, "stream", held_out=True),
+    Case("gpt-fast-llama2-7b-tp2-a100", "decode", "A100 80GB", "Llama-2-7B decode, batch 1, tensor parallel over 2 "
+         "A100s", _step("llama-7b", "serve", 1, 208, 2), 168.84, "tokens/s", "|           | 2   | 168.84   | 1181.99 |",
+         _GPTFAST + ", the tensor parallelism table", "bf16, tensor parallel over 2 GPUs (NVLink)", 1.0, "stream"),
+    Case("gpt-fast-llama2-70b-tp4-a100", "decode", "A100 80GB", "Llama-2-70B decode, batch 1, tensor parallel over 4 "
+         "A100s", _step("llama-70b", "serve", 1, 208, 4), 38.01, "tokens/s", "|           | 4   | 38.01   | 1340.76 |",
+         _GPTFAST + ", the tensor parallelism table", "bf16, tensor parallel over 4 GPUs (NVLink)", 1.0, "stream",
+         held_out=True),
 ]

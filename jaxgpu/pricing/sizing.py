@@ -286,7 +286,7 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     between = _internode_s(c, mode, hw, devices, s.nodes)
     roofs = roofline.roofs_for(hw)
     p = roofline.price(rest, roofs, loop_steps=stack.loop_steps(hlo), plan=label)
-    est = fit.transformer_train(_fit_shape(c), "bf16", seq, batch // s.nodes) if mode.startswith("train") else \
+    est = fit.transformer_train(_fit_shape(c), "bf16", seq, batch // s.nodes // s.accumulate) if mode.startswith("train") else \
         fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
     # XLA:GPU's latency-hiding schedule starts an async collective early and waits for it late: only what outlasts
     # the compute between adds to the step (a synchronous collective and the nodes' all-reduce are priced whole)
@@ -373,9 +373,9 @@ def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int) -> None:
     from jaxgpu.records.results import Unsupported
 
     training = mode.startswith("train")
-    if not training and (s.remat != "none" or s.nodes > 1):
-        raise ValueError("remat and nodes are a training step's settings; a prefill or decode step runs on one node "
-                         "and keeps no activations for a backward pass")
+    if not training and (s.remat != "none" or s.nodes > 1 or s.accumulate > 1):
+        raise ValueError("remat, nodes and micro-batches are a training step's settings; a prefill or decode step "
+                         "runs on one node and keeps no activations for a backward pass")
     if mode == "serve" and s.matmul != "bf16":
         raise ValueError("fp8 products in a decode step are not built; its weights' storage is a serving setting")
     if mode == "serve" and s.flash:
@@ -383,6 +383,8 @@ def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int) -> None:
                          "training and prefill")
     if batch % s.nodes:
         raise ValueError(f"a batch of {batch} does not split over {s.nodes} nodes")
+    if (batch // s.nodes) % s.accumulate:
+        raise ValueError(f"a node's batch of {batch // s.nodes} does not split into {s.accumulate} micro-batches")
     if s.matmul == "fp8" and not hw.tflops.get("fp8"):
         raise Unsupported(f"the {hw.name} has no fp8 matrix units: an fp8 step would be emulated in wider types, "
                           "which is not what fp8 training buys")

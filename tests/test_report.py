@@ -442,3 +442,15 @@ def test_a_factor_is_rounded_to_what_its_error_supports():
     assert factor(74.0, 1.0, 0.5) == "70x" and factor(5.56, 1.0, 0.5) == "6x" and factor(99.6, 1.0, 0.2) == "100x"
     assert factor(0.0123, 1.0, 0.5) == "0.01x" and factor(2.0, 1.0) == "2x"
     assert factor(None, 1.0) == "-" and factor(2.0, 0.0) == "-"
+
+
+def test_the_7b_row_names_the_settings_its_plans_were_compiled_with():
+    from experiments.transformer import view as tview
+
+    def rec(**m):
+        return results.Record("transformer", {"case": "plan", "model": "llama-7b", "mode": "train", "devices": 1}, m)
+
+    said = tview._settings(rec(remat=0.0, flash=1.0, scanned=1.0, fp8=0.0))
+    assert said == ", no remat, flash attention, scanned layers"
+    assert tview._settings(rec(remat=1.0, flash=0.0, scanned=0.0, fp8=1.0)).endswith("unrolled layers, fp8 products")
+    assert tview._settings(rec(bytes_compiled=1.0)) == ""  # a plan recorded before plans said their settings

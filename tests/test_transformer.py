@@ -198,6 +198,8 @@ def test_the_command_prices_a_described_decoder_as_the_library_does(tmp_path):
     (["--model", "llama-7b", "--serve", "--bf16"], "--bf16 sets a train step's weights"),
     (["--model", "llama-7b", "--remat", "dots"], "--remat: unknown remat policy 'dots'"),
     (["--model", "llama-7b", "--nodes", "0"], "--nodes: nodes must be at least 1"),
+    (["--model", "llama-7b", "--accumulate", "0"], "--accumulate: accumulate must be at least 1 micro-batch"),
+    (["--model", "llama-7b", "--accumulate", "3"], "a node's batch of 8 does not split into 3 micro-batches"),
     (["--model", "llama-7b", "--mlp", "geglu"], "--head-dim and --mlp describe a decoder"),
     (["--layers", "2", "--d-model", "250", "--heads", "4", "--kv-heads", "2", "--ffn", "8", "--vocab", "9"],
      "must split into --heads (4) unless --head-dim is given"),
@@ -303,15 +305,17 @@ def test_the_settings_price_through_the_public_api():
 @pytest.mark.slow
 def test_llama_7b_fits_8_h100s_at_16_x_4096_when_the_weights_products_are_saved():
     """The published 7B runs trained at 16 x 4096 on 8 H100s with activation checkpointing that keeps the matmul
-    outputs: the plan of that step fits; without remat it does not; and recomputing everything is not what it needs."""
+    outputs: the plan of that step fits; without remat it says what it would need (more: 58 GB a GPU, within JAX's
+    60 GB share of an H100 since the activations keep only the products' inputs, where it was 90 GB); and
+    recomputing everything is not what it needs."""
     from jaxgpu.pricing import sizing, targets
 
     if why := targets.unavailable():
         pytest.skip(why)
     plans = {r: sizing.plan_model("llama-7b", "h100", batch=16, seq=4096, devices=8, settings=tf.StepSettings(remat=r))
              for r in ("none", "dots_with_no_batch_dims_saveable", "nothing_saveable")}
-    assert not plans["none"].fits and plans["none"].bytes_per_device > 60e9  # it says what it would need
     saved = plans["dots_with_no_batch_dims_saveable"]
+    assert plans["none"].bytes_per_device > 1.1 * saved.bytes_per_device  # it says what it would need
     assert saved.fits and saved.bytes_per_device > plans["nothing_saveable"].bytes_per_device
     assert saved.seconds < plans["nothing_saveable"].seconds  # recomputing less costs less
 

@@ -18,6 +18,9 @@ def as_published(case: published.Case, seconds: float) -> float:
     return seconds * (1e3 if case.unit == "ms" else 1e6)
 
 
+SERVING = ("decode", "prefill")
+
+
 def _bound_errors(m: dict) -> dict:
     """A record's errors of its bounds beside its estimate's: (bound / published - 1)."""
     return {f"{b}_error": m[f"{b}_s"] / m["published_s"] - 1 for b in ("lower", "upper")
@@ -36,6 +39,10 @@ def scores(pairs: list[labels.Pair], metric: str = "error") -> dict[str, dict[st
     for kind in published.KINDS:
         out[kind] = published.summary([m[metric] for c, m in recs if c.kind == kind])
         out[f"{kind}_held_out"] = published.summary([m[metric] for c, m in recs if c.kind == kind and c.held_out])
+    # a serving step, either kind: what a prediction of time to first token or per token is checked on
+    serve = [(c, m) for c, m in recs if c.kind in SERVING]
+    out["serving"] = published.summary([m[metric] for _, m in serve])
+    out["serving_held_out"] = published.summary([m[metric] for c, m in serve if c.held_out])
     out["held_out"] = published.summary([m[metric] for c, m in recs if c.held_out])
     out["tuned_on"] = published.summary([m[metric] for c, m in recs if not c.held_out])
     return out
@@ -100,8 +107,11 @@ def _by_kind(est: dict, low: dict) -> figures.Table:
     def med(s: dict) -> str:
         return f"{s['median_abs_error']:.0%}" if s.get("cases") else "-"
 
-    rows = [[kind, str(int(est[kind]["cases"])), med(est[kind]), f"{est[kind]['within_2x']:.0%}",
-             med(est[f"{kind}_held_out"]), med(low[kind])] for kind in published.KINDS if est[kind].get("cases")]
+    kinds = [k for k in published.KINDS if est[k].get("cases")]
+    if all(k in kinds for k in SERVING):
+        kinds.append("serving")
+    rows = [[" + ".join(SERVING) if kind == "serving" else kind, str(int(est[kind]["cases"])), med(est[kind]),
+             f"{est[kind]['within_2x']:.0%}", med(est[f"{kind}_held_out"]), med(low[kind])] for kind in kinds]
     return figures.Table(["kind", "cases", "estimate: median |error|", "within 2x", "held out: median |error|",
                           "lower bound: median |error|"], rows,
                          "Predicted, not run, by kind of published case: single kernels (gemm, memory) and whole steps "

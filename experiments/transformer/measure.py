@@ -83,6 +83,7 @@ def plan(name: str, mode: str, n: int, cfg, ctx) -> dict[str, float]:
     seq = min(2048, c.max_seq)
     batch = cfg.train_batch if mode.startswith("train") else cfg.serve_batch
     p = sizing.plan_model(name, ctx.hardware.name, mode=mode, batch=batch, seq=seq, devices=n)
+    st = sizing.default_settings(mode)  # what plan_model ran the step with, for the report to say
     out = {"bytes_compiled": p.bytes_per_device, "bytes_predicted": p.estimate_bytes,
            "prediction_error": p.estimate_bytes / p.bytes_per_device - 1, "params": float(c.params()),
            "batch": float(batch), "seq": float(seq), "predicted_step_s": p.seconds, "predicted_lower_s": p.lower_s,
@@ -90,7 +91,9 @@ def plan(name: str, mode: str, n: int, cfg, ctx) -> dict[str, float]:
            "predicted_mfu": p.mfu, "gpu_plan": float(p.plan.startswith("xla:gpu")),
            "dot_flop_share": p.matmul_flop_share, "predicted_dot_time_share": p.matmul_time_share,
            # 1 where tensor parallelism can cut the attention by heads over n devices; else XLA keeps it whole
-           "heads_split": float(c.heads % n == 0 and c.kv_heads % n == 0)}
+           "heads_split": float(c.heads % n == 0 and c.kv_heads % n == 0),
+           "remat": float(st.remat != "none"), "flash": float(st.flash), "scanned": float(st.scan),
+           "fp8": float(st.matmul == "fp8")}
     out.update({f"fits_{gb}gb": float(p.bytes_per_device <= sizing.USABLE_FRACTION * gb * 1e9) for gb in CARDS_GB})
     for op, (count, nbytes) in p.collectives.items():
         out[f"{op.replace('-', '_')}_count"], out[f"{op.replace('-', '_')}_bytes"] = float(count), float(nbytes)

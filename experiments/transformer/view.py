@@ -180,6 +180,16 @@ def headline(ask):
 USABLE = 0.75
 
 
+def _settings(x) -> str:
+    """The step settings a plan record was compiled with, as a clause (", no remat, flash attention, scanned
+    layers"); "" for a record made before plans said so."""
+    m = x.metrics
+    if "flash" not in m:
+        return ""
+    return (f", {'a remat policy' if m['remat'] else 'no remat'}, {'flash' if m['flash'] else 'XLA'} attention, "
+            f"{'scanned' if m['scanned'] else 'unrolled'} layers" + (", fp8 products" if m.get("fp8") else ""))
+
+
 def _model_plans(ask, plans: dict):
     run, serve = plans[("serve", 1)]
     train = plans[("train", 1)][1]
@@ -200,9 +210,10 @@ def _model_plans(ask, plans: dict):
         gpu_text += f" (split over {n}, {labels.si(split[n], 'B')} each)"
     return ask.Row("A 7B model (Llama-2 7B): to serve / to train", here, gpu_text, "-", "compiled, not run",
                    f"XLA:GPU's memory plans compiled for {gpu} in {run.path.name} (not run): serve = one decode step, "
-                   f"batch {int(serve.metrics['batch'])} against {int(serve.metrics['seq']):,}-token KV caches, bf16; "
-                   f"train = one AdamW step, batch {int(train.metrics['batch'])} x {int(train.metrics['seq']):,} "
-                   f"tokens, fp32 master weights and bf16 products; a card fits a step within {USABLE:.0%} of its "
+                   f"batch {int(serve.metrics['batch'])} against {int(serve.metrics['seq']):,}-token KV caches, bf16"
+                   f"{_settings(serve)}; train = one AdamW step, batch {int(train.metrics['batch'])} x "
+                   f"{int(train.metrics['seq']):,} tokens, fp32 master weights and bf16 products{_settings(train)}; "
+                   f"a card fits a step within {USABLE:.0%} of its "
                    "memory (JAX's default share). The ledger's C10 also quotes jaxgpu.fit's estimate at batch 1 "
                    "(smaller)", s, t, "B")
 

@@ -235,7 +235,10 @@ def _attention_math(q, k, v, mask, flash: bool):
 # 158 GB on XLA:GPU's A100 plan, where llm.c trains it in 80.
 _gelu_bias = jax.checkpoint(lambda z, b: jax.nn.gelu(z + b))
 _swiglu = jax.checkpoint(lambda g, u: jax.nn.silu(g) * u)
-_geglu = jax.checkpoint(lambda g, u: jax.nn.gelu(g, approximate=True) * u)
+# (not GeGLU: recomputed so, XLA:GPU 0.10's cuBLASLt GELU epilogue with an auxiliary output fails a RET_CHECK in its
+# thunk emitter, so its gate keeps autodiff's residuals)
+def _geglu(g, u):
+    return jax.nn.gelu(g, approximate=True) * u
 
 
 def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False, matmul="bf16"):

@@ -286,7 +286,8 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     between = _internode_s(c, mode, hw, devices, s.nodes)
     roofs = roofline.roofs_for(hw)
     p = roofline.price(rest, roofs, loop_steps=stack.loop_steps(hlo), plan=label)
-    est = fit.transformer_train(_fit_shape(c), "bf16", seq, batch // s.nodes // s.accumulate) if mode.startswith("train") else \
+    micro = batch // s.nodes // s.accumulate  # the sequences whose activations a GPU's node holds at once
+    est = fit.transformer_train(_fit_shape(c), "bf16", seq, micro) if mode.startswith("train") else \
         fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
     # XLA:GPU's latency-hiding schedule starts an async collective early and waits for it late: only what outlasts
     # the compute between adds to the step (a synchronous collective and the nodes' all-reduce are priced whole)

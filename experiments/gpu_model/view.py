@@ -79,7 +79,8 @@ def section(seen: Seen) -> figures.Section:
         + "; ".join(f"{k} {_said(s[k])}" for k in published.KINDS if s[k].get("cases")) + ". "
         f"On the held-out half, which no change to the model looked at: {_said(s['held_out'])}. "
         "Priced on this CPU's compiled program instead (how the GPU column was predicted before): "
-        f"{_said(old['all'])}.")
+        f"{_said(old['all'])}" + ("; whole training steps left out, minutes each to compile here"
+                                  if s["train"].get("cases") and not old["train"].get("cases") else "") + ".")
     rows, points = [], []
     for key, x in sorted(latest.items(), key=lambda kv: (published.KINDS.index(_BY_ID[kv[0]].kind), kv[0])):
         c, m = _BY_ID[key], x.metrics

@@ -10,6 +10,8 @@ console script.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -36,3 +38,35 @@ def fail(command: str, message: str) -> int:
     """Says what is wrong with the input in one line on stderr; returns 2, the exit code for bad input."""
     print(f"{command.removeprefix('python -m ')}: error: {message}", file=sys.stderr)
     return 2
+
+
+def compiler_log() -> Path:
+    """Where a command keeps what XLA and the CUDA plugin print while it compiles: the user's cache folder."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "jaxgpu" / "compiler.log"
+
+
+@contextlib.contextmanager
+def native_stderr_to(path: Path):
+    """While the block runs, what native code writes to the process's stderr (XLA's and the CUDA plugin's log lines,
+    printed from C++ as JAX loads the plugin and compiles) goes to ``path`` instead, overwritten each time, while
+    Python's ``sys.stderr`` (the command's own errors) still reaches the terminal; where ``path`` cannot be
+    written, the terminal keeps both."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(path, "wb")
+    except OSError:
+        yield None
+        return
+    sys.stderr.flush()
+    saved, python_stderr = os.dup(2), sys.stderr
+    os.dup2(log.fileno(), 2)
+    sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1)
+    try:
+        yield path
+    finally:
+        sys.stderr.close()
+        sys.stderr = python_stderr
+        os.dup2(saved, 2)
+        os.close(saved)
+        log.close()

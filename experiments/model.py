@@ -163,7 +163,32 @@ def table(plans) -> list[list[str]]:
     return rows
 
 
+def _plans(args: argparse.Namespace) -> list | str:
+    """The step's plans for each GPU and device count, or what was wrong in one line."""
+    from jaxgpu.ground import devices
+
+    devices.configure("cpu", max(args.devices))  # compile on this CPU; its host devices stand in without the extra
+    from jaxgpu.pricing import sizing
+
+    try:
+        return sizing.model_on_gpus(config(args), mode=args.mode, batch=args.batch, seq=args.seq,
+                                    devices=args.devices, gpus=args.gpus, settings=args.settings)
+    except KeyError as err:
+        return err.args[0]
+    except ValueError as err:
+        return str(err)
+    except RuntimeError as err:  # the compiler failed: its own lines say why
+        return f"{err} (the compiler's log: {cli.compiler_log()})"
+
+
 def main(argv: list[str] | None = None) -> int:
+    # XLA's and the CUDA plugin's log lines (a missing driver, rematerialisation warnings) go to a file from before
+    # JAX loads, not to the answer's terminal; a failure says where they are
+    with cli.native_stderr_to(cli.compiler_log()):
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     args = parse_args(argv)
     if args.list:
         from jaxgpu.kernels import transformer as tf
@@ -172,18 +197,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{c.name:12s} {c.style:6s} {c.layers:3d} layers, width {c.d_model:5d}, {c.heads} heads "
                   f"({c.kv_heads} KV), ffn {c.ffn}, vocab {c.vocab}, {c.params() / 1e9:.2f} B parameters")
         return 0
-    from jaxgpu.ground import devices
-
-    devices.configure("cpu", max(args.devices))  # compile on this CPU; its host devices stand in without the extra
-    from jaxgpu.pricing import sizing
-
-    try:
-        plans = sizing.model_on_gpus(config(args), mode=args.mode, batch=args.batch, seq=args.seq,
-                                     devices=args.devices, gpus=args.gpus, settings=args.settings)
-    except KeyError as err:
-        return cli.fail(cli.name(COMMAND), err.args[0])
-    except (RuntimeError, ValueError) as err:
-        return cli.fail(cli.name(COMMAND), str(err))
+    plans = _plans(args)
+    if isinstance(plans, str):
+        return cli.fail(cli.name(COMMAND), plans)
     rows = table(plans)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",

@@ -25,7 +25,7 @@ COMMAND = "experiments.report"
 __all__ = ["STUDY_RUNS", "build_sections", "closing_lines", "main", "write_report"]
 
 # The committed runs under reports/ that reports/study merges (README: how each was made)
-STUDY_RUNS = ("cpu-reference", "cpu-multidevice", "compiled-h200", "compiled-h100")
+STUDY_RUNS = ("cpu-reference", "cpu-multidevice", "compiled-h200", "compiled-h100", "priced-published")
 
 
 

@@ -72,3 +72,26 @@ def test_the_page_names_only_fields_the_contract_has():
     hooks = {f.name for f in dataclasses.fields(Experiment)} - {"name", "description", "benchmark_version", "config",
                                                                  "profiles", "cases"}
     assert hooks <= named, sorted(hooks - named)
+
+
+def test_the_readmes_machine_facts_are_the_committed_runs():
+    """What the README says of how the committed runs were made (cases, minutes, the reference CPU's AMX) is what
+    their run.json files hold."""
+    import json
+
+    root = Path(__file__).resolve().parents[1]
+    flat = " ".join((root / "README.md").read_text().split())
+    for name in ("cpu-reference", "priced-published"):
+        done = json.loads((root / "reports" / name / "run.json").read_text())["completion"]
+        said = f"{done['cases_done']} cases in {round(done['elapsed_s'] / 60)} minutes"
+        assert said in flat, (name, said)
+    env = json.loads((root / "reports" / "cpu-reference" / "run.json").read_text())["env"]
+    amx = "amx" in env["cpu_features"]
+    assert ("Intel Xeon VM with AMX" in flat) == amx and ("without AMX" in flat) == (not amx)
+
+
+def test_the_licence_pyproject_declares_is_in_the_repository():
+    root = Path(__file__).resolve().parents[1]
+    assert 'license = { text = "Apache-2.0" }' in (root / "pyproject.toml").read_text()
+    text = " ".join((root / "LICENSE").read_text().split())
+    assert text.startswith("Apache License Version 2.0, January 2004") and "END OF TERMS AND CONDITIONS" in text

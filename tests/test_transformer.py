@@ -2,6 +2,7 @@
 gradients and train step whether the parameters are whole or split over host devices (fsdp and tensor parallel)."""
 
 import dataclasses
+import os
 
 import jax
 import jax.numpy as jnp
@@ -188,8 +189,29 @@ def test_the_command_prices_a_described_decoder_as_the_library_does(tmp_path):
     assert (tmp_path / "plan.csv").read_text().startswith("gpu,devices,bytes_per_device")
 
 
+def test_a_model_is_named_in_any_case_and_punctuation():
+    from jaxgpu.pricing import sizing
+
+    for said in ("llama3-8b", "Llama3-8B", "LLAMA3_8B", "llama38b", "Llama 3 8B"):
+        assert sizing._config(said).name == "llama3-8b", said
+    assert sizing._config("GPT2-1.5B").name == "gpt2-1.5b" and sizing._config("llama-1B").name == "llama-1b"
+
+
+def test_the_model_command_keeps_the_compilers_lines_off_the_terminal(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "experiments.model", "--model", "Llama3-8B", "--serve", "--gpus",
+                           "h100", "--devices", "1", "--batch", "1", "--seq", "256"], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0 and proc.stdout.startswith("llama3-8b, one decode step"), proc.stderr
+    assert proc.stderr == ""
+    assert (tmp_path / "jaxgpu" / "compiler.log").exists()
+
+
 @pytest.mark.parametrize("argv, said", [
-    (["--model", "llama7b"], "unknown model 'llama7b'; did you mean 'llama-7b'?"),
+    (["--model", "lama-7b"], "unknown model 'lama-7b'; did you mean 'llama-7b'?"),
     (["--layers", "2"], "name a model (--model llama-7b; --list shows them) or describe one"),
     (["--model", "llama-7b", "--devices", "0"], "--devices takes counts from 1 to 64"),
     (["--model", "llama-7b", "--gpus", "tpu"], "--gpus: unknown GPU 'tpu'"),

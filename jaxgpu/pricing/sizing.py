@@ -12,6 +12,7 @@ machine, on random inputs of those shapes.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -344,13 +345,16 @@ def _compiled(step, placed: list, label: str) -> tuple[float, str]:
 
 
 def _config(model: str | Any):
-    """The decoder ``model`` names, in any case ("Llama3-8B" is llama3-8b), or a ``Config`` as it is."""
+    """The decoder ``model`` names, in any case and punctuation ("Llama3-8B", "llama38b": llama3-8b), or a ``Config``
+    as it is."""
     from jaxgpu.kernels import transformer as tf
 
     if isinstance(model, tf.Config):
         return model
+    squeezed = {re.sub(r"[^a-z0-9.]", "", k): k for k in tf.CONFIGS}  # "Llama-3 8B", "llama38b": llama3-8b
     try:
-        return tf.CONFIGS[model.lower()]
+        return tf.CONFIGS[model.lower() if model.lower() in tf.CONFIGS else squeezed[re.sub(r"[^a-z0-9.]", "",
+                                                                                            model.lower())]]
     except KeyError:
         import difflib
 

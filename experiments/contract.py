@@ -207,6 +207,8 @@ class Pricing:
         widens before the product, with the roof they then meet.
       noise: ``noise(records) -> str``: a clause saying how much the machine's own timings move over the run
         (what a model's error is read against); "" where the records say nothing.
+      unsteady: ``unsteady(records) -> str``: a clause saying what moved too far over the run for its timings to
+        stand as the machine's (another job on its cores); "" where the run was steady or the records say nothing.
     """
 
     modelled: bool = True
@@ -217,6 +219,7 @@ class Pricing:
     roofs: Callable[[list], RoofParts] | None = None
     widened: Callable[[list], dict[str, str]] | None = None
     noise: Callable[[list], str] | None = None
+    unsteady: Callable[[list], str] | None = None
 
     def roof_of(self, params: dict[str, Any]) -> str:
         return self.roof(params) if callable(self.roof) else self.roof

@@ -42,6 +42,8 @@ def closing_lines(out_dir: str | Path) -> list[str]:
         return lines
     from experiments.analysis.claims import VERDICTS
 
+    if summary.get("unsteady"):  # before the answer: its figures may be a busy machine's
+        lines.insert(0, f"warning: {summary['unsteady']}")
     counts = {v: sum(item["verdict"] == v for item in ledger) for v in VERDICTS}
     lines.append("claims: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n))
     for r in summary.get("rows", []):

@@ -88,3 +88,28 @@ def test_the_report_draws_the_drift_of_a_run(tmp_path):
     sec = view.section(Seen(tuple((run, r) for r in (_rec(0, "matmul", 1.0), _rec(1, "matmul", 1.1)))))
     assert sec.plots and "differ pairwise by a median of 10%" in sec.plots[0].takeaway  # 9.1% and 10%
     assert sec.tables[0].rows[0][1:3] == ["matmul", 2]
+
+
+def test_a_busy_machine_says_so_first_in_the_summary_and_the_closing_lines(tmp_path):
+    """A run whose probes moved by a median of 25% or more (another job on its cores) says so before its answer:
+    the summary's first paragraph, summary.json, and the lines a run prints when it ends; a steady run says
+    nothing of it."""
+    import json
+
+    from experiments import report
+    from experiments.reporting import build
+
+    busy = [_rec(0, "triad", 1.0), _rec(1, "triad", 1.6), _rec(2, "triad", 1.0), _rec(0, "matmul", 1.0),
+            _rec(1, "matmul", 1.05)]
+    steady = [_rec(0, "triad", 1.0), _rec(1, "triad", 1.1), _rec(0, "matmul", 1.0), _rec(1, "matmul", 1.05)]
+    assert "triad probe's timings at 3 moments" in drift.unsteady(busy) and drift.unsteady(steady) == ""
+    for recs, said in ((busy, True), (steady, False)):
+        run = results.Run(Path("cpu-busy"), {"env": {"backend": "cpu", "cpu_model": "X"}}, tuple(recs))
+        sec = build.summary_section([run], [(run, r) for r in recs], "H200 SXM", [])
+        first = sec.paragraphs[0]
+        assert first.startswith("This machine was not steady during run cpu-busy: the triad probe's") == said
+        assert ("Re-run the study on an idle machine" in first) == said
+        (tmp_path / "summary.json").write_text(json.dumps(sec.exports["summary.json"]))
+        (tmp_path / "ledger.json").write_text("[]")
+        lines = report.closing_lines(tmp_path)
+        assert lines[0].startswith("warning: This machine was not steady during run cpu-busy") == said

@@ -107,6 +107,24 @@ def _and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+# A probe whose moments differ pairwise by a median of this much or more: the machine was not steady (an idle 2-core
+# VM keeps its three probes within about 20%; a quick run beside another job on one of its cores put the triad at
+# 10.8 GB/s where the idle machine gives 31.9, its moments 62% apart)
+UNSTEADY = 0.25
+
+
+def unsteady(recs: list[Record]) -> str:
+    """The probes that moved by ``UNSTEADY`` or more, in a clause ("the triad's timings at 12 moments differ by a
+    median of 62%"); "" where every probe held."""
+    moved = {n: d for n, d in of_run(recs).items() if d.pairwise >= UNSTEADY}
+    if not moved:
+        return ""
+    moments = max(d.moments for d in moved.values())
+    whose = "probes'" if len(moved) > 1 else "probe's"
+    return (f"the {_and(list(moved))} {whose} timings at {moments} moments of the run differ pairwise by a median "
+            f"of {_and([f'{d.pairwise:.0%}' for d in moved.values()])}")
+
+
 def noise(recs: list[Record]) -> str:
     """The drift of a run's records in one clause, as the roofline check reads its errors against it."""
     return sentence(of_run(recs))
@@ -116,4 +134,4 @@ EXPERIMENT = Experiment(
     name="drift", benchmark_version=1, config=Config, profiles=PROFILES, cases=cases, spread=True,
     description="the same matmul, triad and call re-timed at moments spread through the run: the machine's noise",
     # three programs timed again and again: the machine's noise, which the model's errors are read against
-    pricing=Pricing(modelled=False, noise=noise))
+    pricing=Pricing(modelled=False, noise=noise, unsteady=unsteady))

@@ -78,10 +78,30 @@ def summary_section(runs, pairs, gpu: str, broken: list[str]) -> figures.Section
         f"The GPU column is the {gpu}: measured where a GPU run is merged; otherwise \"compiled, not run\" (XLA "
         "compiled the program for that GPU and its memory plan is read) or \"predicted, not run\" (that compiled "
         "program priced on the GPU's datasheet rates), as the last column says."])
+    busy = _unsteady(cpu, rows)
+    if busy:
+        sec.paragraphs.insert(0, busy)
     if rows:
         sec.tables.append(summary.table(rows, machine, gpu))
-    sec.exports["summary.json"] = {"machine": machine, "gpu": gpu, "rows": [r.as_dict() for r in rows]}
+    sec.exports["summary.json"] = {"machine": machine, "gpu": gpu, "rows": [r.as_dict() for r in rows],
+                                   **({"unsteady": busy} if busy else {})}
     return sec
+
+
+def _unsteady(cpu, rows) -> str:
+    """A sentence, first, where the measured run's own probes say the machine was not steady (another job on its
+    cores): which rows that touches and what to do; "" for a steady run."""
+    if cpu is None:
+        return ""
+    clauses = [exp.pricing.unsteady([r for r in cpu.records if r.experiment == exp.name])
+               for exp in map(experiments.load, experiments.names()) if exp.pricing.unsteady]
+    said = "; ".join(c for c in clauses if c)
+    if not said:
+        return ""
+    touched = [r.topic for r in rows if r.here_value is not None]
+    return (f"This machine was not steady during run {cpu.path.name}: {said}. The figures measured here"
+            + (f" ({'; '.join(touched)})" if touched else "") + " may be slower than the idle machine's: another "
+            "job probably shared its cores. Re-run the study on an idle machine before quoting them.")
 
 
 def _drawn(make, what: str, broken: list[str]):

@@ -454,3 +454,16 @@ def test_the_7b_row_names_the_settings_its_plans_were_compiled_with():
     assert said == ", no remat, flash attention, scanned layers"
     assert tview._settings(rec(remat=1.0, flash=0.0, scanned=0.0, fp8=1.0)).endswith("unrolled layers, fp8 products")
     assert tview._settings(rec(bytes_compiled=1.0)) == ""  # a plan recorded before plans said their settings
+
+
+def test_a_phone_s_summary_card_names_the_gpu_it_compares_with():
+    from jaxgpu.records import figures
+
+    from experiments.reporting import render
+
+    table = figures.Table(["what", "here (X)", "H200 SXM", "GPU / here", "GPU figure"], [])
+    sec = figures.Section("The answer", "summary", tables=[table])
+    assert '#summary-table td:nth-child(3):before{content:"H200 SXM: "}' in render._css([sec])
+    assert 'content:"GPU: "' in render._css([])  # no summary: the word
+    page = (Path(__file__).resolve().parents[1] / "reports" / "study" / "report.html").read_text()
+    assert 'td:nth-child(3):before{content:"H200 SXM: "}' in page

@@ -114,6 +114,15 @@ td.pred{font-style:italic;border-style:dashed;font-weight:400}td.compiled{border
 #summary-table td:nth-child(2):before{content:"here: "}#summary-table td:nth-child(3):before{content:"GPU: "}
 #summary-table td:nth-child(4):before{content:"GPU / here: "}#summary-table td:nth-child(5){color:#555}}"""  # noqa: E501
 
+def _css(sections) -> str:
+    """The page's style, its summary cards naming the GPU they compare with ("H200 SXM: 53.4 TFLOP/s") as the
+    table's column does on a wide screen."""
+    summary = next((s for s in sections if s.anchor == "summary" and s.tables), None)
+    gpu = summary.tables[0].headers[2] if summary and len(summary.tables[0].headers) > 2 else "GPU"
+    card = re.sub(r'[^\w .,/()+-]', "", gpu)  # a CSS string: no quotes or backslashes from the header
+    return _CSS.replace('content:"GPU: "', f'content:"{card}: "')
+
+
 # the sections shown whole: the answer and the ledger; every other section shows its first paragraph and figure
 _WHOLE = ("summary", "ledger")
 
@@ -215,7 +224,7 @@ def render(sections: Sequence[figures.Section], out_dir: Path, sources: Sequence
     body.append(f"<p>Runs (raw records): {_html_text(raw)}</p>")
     page = ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{html.escape(TITLE)}</title><style>{_CSS}</style></head><body>"
+            f"<title>{html.escape(TITLE)}</title><style>{_css(sections)}</style></head><body>"
             + "\n".join(body) + "</body></html>\n")
     return "\n".join(md) + "\n", page
 

@@ -99,10 +99,12 @@ def test_a_busy_machine_says_so_first_in_the_summary_and_the_closing_lines(tmp_p
     from experiments import report
     from experiments.reporting import build
 
-    busy = [_rec(0, "triad", 1.0), _rec(1, "triad", 1.6), _rec(2, "triad", 1.0), _rec(0, "matmul", 1.0),
-            _rec(1, "matmul", 1.05)]
-    steady = [_rec(0, "triad", 1.0), _rec(1, "triad", 1.1), _rec(0, "matmul", 1.0), _rec(1, "matmul", 1.05)]
-    assert "triad probe's timings at 3 moments" in drift.unsteady(busy) and drift.unsteady(steady) == ""
+    busy = [_rec(0, "triad", 1.0), _rec(1, "triad", 1.6), _rec(2, "triad", 1.0), _rec(3, "triad", 1.7),
+            _rec(0, "matmul", 1.0), _rec(1, "matmul", 1.05), _rec(2, "matmul", 1.0), _rec(3, "matmul", 1.05)]
+    steady = [_rec(m, p, t) for m, t in enumerate((1.0, 1.1, 1.0, 1.1)) for p in ("triad", "matmul")]
+    smoke = busy[:2]  # two moments of a smoke run: noise, not a verdict
+    assert "triad probe's timings at 4 moments" in drift.unsteady(busy)
+    assert drift.unsteady(steady) == "" and drift.unsteady(smoke) == ""
     for recs, said in ((busy, True), (steady, False)):
         run = results.Run(Path("cpu-busy"), {"env": {"backend": "cpu", "cpu_model": "X"}}, tuple(recs))
         sec = build.summary_section([run], [(run, r) for r in recs], "H200 SXM", [])

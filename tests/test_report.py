@@ -418,10 +418,12 @@ def test_the_summary_says_which_plan_priced_the_gpu_and_prefers_a_measurement(ti
                               "gpu_plan": gpu_plan})
         return results.Run(tmp_path / f"priced{int(gpu_plan)}", {"env": {"backend": "cpu"}}, (rec,))
 
-    for gpu_plan, said in ((1.0, "on XLA:GPU's plan"), (0.0, "on this CPU's plan standing in for XLA:GPU's")):
+    for gpu_plan, said, plan in ((1.0, "on XLA:GPU's plan", "xla:gpu"),
+                                 (0.0, "on this CPU's plan standing in for XLA:GPU's", "xla:cpu, standing in")):
         runs = [run, priced(gpu_plan)]
         row = summary.rows(runs, results.merge(runs), "H200 SXM")[0]
         assert row.topic.startswith("A big matrix multiply") and row.basis == "predicted, not run", row
+        assert row.plan == plan and row.as_dict()["plan"] == plan  # a field of its own in summary.json
         assert said in row.source and row.gpu == report_si(2.0 * n**3 / 1e-5, "FLOP/s"), row
         factor = 2.0 * n**3 / 1e-5 / (mm.metrics["gflops"] * 1e9)
         # no published check in these records: a factor of one figure (summary.factor rounds to the error)
@@ -431,7 +433,7 @@ def test_the_summary_says_which_plan_priced_the_gpu_and_prefers_a_measurement(ti
     gpu = results.read_run(_as_gpu_run(tiny_run, tmp_path / "gpu"))
     runs = [run, priced(1.0), gpu]
     row = summary.rows(runs, results.merge(runs), "H200 SXM")[0]
-    assert row.basis == "measured" and row.factor == "2x", row
+    assert row.basis == "measured" and row.factor == "2x" and row.plan == "", row
 
 
 def report_si(x, unit):

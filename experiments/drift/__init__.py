@@ -111,12 +111,14 @@ def _and(items: list[str]) -> str:
 # VM keeps its three probes within about 20%; a quick run beside another job on one of its cores put the triad at
 # 10.8 GB/s where the idle machine gives 31.9, its moments 62% apart)
 UNSTEADY = 0.25
+# ... over at least this many moments: two or three of a smoke run's millisecond probes are noise, not a verdict
+UNSTEADY_MOMENTS = 4
 
 
 def unsteady(recs: list[Record]) -> str:
     """The probes that moved by ``UNSTEADY`` or more, in a clause ("the triad's timings at 12 moments differ by a
     median of 62%"); "" where every probe held."""
-    moved = {n: d for n, d in of_run(recs).items() if d.pairwise >= UNSTEADY}
+    moved = {n: d for n, d in of_run(recs).items() if d.pairwise >= UNSTEADY and d.moments >= UNSTEADY_MOMENTS}
     if not moved:
         return ""
     moments = max(d.moments for d in moved.values())

@@ -33,6 +33,7 @@ class Row:
     gpu_value: float | None = None
     unit: str = ""
     checked: str = ""  # how far such a prediction was off on published GPU measurements ("median error 6% ...")
+    plan: str = ""  # the plan a predicted figure priced: "xla:gpu" (the GPU's own) or "xla:cpu, standing in"
 
     @property
     def shown(self) -> str:
@@ -131,6 +132,10 @@ class Ask:
         return name, _error_of(scores, kind), _checked(scores, kind), s.get("median_abs_error") if s.get("cases") \
             else 1.0
 
+    def plan_of(self, h: results.Record) -> str:
+        """The plan a GPU price ``h`` was had on, as ``Row.plan`` names it."""
+        return "xla:gpu" if h.metrics.get("gpu_plan", 1.0) else "xla:cpu, standing in"
+
     def rate_row(self, topic: str, cpu: Pair | None, metric: str, unit: str, scale: float, program: str, kind: str,
                  shape: str, size: int | None = None, sized: Callable[[int], str] = "width {:,}".format
                  ) -> Row | None:
@@ -154,7 +159,8 @@ class Ask:
         plan, error, checked, missed = self.plan(h, kind)
         return Row(topic, labels.si(here * scale, unit), labels.si(g, unit), factor(g, here * scale, missed),
                    "predicted, not run", f"{shape}: measured in {run.path.name}; predicted on {self.gpu}, not run (the "
-                   f"same program at {sized(h.params['size'])} on {plan}; {error})", here * scale, g, unit, checked)
+                   f"same program at {sized(h.params['size'])} on {plan}; {error})", here * scale, g, unit, checked,
+                   self.plan_of(h))
 
     def host_memory(self) -> float | None:
         """This machine's memory, as its CPU run recorded it."""

@@ -254,7 +254,7 @@ def to_target_headline(ask):
     plan, error, checked, missed = ask.plan(h, "train")
     return ask.Row(topic, labels.si(here, "s"), labels.si(g, "s"), ask.factor(here, g, missed), "predicted, not run",
                    f"measured in {run.path.name} ({x.metrics['steps']:,.0f} steps, compile apart); predicted on "
-                   f"{ask.gpu}, not run: the same steps on {plan} ({error})", here, g, "s", checked)
+                   f"{ask.gpu}, not run: the same steps on {plan} ({error})", here, g, "s", checked, ask.plan_of(h))
 
 
 VIEW = View(section, None, headlines=(Headline(4, throughput_headline), Headline(5, to_target_headline)))

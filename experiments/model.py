@@ -62,6 +62,8 @@ def parser() -> cli.Parser:
                         "unrolled in a decode step, as serving runs hold each layer's weights apart)")
     p.add_argument("--nodes", type=int, default=1,
                    help="with --train: nodes of --devices GPUs each, --batch split over them (default 1)")
+    p.add_argument("--weights", choices=("bf16", "int8", "fp8"), default="bf16",
+                   help="with --serve: layer matrices stored in int8 or fp8, per-channel scales (default bf16)")
     p.add_argument("--accumulate", type=int, default=1, metavar="K",
                    help="with --train: the batch in K micro-batches a step, gradients summed (default 1)")
     return p
@@ -104,7 +106,7 @@ def _settings(p: cli.Parser, args: argparse.Namespace):
         return dataclasses.replace(base, remat=args.remat, flash=base.flash and not args.no_flash,
                                    matmul="fp8" if args.fp8 else "bf16",
                                    scan=args.layer_loop == "scan" if args.layer_loop else base.scan, nodes=args.nodes,
-                                   accumulate=args.accumulate)
+                                   accumulate=args.accumulate, weights=args.weights)
     except KeyError as err:
         p.error(f"--remat: {err.args[0]}")
     except ValueError as err:

@@ -221,6 +221,7 @@ def test_the_model_command_keeps_the_compilers_lines_off_the_terminal(tmp_path):
     (["--model", "llama-7b", "--remat", "dots"], "--remat: unknown remat policy 'dots'"),
     (["--model", "llama-7b", "--nodes", "0"], "--nodes: nodes must be at least 1"),
     (["--model", "llama-7b", "--accumulate", "0"], "--accumulate: accumulate must be at least 1 micro-batch"),
+    (["--model", "llama-7b", "--weights", "int8"], "int8 or fp8 weights are a decode step's storage (--serve)"),
     (["--model", "llama-7b", "--accumulate", "3"], "a node's batch of 8 does not split into 3 micro-batches"),
     (["--model", "llama-7b", "--mlp", "geglu"], "--head-dim and --mlp describe a decoder"),
     (["--layers", "2", "--d-model", "250", "--heads", "4", "--kv-heads", "2", "--ffn", "8", "--vocab", "9"],
@@ -455,3 +456,43 @@ def test_a_model_is_named_in_any_case():
     assert sizing._config("LLaMA3-8B") is tf.CONFIGS["llama3-8b"] and sizing._config(_GEGLU) is _GEGLU
     with pytest.raises(KeyError, match="unknown model 'llama3-8'; did you mean 'llama3-8b'"):
         sizing._config("llama3-8")
+
+
+@pytest.mark.parametrize("weights", ["int8", "fp8"])
+def test_a_decode_step_with_quantised_weights_computes_what_bf16_does(weights):
+    """Weight-only int8 or fp8 (a scale per output channel) reads the stored type and widens it for the product: the
+    logits stay near the bf16 step's."""
+    c = LLAMA
+    p = tf.init(c, jax.random.key(0))
+    token = jnp.array([[3], [7]], jnp.int32)
+    out = {}
+    for w in ("bf16", weights):
+        params = tf.quantize(p, w) if w != "bf16" else jax.tree.map(lambda a: a.astype(jnp.bfloat16), p)
+        specs = tf.decode_specs(c, 2, 16, w)
+        assert jax.tree.map(lambda a: a.dtype, params) == jax.tree.map(lambda s: s.dtype, specs[0])
+        cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), specs[1])
+        out[w] = np.asarray(tf.decode_step(c, weights=w)(params, cache, token, jnp.int32(0))[0], np.float32)
+    err = np.linalg.norm(out[weights] - out["bf16"]) / np.linalg.norm(out["bf16"])
+    assert 0 < err < 0.1, err
+
+
+def test_quantised_weights_halve_a_decode_step_s_weight_bytes():
+    """--weights int8 (or fp8) for serving: the plan of a small decoder's decode step holds about half the bytes."""
+    from jaxgpu.pricing import sizing, targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    c = tf.Config("wide-few", 4, 512, 8, 8, 2048, 256, 256, "llama")
+    plans = {w: sizing.plan_model(c, "h100", mode="serve", batch=1, seq=64, settings=tf.StepSettings(
+        flash=False, scan=False, weights=w)) for w in ("bf16", "int8", "fp8")}
+    for w in ("int8", "fp8"):
+        # the stored weights are half (their scales a little more), the plan a little over half: it also holds the
+        # KV cache, the embedding and a widened matrix at a time
+        spec = lambda w: sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(tf.decode_specs(c, 1, 64, w)[0]))
+        assert 0.5 < spec(w) / spec("bf16") < 0.52
+        assert 0.5 < plans[w].bytes_per_device / plans["bf16"].bytes_per_device < 0.65, w
+        assert f"{w} weights" in plans[w].settings
+    with pytest.raises(ValueError, match="a decode step's storage"):
+        sizing.plan_model(c, "h100", batch=2, seq=64, settings=tf.StepSettings(weights="int8"))
+    with pytest.raises(KeyError, match="unknown weight storage 'int4'"):
+        tf.StepSettings(weights="int4")

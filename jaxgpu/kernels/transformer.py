@@ -132,6 +132,7 @@ FLASH_SCOPE = "flash_attention"
 REMAT_POLICIES = ("dots_saveable", "dots_with_no_batch_dims_saveable", "checkpoint_dots",
                   "checkpoint_dots_with_no_batch_dims", "nothing_saveable", "everything_saveable")
 MATMULS = ("bf16", "fp8")
+WEIGHTS = ("bf16", "int8", "fp8")  # a decode step's stored weights: int8 and fp8 with a scale per output channel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +150,8 @@ class StepSettings:
         the gradients' all-reduce between nodes added at the table's inter-node link bandwidth.
       accumulate: micro-batches a training step runs in turn (gradient accumulation), its gradients summed before
         the one update: the same tokens a step in less activation memory.
+      weights: how a decode step stores its layers' matrices: "bf16", or "int8" / "fp8" (e4m3) with a scale per
+        output channel, widened to bf16 for the product (weight-only quantisation: half the bytes read a token).
     """
 
     remat: str = "none"
@@ -157,6 +160,7 @@ class StepSettings:
     scan: bool = True
     nodes: int = 1
     accumulate: int = 1
+    weights: str = "bf16"
 
     def __post_init__(self):
         if self.remat != "none" and self.remat not in REMAT_POLICIES:
@@ -165,6 +169,8 @@ class StepSettings:
             raise KeyError(f"unknown matmul type {self.matmul!r}; known: {', '.join(MATMULS)}")
         if self.nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {self.nodes}")
+        if self.weights not in WEIGHTS:
+            raise KeyError(f"unknown weight storage {self.weights!r}; known: {', '.join(WEIGHTS)}")
         if self.accumulate < 1:
             raise ValueError(f"accumulate must be at least 1 micro-batch, got {self.accumulate}")
 
@@ -172,7 +178,8 @@ class StepSettings:
         """The settings in a phrase: "remat dots_saveable, flash attention, bf16, scanned, 1 node"."""
         return (f"remat {self.remat}, {'flash' if self.flash else 'XLA'} attention, {self.matmul} products, "
                 f"{'scanned' if self.scan else 'unrolled'} layers, {self.nodes} node{'s' if self.nodes > 1 else ''}"
-                + (f", {self.accumulate} micro-batches" if self.accumulate > 1 else ""))
+                + (f", {self.accumulate} micro-batches" if self.accumulate > 1 else "")
+                + (f", {self.weights} weights" if self.weights != "bf16" else ""))
 
 
 def _mm(a, b, matmul: str = "bf16"):
@@ -461,8 +468,8 @@ def prefill_step(c: Config, compute: Any = jnp.bfloat16, sharding: tuple | None 
 def decode_step(c: Config, compute: Any = jnp.bfloat16, weights: str = "bf16", sharding: tuple | None = None):
     """A jitted ``step(params, cache, token, index) -> (logits, cache')``: one token for each of B sequences
     against a KV cache (k, v: [L, B, S, KV, hd]) holding ``index`` tokens; attention over the whole cache,
-    masked. ``weights="int8"``: the layers' matrices are int8 with a per-output-channel scale, widened to
-    ``compute`` for the product (weight-only quantisation)."""
+    masked. ``weights="int8"`` or ``"fp8"``: the layers' matrices are stored so with a per-output-channel scale,
+    widened to ``compute`` for the product (weight-only quantisation; the step itself reads the stored type)."""
 
     def step(params, cache, token, index):
         p = {k: (v if k == "layers" else v.astype(compute)) for k, v in params.items()}
@@ -499,22 +506,42 @@ def decode_step(c: Config, compute: Any = jnp.bfloat16, weights: str = "bf16", s
 
 
 def _widen(v, w, name, compute):
-    if v.dtype == jnp.int8:
+    if v.dtype in (jnp.int8, jnp.float8_e4m3fn):
         return v.astype(compute) * w[name + "_scale"].astype(compute)
     return v.astype(compute)
 
 
+def quantize(params: dict, weights: str, dtype: Any = jnp.bfloat16) -> dict:
+    """``params`` with each layer matrix stored as ``decode_specs`` says for ``weights`` ("int8" or "fp8"): the
+    matrix over a per-output-channel scale (its largest magnitude onto the type's largest finite value), rounded
+    into the type, beside ``<name>_scale``."""
+    stored = jnp.int8 if weights == "int8" else jnp.float8_e4m3fn
+    top = 127.0 if weights == "int8" else float(jnp.finfo(stored).max)
+    layers = {}
+    for k, w in params["layers"].items():
+        if w.ndim != 3:
+            layers[k] = w.astype(dtype)
+            continue
+        scale = jnp.maximum(jnp.abs(w.astype(jnp.float32)).max(axis=1), 1e-12) / top  # [L, out]
+        q = w.astype(jnp.float32) / scale[:, None, :]
+        layers[k] = (jnp.round(q) if weights == "int8" else q).astype(stored)
+        layers[k + "_scale"] = scale.astype(dtype)
+    return {**jax.tree.map(lambda a: a.astype(dtype), {k: v for k, v in params.items() if k != "layers"}),
+            "layers": layers}
+
+
 def decode_specs(c: Config, batch: int, context: int, weights: str = "bf16", dtype: Any = jnp.bfloat16,
                  unrolled: bool = False) -> tuple:
-    """(params, cache, token, index) specs for ``decode_step``: weights stored in ``dtype`` (or int8 matrices
+    """(params, cache, token, index) specs for ``decode_step``: weights stored in ``dtype`` (or int8 or fp8 matrices
     with per-channel scales), the cache in ``dtype`` for ``context`` tokens; ``unrolled``: one entry per
     layer (lists) instead of stacks."""
     params = param_specs(c, dtype)
-    if weights == "int8":
+    if weights in ("int8", "fp8"):
+        stored = jnp.int8 if weights == "int8" else jnp.float8_e4m3fn
         layers = {}
         for k, s in params["layers"].items():
             if len(s.shape) == 3:
-                layers[k] = jax.ShapeDtypeStruct(s.shape, jnp.int8)
+                layers[k] = jax.ShapeDtypeStruct(s.shape, stored)
                 layers[k + "_scale"] = jax.ShapeDtypeStruct((s.shape[0], s.shape[2]), dtype)
             else:
                 layers[k] = s

@@ -381,6 +381,8 @@ def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int) -> None:
     if not training and (s.remat != "none" or s.nodes > 1 or s.accumulate > 1):
         raise ValueError("remat, nodes and micro-batches are a training step's settings; a prefill or decode step "
                          "runs on one node and keeps no activations for a backward pass")
+    if mode != "serve" and s.weights != "bf16":
+        raise ValueError("int8 or fp8 weights are a decode step's storage (--serve); training keeps its master weights")
     if mode == "serve" and s.matmul != "bf16":
         raise ValueError("fp8 products in a decode step are not built; its weights' storage is a serving setting")
     if mode == "serve" and s.flash:
@@ -427,10 +429,10 @@ def _step(c, mode: str, batch: int, seq: int, mesh, s: Any) -> tuple:
         step = tf.prefill_step(c, sharding=sh, settings=s)
         tokens, model_flops = batch * seq, 2.0 * c.params() * batch * seq
     else:
-        specs = tf.decode_specs(c, batch, seq, unrolled=not s.scan)
+        specs = tf.decode_specs(c, batch, seq, s.weights, unrolled=not s.scan)
         sh = (tf.shard_specs(specs[0], mesh, "tp"), tf.shard_specs(specs[1], mesh, "tp"),
               tf.shard_specs(specs[2], mesh, "tp", batch=True), tf.shard_specs(specs[3], mesh, "tp", batch=True))
-        step = tf.decode_step(c, sharding=sh)
+        step = tf.decode_step(c, weights=s.weights, sharding=sh)
         tokens, model_flops = batch, 2.0 * c.params() * batch
     return step, specs, sh, tokens, model_flops
 

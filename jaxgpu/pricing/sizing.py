@@ -266,7 +266,6 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     """
     import jax
 
-    from jaxgpu.ground import stack
     from jaxgpu.kernels import transformer as tf
     from jaxgpu.pricing import fit, roofline
 
@@ -282,11 +281,10 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     step, specs, sh, tokens, model_flops = _step(c, mode, batch // s.nodes, seq, mesh, s)
     placed = [jax.tree.map(lambda s, h: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=h), sp, shd)
               for sp, shd in zip(specs, sh)]
-    nbytes, hlo = _compiled(step, placed, label)
-    hidden, exposed, rest, counts = _collectives(stack.kernels(hlo), hw, devices)
-    between = _internode_s(c, mode, hw, devices, s.nodes)
     roofs = roofline.roofs_for(hw)
-    p = roofline.price(rest, roofs, loop_steps=stack.loop_steps(hlo), plan=label)
+    nbytes, hidden, exposed, counts, rest, p = _priced(step, placed, label, hw, roofs, devices,
+                                                       triton=s.weights != "bf16")
+    between = _internode_s(c, mode, hw, devices, s.nodes)
     micro = batch // s.nodes // s.accumulate  # the sequences whose activations a GPU's node holds at once
     est = fit.transformer_train(_fit_shape(c), "bf16", seq, micro) if mode.startswith("train") else \
         fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
@@ -301,8 +299,27 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
                      sum(est.values()) / devices, nbytes <= USABLE_FRACTION * hw.memory_gb * 1e9, seconds,
                      max(p.lower_s, comm), p.upper_s + comm + overlapped, comm,
                      "communication" if comm > max(p.compute_s, p.memory_s, p.launch_s) else p.bound,
-                     tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, label, label,
+                     tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, p.plan, label,
                      *_matmul_shares(rest, roofs), s.words(), between, s.nodes, overlapped)
+
+
+def _priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices: int, triton: bool) -> tuple:
+    """(bytes, async and synchronous collectives' seconds, their counts, the other kernels, their ``Prediction``)
+    of the step on XLA:GPU's plan. ``triton``: its GEMMs also as Triton fusions, the cheaper plan kept, as XLA's
+    autotuner keeps the faster on a GPU (a weight stored in int8 or fp8 is widened inside a Triton GEMM, where
+    cuBLAS needs a kernel before it that writes the wide copy: on an A100, 20 ms a token for Llama-2 7B against 7)."""
+    from jaxgpu.ground import stack
+    from jaxgpu.pricing import roofline
+
+    best = None
+    for options in ({}, {"xla_gpu_enable_triton_gemm": True}) if triton and label.startswith("xla:gpu") else ({},):
+        nbytes, hlo = _compiled(step, placed, label, options)
+        hidden, exposed, rest, counts = _collectives(stack.kernels(hlo), hw, devices)
+        plan = label + (", triton gemm" if options else "")
+        p = roofline.price(rest, roofs, loop_steps=stack.loop_steps(hlo), plan=plan)
+        if best is None or p.estimate_s + hidden + exposed < best[-1].estimate_s + best[1] + best[2]:
+            best = (nbytes, hidden, exposed, counts, rest, p)
+    return best
 
 
 def _matmul_shares(ks: list, roofs) -> tuple[float, float]:
@@ -332,13 +349,13 @@ def _devices_for(hw: hardware.Hardware, devices: int) -> tuple[list, str]:
     return devs, f"xla:cpu, estimate ({label})"
 
 
-def _compiled(step, placed: list, label: str) -> tuple[float, str]:
-    """(bytes the program holds, its optimized HLO), from XLA:GPU's plan or this CPU's."""
+def _compiled(step, placed: list, label: str, options: dict | None = None) -> tuple[float, str]:
+    """(bytes the program holds, its optimized HLO), from XLA:GPU's plan (compiled with ``options``) or this CPU's."""
     from jaxgpu.ground import timing
     from jaxgpu.pricing import targets
 
     if label.startswith("xla:gpu"):
-        plan = targets.compile_plan(step, *placed)
+        plan = targets.compile_plan(step, *placed, options=options)
         return float(plan.total_bytes), plan.hlo
     compiled = step.lower(*placed).compile()
     return float(timing.memory_bytes(compiled)), compiled.as_text()

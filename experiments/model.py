@@ -64,6 +64,10 @@ def parser() -> cli.Parser:
                    help="with --train: nodes of --devices GPUs each, --batch split over them (default 1)")
     p.add_argument("--weights", choices=("bf16", "int8", "fp8"), default="bf16",
                    help="with --serve: layer matrices stored in int8 or fp8, per-channel scales (default bf16)")
+    p.add_argument("--tokens", type=float, metavar="N",
+                   help="also the time and GPU-hours to train on N tokens (or to prefill or decode N tokens)")
+    p.add_argument("--price", action="append", default=[], metavar="GPU=USD",
+                   help="with --tokens: a GPU's price per hour (yours: prices change), e.g. --price h100=2.5")
     p.add_argument("--accumulate", type=int, default=1, metavar="K",
                    help="with --train: the batch in K micro-batches a step, gradients summed (default 1)")
     return p
@@ -94,8 +98,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.devices or min(args.devices) < 1 or max(args.devices) > 64:
         p.error(f"--devices takes counts from 1 to 64, got {args.devices}")
     _check_out_and_gpus(p, args)
+    args.prices = _prices(p, args)
     args.settings = _settings(p, args)
     return args
+
+
+def _prices(p: cli.Parser, args: argparse.Namespace) -> dict[str, float]:
+    """--price GPU=USD, each GPU by the hardware table's name; --tokens checked with them."""
+    import math
+
+    from jaxgpu.ground import hardware
+
+    if args.tokens is not None and not (math.isfinite(args.tokens) and args.tokens >= 1):
+        p.error(f"--tokens takes a count of tokens such as 1e9, got {args.tokens:g}")
+    if args.price and args.tokens is None:
+        p.error("--price prices the time to --tokens N; give --tokens too")
+    out = {}
+    for item in args.price:
+        gpu, _, usd = item.partition("=")
+        try:
+            out[hardware.find_gpu(gpu.strip()).name] = float(usd)
+        except KeyError as err:
+            p.error(f"--price: {err.args[0]}")
+        except ValueError:
+            p.error(f"--price takes GPU=USD_PER_HOUR, such as h100=2.5, got {item!r}")
+        if not out[hardware.find_gpu(gpu.strip()).name] > 0:
+            p.error(f"--price: a price per hour must be above 0, got {item!r}")
+    return out
 
 
 def _settings(p: cli.Parser, args: argparse.Namespace):
@@ -150,19 +179,62 @@ COLUMNS = ("gpu", "devices", "bytes_per_device", "fits", "seconds", "lower_s", "
            "binds", "comm_s", "estimate_bytes", "plan")
 
 
-def table(plans) -> list[list[str]]:
+# The committed run that checked whole-step prices against published GPU measurements: its median error per kind is
+# the band a time to N tokens carries
+CHECKED = Path(__file__).resolve().parents[1] / "reports" / "priced-published"
+
+
+def band(mode: str, run_dir: Path = CHECKED) -> tuple[float, int] | None:
+    """(median |error|, cases) of published whole steps of ``mode``'s kind (training, or serving: decode and
+    prefill) in the committed check, None where this checkout has none."""
+    from jaxgpu.records import results
+
+    from experiments.gpu_model import view
+
+    if not (run_dir / "results.jsonl").exists():
+        return None
+    s = view.scores(results.merge([results.read_run(run_dir)]))["train" if mode.startswith("train") else "serving"]
+    return (s["median_abs_error"], int(s["cases"])) if s.get("cases") else None
+
+
+def to_tokens(p, tokens: float, price: float | None = None) -> dict[str, float]:
+    """Seconds and GPU-hours for ``tokens`` at the plan's predicted step: training's steps of batch x seq tokens
+    (each node's share at once), a prefill's or a decode's tokens at its tokens/s (a decode's prompts uncounted)."""
+    t = tokens / (p.batch * p.seq) * p.seconds if p.mode.startswith("train") else tokens / p.tokens_per_s
+    hours = t * p.devices * p.nodes / 3600
+    return {"to_tokens_s": t, "gpu_hours": hours, **({"cost_usd": hours * price} if price else {})}
+
+
+def table(plans, tokens: float | None = None, prices: dict | None = None, err: float | None = None
+          ) -> list[list[str]]:
     from jaxgpu.records import labels
 
     rows = [["GPU", "GPUs", "per GPU", "fits", "step", "bounds", "tokens/s", "MFU", "binds", "plan"]]
+    if tokens:
+        rows[0][9:9] = [f"to {labels.si(tokens, 'tokens')}", "GPU-hours"] + (["cost"] if prices else [])
     for p in plans:
         if not hasattr(p, "seconds"):  # a card that cannot run the step as asked
-            rows.append([p.gpu, str(p.devices), "-", "-", "-", "-", "-", "-", "-", f"cannot run: {p.reason}"])
+            rows.append([p.gpu, str(p.devices)] + ["-"] * (len(rows[0]) - 3) + [f"cannot run: {p.reason}"])
             continue
         gpus = f"{p.nodes} x {p.devices}" if p.nodes > 1 else str(p.devices)
         rows.append([p.gpu, gpus, labels.si(p.bytes_per_device, "B"), "yes" if p.fits else "no",
                      labels.si(p.seconds, "s"), f"{labels.si(p.lower_s, 's')}-{labels.si(p.upper_s, 's')}",
                      labels.si(p.tokens_per_s, "tokens/s"), f"{p.mfu:.0%}", p.binds, p.plan])
+        if tokens:
+            k = to_tokens(p, tokens, (prices or {}).get(p.gpu))
+            t = k["to_tokens_s"]
+            span = f" ({_duration(t * (1 - err))}-{_duration(t * (1 + err))})" if err else ""
+            cells = [_duration(t) + span, f"{k['gpu_hours']:,.3g}"]
+            rows[-1][9:9] = cells + ([f"${k['cost_usd']:,.0f}" if "cost_usd" in k else "-"] if prices else [])
     return rows
+
+
+def _duration(s: float) -> str:
+    """Seconds in the unit a person plans in: "42 s", "3.1 h", "12 days"."""
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if s >= 2 * size:
+            return f"{s / size:,.3g} {unit}"
+    return f"{s:.3g} s"
 
 
 def _plans(args: argparse.Namespace) -> list | str:
@@ -202,7 +274,8 @@ def _main(argv: list[str] | None) -> int:
     plans = _plans(args)
     if isinstance(plans, str):
         return cli.fail(cli.name(COMMAND), plans)
-    rows = table(plans)
+    checked = band(args.mode) if args.tokens else None
+    rows = table(plans, args.tokens, args.prices, checked[0] if checked else None)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",
             "serve": "decode step"}[args.mode]
@@ -211,19 +284,32 @@ def _main(argv: list[str] | None) -> int:
           f"{args.settings.words()} (compiled for each GPU on this CPU, predicted, not run):")
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    if args.tokens:
+        kind = "training" if args.mode.startswith("train") else "decode and prefill"
+        print(f"time to {args.tokens:,.0f} tokens at the predicted step time; " + (
+            f"in brackets, the median error of {checked[1]} published {kind} steps priced so ({checked[0]:.0%}, "
+            "reports/priced-published)" if checked else "no published check of such steps in this checkout")
+              + ("; a decode's prompts are not counted" if args.mode == "serve" else "") + ".")
     if args.out:
         out = Path(args.out)
         try:
             with open(out.with_suffix(".csv"), "w", newline="") as f:
                 w = csv.writer(f)
-                w.writerow(COLUMNS)
-                w.writerows([[getattr(p, c, "") for c in COLUMNS] for p in plans])
-            out.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(p) for p in plans], indent=1) + "\n")
+                extra = ("to_tokens_s", "gpu_hours", "cost_usd") if args.tokens else ()
+                w.writerow(COLUMNS + extra)
+                w.writerows([[getattr(p, c, "") for c in COLUMNS] + [_tokens_of(p, args).get(c, "") for c in extra]
+                             for p in plans])
+            out.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(p) | _tokens_of(p, args)
+                                                            for p in plans], indent=1) + "\n")
         except OSError as err:  # the input was fine: the machine could not take the write
             print(f"{cli.name(COMMAND)}: error: cannot write {out}: {err.strerror or err}", file=sys.stderr)
             return 1
         print(f"written: {out.with_suffix('.csv')} and {out.with_suffix('.json')}", file=sys.stderr)
     return 0
+
+
+def _tokens_of(p, args: argparse.Namespace) -> dict[str, float]:
+    return to_tokens(p, args.tokens, args.prices.get(p.gpu)) if args.tokens and hasattr(p, "seconds") else {}
 
 
 if __name__ == "__main__":

@@ -222,6 +222,11 @@ def test_the_model_command_keeps_the_compilers_lines_off_the_terminal(tmp_path):
     (["--model", "llama-7b", "--nodes", "0"], "--nodes: nodes must be at least 1"),
     (["--model", "llama-7b", "--accumulate", "0"], "--accumulate: accumulate must be at least 1 micro-batch"),
     (["--model", "llama-7b", "--weights", "int8"], "int8 or fp8 weights are a decode step's storage (--serve)"),
+    (["--model", "llama-7b", "--tokens", "0"], "--tokens takes a count of tokens such as 1e9, got 0"),
+    (["--model", "llama-7b", "--price", "h100=2"], "--price prices the time to --tokens N; give --tokens too"),
+    (["--model", "llama-7b", "--tokens", "1e9", "--price", "h100=two"], "--price takes GPU=USD_PER_HOUR"),
+    (["--model", "llama-7b", "--tokens", "1e9", "--price", "tpu=2"], "--price: unknown GPU 'tpu'"),
+    (["--model", "llama-7b", "--tokens", "1e9", "--price", "h100=-1"], "a price per hour must be above 0"),
     (["--model", "llama-7b", "--accumulate", "3"], "a node's batch of 8 does not split into 3 micro-batches"),
     (["--model", "llama-7b", "--mlp", "geglu"], "--head-dim and --mlp describe a decoder"),
     (["--layers", "2", "--d-model", "250", "--heads", "4", "--kv-heads", "2", "--ffn", "8", "--vocab", "9"],
@@ -511,3 +516,24 @@ def test_a_quantised_decode_is_priced_on_the_plan_xla_would_pick():
     assert plans["int8"].plan == "xla:gpu a100, triton gemm" and plans["bf16"].plan == "xla:gpu a100"
     # fewer bytes read, the widening inside the product (on the 7B: 6.8 ms against 8.8, as the published int8 runs)
     assert plans["int8"].seconds < 0.85 * plans["bf16"].seconds
+
+
+def test_the_time_to_n_tokens_is_steps_at_the_predicted_step_time(tmp_path):
+    """--tokens: training's steps of batch x seq tokens (all nodes' at once), a decode's tokens at its tokens/s;
+    GPU-hours over every GPU; a user's price per hour; the band the committed check's median error of the kind."""
+    from types import SimpleNamespace
+
+    from experiments import model
+
+    train = SimpleNamespace(mode="train", batch=16, seq=4096, seconds=0.7, devices=8, nodes=2, tokens_per_s=0.0)
+    k = model.to_tokens(train, 16 * 4096 * 1000, price=2.0)
+    assert k["to_tokens_s"] == pytest.approx(700) and k["gpu_hours"] == pytest.approx(700 * 16 / 3600)
+    assert k["cost_usd"] == pytest.approx(2 * 700 * 16 / 3600)
+    serve = SimpleNamespace(mode="serve", batch=8, seq=2048, seconds=0.01, devices=1, nodes=1, tokens_per_s=800.0)
+    assert model.to_tokens(serve, 8000)["to_tokens_s"] == pytest.approx(10) and "cost_usd" not in model.to_tokens(
+        serve, 8000)
+    assert model._duration(42) == "42 s" and model._duration(3 * 3600) == "3 h" and model._duration(5 * 86400) == \
+        "5 days"
+    checked = model.band("train")  # the committed check: all 17 published training steps
+    assert checked is not None and checked[1] >= 12 and 0 < checked[0] < 0.15
+    assert model.band("serve")[1] >= 6 and model.band("train", tmp_path) is None  # no check in that folder

@@ -117,13 +117,14 @@ def _prices(p: cli.Parser, args: argparse.Namespace) -> dict[str, float]:
     for item in args.price:
         gpu, _, usd = item.partition("=")
         try:
-            out[hardware.find_gpu(gpu.strip()).name] = float(usd)
+            name, per_hour = hardware.find_gpu(gpu.strip()).name, float(usd)
         except KeyError as err:
             p.error(f"--price: {err.args[0]}")
         except ValueError:
             p.error(f"--price takes GPU=USD_PER_HOUR, such as h100=2.5, got {item!r}")
-        if not out[hardware.find_gpu(gpu.strip()).name] > 0:
+        if not per_hour > 0:
             p.error(f"--price: a price per hour must be above 0, got {item!r}")
+        out[name] = per_hour
     return out
 
 

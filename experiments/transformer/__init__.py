@@ -82,7 +82,7 @@ def _params(name: str) -> float:
 
 
 EXPERIMENT = Experiment(
-    name="transformer", benchmark_version=1, config=Config, profiles=PROFILES, cases=cases,
+    name="transformer", benchmark_version=2, config=Config, profiles=PROFILES, cases=cases,
     compiled_cases=compiled_cases,
     description="decoder-only transformers from GPT-2 124M to Llama 70B: train and serve steps measured here at "
                 "the smallest sizes, every size compiled for 1 and 8 GPUs (memory per device, fits, collectives, "

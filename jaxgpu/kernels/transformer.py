@@ -133,6 +133,7 @@ REMAT_POLICIES = ("dots_saveable", "dots_with_no_batch_dims_saveable", "checkpoi
                   "checkpoint_dots_with_no_batch_dims", "nothing_saveable", "everything_saveable")
 MATMULS = ("bf16", "fp8")
 WEIGHTS = ("bf16", "int8", "fp8")  # a decode step's stored weights: int8 and fp8 with a scale per output channel
+_STORED = {"int8": jnp.int8, "fp8": jnp.float8_e4m3fn}  # the narrow ones' types
 
 
 @dataclasses.dataclass(frozen=True)
@@ -506,7 +507,7 @@ def decode_step(c: Config, compute: Any = jnp.bfloat16, weights: str = "bf16", s
 
 
 def _widen(v, w, name, compute):
-    if v.dtype in (jnp.int8, jnp.float8_e4m3fn):
+    if v.dtype in _STORED.values():
         return v.astype(compute) * w[name + "_scale"].astype(compute)
     return v.astype(compute)
 
@@ -515,7 +516,7 @@ def quantize(params: dict, weights: str, dtype: Any = jnp.bfloat16) -> dict:
     """``params`` with each layer matrix stored as ``decode_specs`` says for ``weights`` ("int8" or "fp8"): the
     matrix over a per-output-channel scale (its largest magnitude onto the type's largest finite value), rounded
     into the type, beside ``<name>_scale``."""
-    stored = jnp.int8 if weights == "int8" else jnp.float8_e4m3fn
+    stored = _STORED[weights]
     top = 127.0 if weights == "int8" else float(jnp.finfo(stored).max)
     layers = {}
     for k, w in params["layers"].items():
@@ -536,8 +537,8 @@ def decode_specs(c: Config, batch: int, context: int, weights: str = "bf16", dty
     with per-channel scales), the cache in ``dtype`` for ``context`` tokens; ``unrolled``: one entry per
     layer (lists) instead of stacks."""
     params = param_specs(c, dtype)
-    if weights in ("int8", "fp8"):
-        stored = jnp.int8 if weights == "int8" else jnp.float8_e4m3fn
+    if weights in _STORED:
+        stored = _STORED[weights]
         layers = {}
         for k, s in params["layers"].items():
             if len(s.shape) == 3:

@@ -28,6 +28,7 @@ DRIVER = ("chromedriver",)
 _PROBE = """
 const doc = document.documentElement;
 const top = el => el ? el.getBoundingClientRect().top + window.scrollY : null;
+const bottom = el => el ? el.getBoundingClientRect().bottom + window.scrollY : null;
 const verdicts = [...document.querySelectorAll('#ledger-table td.verdict')];
 return {
   width: window.innerWidth,
@@ -38,6 +39,8 @@ return {
                               .map(i => i.alt || i.src.slice(0, 60)),
   summary_top: top(document.getElementById('summary')),
   ledger_top: top(document.getElementById('ledger')),
+  ledger_bottom: bottom(document.getElementById('ledger-table')),
+  first_figure_top: top(document.querySelector('#summary-table tbody td:nth-child(2)')),
   verdicts: verdicts.length,
   verdicts_on_screen: verdicts.filter(v => {
     const r = v.getBoundingClientRect();

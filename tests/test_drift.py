@@ -108,7 +108,7 @@ def test_a_busy_machine_says_so_first_in_the_summary_and_the_closing_lines(tmp_p
     for recs, said in ((busy, True), (steady, False)):
         run = results.Run(Path("cpu-busy"), {"env": {"backend": "cpu", "cpu_model": "X"}}, tuple(recs))
         sec = build.summary_section([run], [(run, r) for r in recs], "H200 SXM", [])
-        first = sec.paragraphs[0]
+        first = sec.lead
         assert first.startswith("This machine was not steady during run cpu-busy: the triad probe's") == said
         assert ("Re-run the study on an idle machine" in first) == said
         (tmp_path / "summary.json").write_text(json.dumps(sec.exports["summary.json"]))

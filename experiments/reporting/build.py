@@ -18,10 +18,9 @@ from experiments.contract import Seen
 from experiments.reporting import accuracy, frozen, summary
 
 TITLE = "jaxgpu: what does a GPU really buy deep learning?"
-INTRO = ("A popular explainer, {explainer}, tells its readers why GPUs suit deep learning. This report puts its 18 "
-         "claims to measurement through JAX and XLA: first the answer (what a GPU buys, against this machine), then "
-         "each claim's verdict, then one section per experiment. Every figure and verdict is computed from the "
-         "records of the runs named at the end; a GPU figure that was compiled or predicted, not measured, says so.")
+INTRO = ("This report measures the 18 claims of a popular explainer, {explainer}, through JAX and XLA: the answer "
+         "first, then each claim's verdict, then a section per experiment. Every figure and verdict is computed from "
+         "the runs' records; a GPU figure compiled or predicted, not measured, says so.")
 # Metrics for which a larger value is better, in the order a speed-up is taken from.
 _RATE_METRICS = ("gflops", "gbytes_per_s", "samples_per_s")
 
@@ -73,14 +72,13 @@ def summary_section(runs, pairs, gpu: str, broken: list[str]) -> figures.Section
     machine = cpu.machine if cpu else "this machine"
     peak = (f", fp32 peak {labels.si(hw.peak_flops('fp32'), 'FLOP/s')} ({hw.kind})" if hw and hw.peak_flops("fp32")
             else "")
-    sec = figures.Section("What does a GPU buy? The answer first", "summary", paragraphs=[
+    sec = figures.Section("What a GPU buys: the answer", "summary", paragraphs=[
         f"\"Here\" is the machine this study ran on, {machine}{peak}, measured (run {cpu.path.name if cpu else '-'}). "
         f"The GPU column is the {gpu}: measured where a GPU run is merged; otherwise \"compiled, not run\" (XLA "
         "compiled the program for that GPU and its memory plan is read) or \"predicted, not run\" (that compiled "
         "program priced on the GPU's datasheet rates), as the last column says."])
     busy = _unsteady(cpu, rows)
-    if busy:
-        sec.paragraphs.insert(0, busy)
+    sec.lead = busy  # a busy machine's warning comes before the answer it touches; the rest after it
     if rows:
         sec.tables.append(summary.table(rows, machine, gpu))
     sec.exports["summary.json"] = {"machine": machine, "gpu": gpu, "rows": [r.as_dict() for r in rows],
@@ -100,8 +98,8 @@ def _unsteady(cpu, rows) -> str:
         return ""
     touched = [r.topic for r in rows if r.here_value is not None]
     return (f"This machine was not steady during run {cpu.path.name}: {said}. The figures measured here"
-            + (f" ({'; '.join(touched)})" if touched else "") + " may be slower than the idle machine's: another "
-            "job probably shared its cores. Re-run the study on an idle machine before quoting them.")
+            + (f" ({'; '.join(touched)})" if touched else "") + " may read slow (another job on its cores). Re-run "
+            "the study on an idle machine before quoting them.")
 
 
 def _drawn(make, what: str, broken: list[str]):
@@ -210,6 +208,17 @@ EXPLAINER = ('"How does a GPU work for deep learning?" (Amit Shekhar, Outcome Sc
              "https://outcomeschool.com/blog/how-does-a-gpu-work-for-deep-learning")
 
 
+def first_clause(evidence: str) -> str:
+    """The deciding figure as a ledger card shows it: the evidence up to its first "; " outside brackets (a rule
+    joins its figures with "; "); the rest is folded under the claim."""
+    depth = 0
+    for i, ch in enumerate(evidence):
+        depth += (ch in "([") - (ch in ")]")
+        if depth == 0 and evidence.startswith("; ", i):
+            return evidence[:i]
+    return evidence
+
+
 def ledger_rows(pairs, guessed_pairs, gpu: str) -> list[dict]:
     """Every claim as the ledger shows it and ledger.json holds it: the verdict on the merged runs, the same
     rule on the CPU programs as predicted on ``gpu`` (where the GPU was not run, or beside what it measured),
@@ -226,11 +235,11 @@ def ledger_rows(pairs, guessed_pairs, gpu: str) -> list[dict]:
         if g.verdict != "not run" and (v.verdict == "not run" or gpu_ran):
             predicted = g.verdict
         small = sorted({r.path.name for r, x in pairs if r.path.name in tiny and x.experiment in c.experiments})
+        evidence = v.evidence.replace("; " + claims.GPU_HINT, "").replace(claims.GPU_HINT, "needs a GPU run")
         verdict = v.shown + (f" (indicative only: profile tiny, {', '.join(small)})" if small and
                              v.verdict != "not run" else "")
         out.append({"claim": c.id, "text": c.text, "verdict": v.verdict, "shown": verdict, "basis": v.basis,
-                    "evidence": v.evidence.replace("; " + claims.GPU_HINT, "").replace(claims.GPU_HINT,
-                                                                                      "needs a GPU run"),
+                    "evidence": evidence, "deciding": first_clause(evidence),
                     "predicted_on": gpu, "predicted_verdict": (g.verdict + (" (indicative only: profile tiny)" if small
                                                                             else "")) if predicted != "-" else None,
                     "predicted_evidence": g.evidence if predicted != "-" else None, "rule": c.rule_text,
@@ -249,20 +258,27 @@ def ledger_section(pairs, present: set[str] | None = None, guessed_pairs=None, g
     items = ledger_rows(pairs, guessed_pairs, gpu)
     gpu_ran = any(r.env.get("backend") == "gpu" and not r.compiled for r in runs)
     rows, details = [], []
+    decided = [it for it in items if it["verdict"] != "not run"]
+    # every verdict from a tiny run: said once above the table, not on each card
+    all_tiny = bool(decided) and all(it["indicative_only"] for it in decided)
+    plain = (lambda v: v.split(" (indicative only")[0]) if all_tiny else (lambda v: v)
     for it in items:
         links = ", ".join(f"[{e}](#{e})" if e in present else f"{e} (not run)" for e in it["experiments"])
-        rows.append([f"{it['claim']}: {it['text']}", it["shown"], it["predicted_verdict"] or "-", it["evidence"]])
-        details.append(f"Rule: {it['rule']}. Experiments: {links}."
+        rows.append([f"{it['claim']}: {it['text']}", plain(it["shown"]), plain(it["predicted_verdict"] or "-"),
+                     it["deciding"]])
+        rest = it["evidence"][len(it["deciding"]):].removeprefix("; ")
+        details.append((f"Also: {rest}. " if rest else "") + f"Rule: {it['rule']}. Experiments: {links}."
                        + (f" Predicted on {gpu}, not run: {it['predicted_evidence']}." if it["predicted_evidence"]
                           else ""))
     counts = {k: sum(it["verdict"] == k for it in items) for k in claims.VERDICTS}
     compiled = sum(it["basis"] == "compiled" for it in items)
     profiles = sorted({str(r.meta.get("config", {}).get("profile", "?")) for r in runs
                        if not (r.predicted or r.compiled)})
-    paras = ["Each verdict is computed by the rule folded under its claim, from the records of the runs named at the "
-             "end; " + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + "."
-             + (f" {compiled} rest in part on programs compiled for a GPU that did not run them, and say so."
-                if compiled else "")]
+    lead = (", ".join(f"{n} {k}" for k, n in counts.items() if n).capitalize() + ". Each verdict is computed from "
+            "the runs' records by the rule folded under its claim." + (" Every one is indicative only: the runs used "
+                                                                      "the tiny profile." if all_tiny else ""))
+    paras = [f"{compiled} verdicts rest in part on programs compiled for a GPU that did not run them, and say so."
+             ] if compiled else []
     if counts["not run"] and not gpu_ran:
         paras.append(f"A verdict \"not run\" needs a GPU run: {claims.GPU_HINT.split(': ', 1)[1]}. Until one is "
                      f"merged, the third column applies the same rule to this CPU's programs predicted on {gpu} (not "
@@ -270,7 +286,7 @@ def ledger_section(pairs, present: set[str] | None = None, guessed_pairs=None, g
     if len(profiles) > 1:
         paras.append(f"These runs used different profiles ({', '.join(profiles)}): a verdict that compares them "
                      "compares different sizes.")
-    return figures.Section("Claims ledger", "ledger", paragraphs=paras,
+    return figures.Section("Claims ledger", "ledger", paragraphs=paras, lead=lead,
                       tables=[figures.Table(["claim", "verdict", f"predicted on {gpu}" + ("" if gpu_ran else
                                                                                      " (not run)"),
                                         "deciding figure"], rows, marks={1: VERDICT_MARKS, 2: VERDICT_MARKS},

@@ -74,7 +74,9 @@ def _html_table(t: figures.Table) -> str:
         mark = t.mark(i, x)
         classes = [f"v-{mark}"] if mark else []
         if t.id == "ledger-table" and i in (1, 2):
-            classes.append("verdict" if i == 1 else "pred")
+            classes.append("verdict" if i == 1 else "pred" if x != "-" else "pred none")
+        if t.id == "summary-table" and i == 3 and x == "-":
+            classes.append("none")
         if t.id == "ledger-table" and i == 1 and "compiled" in str(x):
             classes.append("compiled")
         text = _html_text(x)
@@ -107,12 +109,22 @@ details.more{margin:.4rem 0 1rem}details.more>summary,details.toc>summary{cursor
 .v-no{background:#f6d5d5;font-weight:600}.v-unsure{background:#e6e0f2;font-weight:600}.v-none{color:#777}
 td.pred{font-style:italic;border-style:dashed;font-weight:400}td.compiled{border:2px dashed #888}
 #summary table{font-size:.95rem}#summary td:first-child{font-weight:600}section{border-top:1px solid #ddd;margin-top:1rem}
+p.note{font-size:.9rem;color:#444}#summary p.lead{background:#fbf1cf;padding:.3rem .6rem;font-size:.9rem}
+@media (min-width:701px){#ledger-table,#summary-table{width:100%;table-layout:fixed}#ledger-table th:nth-child(1){width:40%}
+#ledger-table th:nth-child(2){width:14%}#ledger-table th:nth-child(3){width:9%}#summary-table th:nth-child(1){width:25%}
+#summary-table th:nth-child(2),#summary-table th:nth-child(3){width:18%}#summary-table th:nth-child(4){width:6%}}
 @media (min-width:1000px){.pair{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1.25fr);gap:1.5rem;align-items:start}}
-@media (max-width:700px){#ledger-table thead,#summary-table thead{display:none}
-#ledger-table tr,#summary-table tr{display:block;border-top:2px solid #999;padding:.3rem 0}
-#ledger-table td,#summary-table td{display:block;border:none;padding:.1rem .2rem}#ledger-table td.pred:before{content:"predicted on the GPU: "}
+@media (max-width:700px){h1{font-size:1.45rem;margin:.8rem 0 .5rem}h2{font-size:1.25rem;margin:.7rem 0 .4rem}#ledger-table thead,#summary-table thead{display:none}
+#ledger-table tr,#summary-table tr{display:block;border-top:2px solid #999;padding:.15rem 0}#ledger-table{line-height:1.25}
+#ledger-table td,#summary-table td{display:block;border:none;padding:.05rem .2rem;box-sizing:border-box}#ledger>p{font-size:.9rem}#summary p.lead{font-size:.8rem}
+#ledger-table td.verdict,#ledger-table td.pred{display:inline-block;margin-right:.4rem}#ledger-table td.pred.none{display:none}
+#ledger-table td.pred:before{content:"GPU, predicted: "}#ledger-table td:last-child{display:inline;font-size:.8rem}
+#summary-table tr{display:flex;flex-wrap:wrap;align-items:baseline}#summary-table td:first-child{flex:0 0 calc(100% - 4.5rem)}
+#summary-table td:nth-child(4){order:-1;flex:0 0 4.5rem;text-align:right;font-weight:600;margin-left:auto}
+#summary-table td:first-child{order:-2}#summary-table td.none{visibility:hidden}
+#summary-table td:nth-child(2),#summary-table td:nth-child(3){margin-right:.5rem}
 #summary-table td:nth-child(2):before{content:"here: "}#summary-table td:nth-child(3):before{content:"GPU: "}
-#summary-table td:nth-child(4):before{content:"GPU / here: "}#summary-table td:nth-child(5){color:#555}}"""  # noqa: E501
+#summary table{font-size:.9rem}#summary-table td:nth-child(5){flex:0 0 100%;color:#555;font-size:.8rem}}"""  # noqa: E501
 
 def _css(sections) -> str:
     """The page's style, its summary cards naming the GPU they compare with ("H200 SXM: 53.4 TFLOP/s") as the
@@ -151,9 +163,9 @@ def _section(s: figures.Section, out_dir: Path) -> tuple[list[str], list[str]]:
     md = [f'<a id="{s.anchor}"></a>', f"## {s.title}{claims}", ""]
     head = f'<section id="{s.anchor}"><h2>{html.escape(s.title + claims)}</h2>'
     figures = [_figure(p, out_dir) for p in s.plots]
-    if s.anchor in _WHOLE:
-        body = [head] + [f"<p>{_html_text(p)}</p>" for p in s.paragraphs[:1]]
-        md += sum(([p, ""] for p in s.paragraphs[:1]), [])
+    if s.anchor in _WHOLE:  # the lead (if any) above the table, every other paragraph below it
+        body = [head] + [f'<p class="lead">{_html_text(p)}</p>' for p in [s.lead] if p]
+        md += sum(([p, ""] for p in [s.lead] if p), [])
         for t in s.tables:
             md += _md_table(t)
             body.append(_html_table(t))
@@ -161,9 +173,11 @@ def _section(s: figures.Section, out_dir: Path) -> tuple[list[str], list[str]]:
                 md += [f"<details><summary>{t.details_title}</summary>", ""]
                 md += [f"- {row[0].split(':')[0]}: {d}" for row, d in zip(t.rows, t.details)]
                 md += ["", "</details>", ""]
-        for p in s.paragraphs[1:]:
-            md += [p, ""]
-            body.append(f"<p>{_html_text(p)}</p>")
+        notes = "".join(f'<p class="note">{_html_text(p)}</p>' for p in s.paragraphs)
+        md += sum(([p, ""] for p in s.paragraphs), [])
+        if notes and s.anchor == "summary":  # how to read the answer: folded, so the ledger stays near on a phone
+            notes = f'<details class="more"><summary>How to read this table</summary>{notes}</details>'
+        body.append(notes)
         for fmd, fpage in figures:
             md += fmd
             body.append("".join(fpage))

@@ -188,8 +188,8 @@ def rows(runs: Sequence[results.Run], pairs: Sequence[Pair], gpu: str) -> list[R
 def table(rows_: Sequence[Row], machine: str, gpu: str) -> figures.Table:
     return figures.Table(["what", f"here ({machine})", f"{gpu}", "GPU / here", "GPU figure"],
                     [[r.topic, r.here, r.gpu, r.factor, r.shown] for r in rows_],
-                    "What a GPU buys: this machine measured; the GPU measured, compiled or predicted (open a row "
-                    "for where its figures come from)", details=[r.source + "." for r in rows_],
+                    "Here measured; the GPU as the last column says. Open a row for its sources.",
+                    details=[r.source + "." for r in rows_],
                     details_title="Where each figure comes from", id="summary-table")
 
 

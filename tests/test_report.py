@@ -161,6 +161,20 @@ def test_every_experiment_runs_tiny_and_reports(every_tiny):
     assert len(errs) >= 30 and all(p > 0 for _, p, _ in errs)
 
 
+def test_a_fresh_runs_figures_keep_the_palette(every_tiny):
+    """A one-machine run's figures (the things compared coloured, not the machines) by the committed study's
+    rules: one colour per meaning, a machine's colour its own, legends that read, no colliding labels."""
+    from tests import test_palette
+
+    run = results.read_run(every_tiny[0])
+    plots = [p for s in report.build_sections([run]) for p in s.plots]
+    for p in plots:
+        p.figure.draw_without_rendering()
+    test_palette.check_colours(plots)
+    test_palette.check_legends(plots)
+    test_palette.check_labels(plots)
+
+
 def test_each_figure_draws_the_h200_prediction_beside_what_ran(every_tiny):
     tmp_path, _, _ = every_tiny
     run = results.read_run(tmp_path)
@@ -169,8 +183,9 @@ def test_each_figure_draws_the_h200_prediction_beside_what_ran(every_tiny):
     assert guessed >= {"matmul", "precision", "bandwidth", "roofline", "serial_parallel", "inference", "training"}
     for name in guessed - {"op_mix"}:  # op_mix draws shares of time, which a whole-step bound cannot split
         labels = [line.get_label() for p in sections[name].plots for ax in p.figure.axes for line in ax.get_lines()]
-        labels += [t.get_text() for p in sections[name].plots for ax in p.figure.axes if ax.get_legend()
-                   for t in ax.get_legend().get_texts()]  # bars are named in the legend
+        legends = [leg for p in sections[name].plots for leg in [*p.figure.legends,
+                                                                  *(ax.get_legend() for ax in p.figure.axes)] if leg]
+        labels += [t.get_text() for leg in legends for t in leg.get_texts()]  # bars are named in the legend
         assert any("NVIDIA H200 SXM, predicted, not run" in label for label in labels), (name, labels)
         assert any(label.startswith(f"{run.path.name}: ") for label in labels), (name, labels)
         cells = [str(c) for t in sections[name].tables for row in t.rows for c in row]

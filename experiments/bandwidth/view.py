@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Headline, Seen, View
 
@@ -26,13 +26,15 @@ def section(seen: Seen) -> figures.Section:
                      and x.params["dtype"] == "float32")
         if jit:
             series.append(figures.Series(f"{label} JAX triad (jit)", [p[0] for p in jit], [p[1] for p in jit],
-                                    style=figures.style(run)))
+                                         style=figures.style(run), machine=palette.machine(run),
+                                         variant="JAX triad (jit)"))
         for x in recs:
             if x.params["variant"] != "jit" and x.params["kernel"] == "triad" and x.params["dtype"] == "float32":
                 name = x.params["impl"] if x.params["impl"] != "jax" else f"JAX {x.params['variant']}"
                 name += f" ({x.params['allocator']} malloc)" if "allocator" in x.params else ""
                 series.append(figures.Series(f"{label} {name}", [x.params["n"] * 4], [x.metrics["gbytes_per_s"]],
-                                        style="x" if run.predicted else "s"))
+                                             style="x" if run.predicted else "s", machine=palette.machine(run),
+                                             variant=name))
         hw = run.hardware
         if hw and hw.memory_bw_gbps:
             limits.append(figures.Limit(f"{label} HBM datasheet {hw.memory_bw_gbps:,.0f} GB/s", hw.memory_bw_gbps))

@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Seen, View
 
@@ -19,15 +19,14 @@ def section(seen: Seen) -> figures.Section:
                           "devices share one process and its cores: there the figure is XLA's in-memory copy "
                           "path, not a link between chips.")
     good = labels.ok(pairs, "collectives")
-    series, notes, colors = [], [], {}
-    styles = ("-o", "--s", ":^", "-.v")  # one line style per run, one colour per collective
-    for i, (label, (_run, recs)) in enumerate(labels.by_run(good).items()):
+    series, notes = [], []
+    for label, (run, recs) in labels.by_run(good).items():
         for name in labels.first_seen(x.params["collective"] for x in recs):
             pts = sorted((x.params["bytes"], x.metrics["gbytes_per_s"]) for x in recs if x.params["collective"] == name)
             if pts:
                 series.append(figures.Series(f"{label} {name.replace('_', '-')}", [p[0] for p in pts],
-                                        [p[1] for p in pts], style=styles[i % len(styles)],
-                                        color=colors.setdefault(name, f"C{len(colors)}")))
+                                             [p[1] for p in pts], style=figures.style(run),
+                                             machine=palette.machine(run), variant=name.replace("_", "-")))
         ar = sorted((x.params["bytes"], x.metrics["gbytes_per_s"], x.metrics["time_s_median"], x.params["devices"])
                     for x in recs if x.params["collective"] == "all_reduce")
         if ar:

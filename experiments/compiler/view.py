@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Seen, View
 
@@ -49,16 +49,13 @@ def section(seen: Seen) -> figures.Section:
 
         fig = figures.Figure(figsize=(6.5, 3.2), dpi=100)
         ax = fig.add_subplot()
-        names = [f"{run.label}\n{x.params['program']}" for run, x in good]
+        names = [f"{run.path.name}\n{x.params['program']}" for run, x in good]
         xs = range(len(good))
-        ax.bar([i - 0.2 for i in xs], [x.metrics["eager_time_s"] * 1e6 for _, x in good], width=0.4, label="op by op")
-        ax.bar([i + 0.2 for i in xs], [x.metrics["time_s_median"] * 1e6 for _, x in good], width=0.4, label="jit")
-        ax.set_xticks(list(xs), names, fontsize=7)
-        ax.set_yscale("log")
-        ax.set_ylabel("us per call (median)")
-        ax.legend(fontsize=7)
-        ax.grid(True, axis="y", alpha=0.3)
-        fig.tight_layout()
+        for dx, metric, what in ((-0.2, "eager_time_s", "op by op"), (0.2, "time_s_median", "jit")):
+            palette.tag(ax.bar([i + dx for i in xs], [x.metrics[metric] * 1e6 for _, x in good], width=0.4,
+                               label=what, color=palette.variant_color(what)), f"variant:{what}")
+        ax.set_xticks(list(xs), names, fontsize=8)
+        figures.finish(fig, ax, ylabel="us per call (median)", logy=True, grid="y", legend="below")
         sec.plots.append(figures.Plot("compiler", fig, " ".join(notes) or "Op by op vs jit, per program."))
     return sec
 

@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Seen, View
 from experiments.data_parallel import TOLERANCE
@@ -41,16 +41,20 @@ def section(seen: Seen) -> figures.Section:
                              for x in recs if x.params["case"] == mode and x.params["variant"] == v)
                 if not pts:
                     continue
-                (line,) = ax.plot([p[0] for p in pts], [p[1] * 1e3 for p in pts], "-o", markersize=4, label=v)
+                color, gid = palette.colour_of(None, v, 1)
+                ax.plot([p[0] for p in pts], [p[1] * 1e3 for p in pts], "-", marker=palette.marker(v), markersize=4,
+                        label=v, color=color, gid=gid)
                 if v == "jit_sharding":
-                    ax.plot([p[0] for p in pts], [p[2] * 1e3 for p in pts], "k--", linewidth=1, label="prediction")
+                    ax.plot([p[0] for p in pts], [p[2] * 1e3 for p in pts], "--", color=palette.REFERENCE,
+                            linewidth=1, label="prediction (jit + sharding)", gid="reference")
                 if v == "jit_sharding" and len(pts) > 1:
                     notes.append(f"{mode} scaling, jit + sharding: {pts[-1][3]:.2f}x the single-device throughput on "
                                  f"{pts[-1][0]} devices ({pts[-1][3] / pts[-1][0]:.0%} efficiency), "
                                  f"{pts[-1][1] / pts[-1][2]:.2f}x the predicted step time.")
-            figures.finish(fig, ax, xlabel="devices", ylabel="ms per step", logx=True,
-                      title=f"{mode} scaling "
-                            f"({'global batch fixed' if mode == 'strong' else 'batch per device fixed'})")
+            figures.finish(fig, ax, xlabel="devices", ylabel="ms per step", logx=True, legend="none",
+                           title=f"{mode} scaling "
+                                 f"({'global batch fixed' if mode == 'strong' else 'batch per device fixed'})")
+        figures.legend_below(fig, fig.axes[-1])
         if notes:
             host = run.env.get("backend") == "cpu"
             caveat = (" These are CPU host devices sharing the same cores: the figure shows correctness and the "

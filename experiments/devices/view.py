@@ -7,7 +7,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 from __future__ import annotations
 
 from jaxgpu.ground import hardware
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Seen, View
 
@@ -46,8 +46,10 @@ def _figure(measured: list[tuple[str, float]]) -> figures.Figure:
     bars = measured + sorted(sheet, key=lambda b: b[1])
     fig = figures.Figure(figsize=(7.0, 0.45 * len(bars) + 1.2), dpi=100)
     ax = fig.add_subplot()
-    colors = ["#4a7ab5" if i < len(measured) else "#b0b0b0" for i in range(len(bars))]
-    ax.barh([b[0] for b in bars], [b[1] for b in bars], color=colors)
+    for i, (name, v) in enumerate(bars):  # each device in its machine's colour; a datasheet's figure light
+        key = palette.key_of(name, i >= len(measured) or "NVIDIA" in name)
+        palette.tag(ax.barh([name], [v], color=palette.machine_color(key), alpha=1.0 if i < len(measured) else 0.4),
+                    f"machine:{key}")
     for i, (_, v) in enumerate(bars):
         ax.annotate(f"{v:,.0f}", (v, i), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
     ax.invert_yaxis()
@@ -55,7 +57,7 @@ def _figure(measured: list[tuple[str, float]]) -> figures.Figure:
     ax.set_xlim(right=max(b[1] for b in bars) * 4)
     ax.tick_params(axis="y", labelsize=8)
     return figures.finish(fig, ax, xlabel="parallel fp32 lanes (cores x SIMD lanes; SMs x FP32 units)",
-                     title="Lanes that work at once: devices of the run (blue), GPU datasheets (grey)", grid="x")
+                     title="Lanes that work at once: devices of the run (solid), GPU datasheets (light)", grid="x")
 
 
 def _takeaway(rows: list[list]) -> str:

@@ -3,7 +3,7 @@ against its median, and how far two moments lie apart. Imports no JAX."""
 
 from __future__ import annotations
 
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments import drift
 from experiments.contract import Seen, View
@@ -15,13 +15,14 @@ def section(seen: Seen) -> figures.Section:
                      lead="The same matrix product, STREAM triad and trivial call, timed again at moments spread "
                           "through the run")
     series, notes, rows = [], [], []
-    for label, (_run, recs) in labels.by_run(labels.ok(list(seen.measured), "drift")).items():
+    for label, (run, recs) in labels.by_run(labels.ok(list(seen.measured), "drift")).items():
         drifts = drift.of_run(recs)
         if not drifts:
             continue
         for d in drifts.values():
             series.append(figures.Series(f"{label} {d.program}", list(range(d.moments)),
-                                    [t / d.median_s for t in d.times_s]))
+                                         [t / d.median_s for t in d.times_s], machine=palette.machine(run),
+                                         variant=d.program))
             rows.append([label, d.program, d.moments, labels.fmt(d.median_s * 1e6), f"{d.pairwise:.0%}",
                          f"{d.slowest_over_fastest:.2f}x"])
         notes.append(f"On {label}, {drift.sentence(drifts)}: two cases timed at different moments, a case and the "

@@ -4,7 +4,7 @@ the report's predicted GPU figures can be trusted. Imports no JAX."""
 from __future__ import annotations
 
 from jaxgpu.pricing import published
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Seen, View
 
@@ -120,26 +120,27 @@ def _by_kind(est: dict, low: dict) -> figures.Table:
 
 
 def _figure(points) -> figures.Figure:
-    fig = figures.Figure(figsize=(6.5, 4.2), dpi=100)
+    fig = figures.Figure(figsize=(6.5, 5.2), dpi=100)
     ax = fig.add_subplot()
     markers = dict(zip(published.KINDS, "osD^v"))
     lo = min(min(v for v in p[1:] if v) for p in points)
     hi = max(max(v for v in p[1:] if v) for p in points)
-    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8, label="predicted = published")
+    ax.plot([lo, hi], [lo, hi], "-", color=palette.REFERENCE, lw=0.8, label="predicted = published", gid="reference")
     ax.fill_between([lo, hi], [lo / 2, hi / 2], [lo * 2, hi * 2], color="0.9", label="within 2x")
     for kind in published.KINDS:
         pts = [p for p in points if p[0] == kind]
         if pts:
-            ax.plot([p[1] for p in pts], [p[2] for p in pts], markers[kind], color="C0", ls="",
-                    label=f"{kind}, XLA:GPU plan")
+            ax.plot([p[1] for p in pts], [p[2] for p in pts], markers[kind], ls="", label=f"{kind}, XLA:GPU plan",
+                    color=palette.variant_color("XLA:GPU plan"), gid="variant:XLA:GPU plan")
             cpu = [p for p in pts if p[3]]
             if cpu:
-                ax.plot([p[1] for p in cpu], [p[3] for p in cpu], markers[kind], color="C3", ls="", mfc="none",
-                        label=f"{kind}, CPU plan")
+                ax.plot([p[1] for p in cpu], [p[3] for p in cpu], markers[kind], ls="", mfc="none",
+                        label=f"{kind}, CPU plan", color=palette.variant_color("CPU plan"), gid="variant:CPU plan")
     ax.set_xscale("log")
     ax.set_yscale("log")
     figures.finish(fig, ax, xlabel="published seconds per call (measured by others)",
-              ylabel="predicted seconds per call (not run)", title="The GPU model against published measurements")
+              ylabel="predicted seconds per call (not run)", title="The GPU model against published measurements",
+              legend="below")
     return fig
 
 

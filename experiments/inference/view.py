@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Seen, View
 
@@ -21,10 +21,11 @@ def section(seen: Seen) -> figures.Section:
         pts = sorted((x.params["batch"], x.metrics["samples_per_s"], x.metrics["time_s_median"]) for x in recs
                      if x.params["case"] == "batch")
         if pts:
-            series.append(figures.Series.of(f"{label} throughput (samples/s)", pts, style=figures.style(run)))
+            series.append(figures.Series.of(f"{label} throughput (samples/s)", pts, style=figures.style(run),
+                                            machine=palette.machine(run), variant="throughput"))
             series.append(figures.Series(f"{label} latency (us per batch)", [p[0] for p in pts],
-                                         [p[2] * 1e6 for p in pts],
-                                    style=":x" if run.predicted else "--s"))
+                                         [p[2] * 1e6 for p in pts], style=figures.style(run, "-s"),
+                                         machine=palette.machine(run), variant="latency"))
             best = max(p[1] for p in pts)
             knee = next(p for p in pts if p[1] >= 0.9 * best)
             notes.append(f"{labels.opener(run, comma=True)} batch 1 took {pts[0][2] * 1e6:.0f} us; throughput "

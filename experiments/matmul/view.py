@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Headline, Seen, View
 
@@ -23,6 +23,7 @@ def section(seen: Seen) -> figures.Section:
             flops = [2.0 * n**3 for n, _, _ in pts]
             series.append(figures.Series(
                 f"{label} {impl}", [p[0] for p in pts], [p[1] for p in pts], style=figures.style(run),
+                machine=palette.machine(run), variant=impl,
                 lo=[f / m.get("time_s_q75", m["time_s_max"]) / 1e9 for f, (_, _, m) in zip(flops, pts)],
                 hi=[f / m.get("time_s_q25", m["time_s_min"]) / 1e9 for f, (_, _, m) in zip(flops, pts)]))
         hw = run.hardware

@@ -7,7 +7,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 from __future__ import annotations
 
 from jaxgpu.pricing import fit
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Seen, View
 
@@ -32,10 +32,11 @@ def _validation(sec: figures.Section, val: list[labels.Pair]) -> None:
     fig = figures.Figure(figsize=(6.0, 4.4), dpi=100)
     ax = fig.add_subplot()
     notes = []
-    for label, (_run, recs) in labels.by_run(val).items():
+    for label, (run, recs) in labels.by_run(val).items():
+        key = palette.machine(run)
         ax.plot([x.metrics["bytes_measured"] / 1e6 for x in recs],
                 [x.metrics["bytes_predicted"] / 1e6 for x in recs],
-                "o", label=label, markersize=4)
+                "o", label=label, markersize=4, color=palette.machine_color(key), gid=f"machine:{key}")
         errs = [abs(x.metrics["prediction_error"]) for x in recs]
         worst = max(recs, key=lambda x: abs(x.metrics["prediction_error"]))
         within = sum(e <= TOLERANCE for e in errs)
@@ -44,7 +45,8 @@ def _validation(sec: figures.Section, val: list[labels.Pair]) -> None:
                      f"{worst.metrics['prediction_error']:+.1%} at widths {worst.params['widths']}, batch "
                      f"{worst.params['batch']}, {worst.params['preset']})." + _held_out(recs))
     lim = max(x.metrics["bytes_measured"] for _, x in val) / 1e6 * 1.2
-    ax.plot([0.1, lim], [0.1, lim], "k--", linewidth=1, label="prediction = XLA")
+    ax.plot([0.1, lim], [0.1, lim], "--", color=palette.REFERENCE, linewidth=1, label="estimate = XLA",
+            gid="reference")
     figures.finish(fig, ax, xlabel="XLA memory analysis (MB)", ylabel="estimate (MB)", logx=10, logy=True,
               title="MLP train step (AdamW): estimate vs XLA")
     sec.plots.append(figures.Plot("memory_fit", fig, " ".join(notes)))
@@ -118,13 +120,29 @@ def compiled(sec: figures.Section, pairs: list[labels.Pair]) -> None:
             for run, x in good]
     errs = [abs(x.metrics["prediction_error"]) for _, x in good]
     within = sum(e <= TOLERANCE for e in errs)
+    names = ", ".join(labels.by_run(good))
     sec.paragraphs.append(
-        f"Compiled for {good[0][0].label}: the estimate, whose byte counts were read off XLA:CPU, was within "
+        f"Compiled for {names}: the estimate, whose byte counts were read off XLA:CPU, was within "
         f"{TOLERANCE:.0%} of XLA:GPU's own plan on {within} of {len(errs)} train steps (median error "
         f"{labels.median(errs):.1%}): out of sample, the CPU's lowering does not carry over to the GPU's. What fits "
         "where is decided by XLA:GPU's count (arguments + outputs + temporaries - aliased), not by the estimate.")
+    _draw_compiled(sec, good)
     sec.tables.append(figures.Table(["run", "widths", "batch", "preset", "estimate MB", "XLA:GPU MB", "error",
                                 "fits on"], rows, "Compiled, not run: the train step's memory as XLA:GPU plans it"))
+
+
+def _draw_compiled(sec: figures.Section, good: list[labels.Pair]) -> None:
+    """XLA:GPU's plans of the same train steps, hollow in each GPU's colour, on the estimate's figure."""
+    plot = next((p for p in sec.plots if p.name == "memory_fit"), None)
+    if plot is None:
+        return
+    ax = plot.figure.axes[0]
+    for i, (label, (run, recs)) in enumerate(labels.by_run(good).items()):
+        key = palette.machine(run)  # each card's plan a size larger: two cards' equal plans both show
+        ax.plot([x.metrics["bytes_compiled"] / 1e6 for x in recs], [x.metrics["bytes_predicted"] / 1e6 for x in recs],
+                "s", mfc="none", markersize=5 + 3 * i, color=palette.machine_color(key), gid=f"machine:{key}",
+                label=f"{label} (XLA:GPU's plan)")
+    figures.finish(plot.figure, ax, logx=10, logy=True, legend="below")
 
 
 VIEW = View(section, compiled)

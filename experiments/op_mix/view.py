@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Seen, View
 
@@ -20,19 +20,21 @@ def section(seen: Seen) -> figures.Section:
     fig = figures.Figure(figsize=(7.5, 3.8), dpi=100)
     ax = fig.add_subplot()
     names, flop, tshare = [], [], []
-    for run, x in good:
-        names.append(f"{run.label}\n{x.params['model'].replace('transformer_block', 'block')} w={x.params['width']}")
+    several = len({id(run) for run, _ in good}) > 1
+    for run, x in good:  # the run named in the title where there is one, so the labels stay short
+        names.append((f"{run.path.name}\n" if several else "")
+                     + f"{x.params['model'].replace('transformer_block', 'block')}\nw={x.params['width']}")
         flop.append(x.metrics["dot_flop_share"])
         tshare.append(x.metrics["dot_time_share"])
     xs = range(len(names))
-    ax.bar([i - 0.2 for i in xs], flop, width=0.4, label="share of FLOPs in dot")
-    ax.bar([i + 0.2 for i in xs], tshare, width=0.4, label="share of time in dot")
-    ax.set_xticks(list(xs), names, fontsize=7)
+    for dx, ys, what in ((-0.2, flop, "share of FLOPs"), (0.2, tshare, "share of time")):
+        palette.tag(ax.bar([i + dx for i in xs], ys, width=0.4, label=f"{what} in dot",
+                           color=palette.variant_color(what)), f"variant:{what}")
+    ax.set_xticks(list(xs), names, fontsize=8)
     ax.set_ylim(0, 1.05)
-    ax.set_title("train step: matmul share of FLOPs and of time", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
+    where = "" if several else f" ({good[0][0].label})"
+    figures.finish(fig, ax, title=f"train step: matmul share of FLOPs and of time{where}", grid="y",
+                   legend="below")
     notes = []
     for label, (_run, recs) in labels.by_run(good).items():
         m = sorted((x for x in recs if x.params["model"] == "mlp"), key=lambda x: x.params["width"])

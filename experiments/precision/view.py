@@ -7,7 +7,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 from __future__ import annotations
 
 from jaxgpu.ground import presets
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.analysis import derive
 from experiments.contract import Headline, Seen, View
@@ -93,24 +93,27 @@ def _rate_bars(groups) -> figures.Figure:
         n = max(x.params["n"] for x in jax_recs)
         rate = {x.params["preset"]: x.metrics["gflops"] for x in jax_recs if x.params["n"] == n}
         at = [(j + i * width, name) for j, name in enumerate(names) if name in rate]
-        ax.bar([x for x, _ in at], [rate[nm] for _, nm in at], width=width * 0.95,
-                      label=f"{label}, n={n:,}", hatch="//" if run.predicted else None,
-                      alpha=0.55 if run.predicted else 1.0)
+        key = palette.machine(run)
+        bars = ax.bar([x for x, _ in at], [rate[nm] for _, nm in at], width=width * 0.95,
+                      label=f"{label}, n={n:,}", **figures.bar_style(palette.machine_color(key), run))
+        palette.tag(bars, f"machine:{key}")
+        hw = run.hardware
         for x, name in at:
-            if "fp32" in rate and name != "fp32":
-                ax.annotate(f"{rate[name] / rate['fp32']:.2g}x", (x, rate[name]), xytext=(0, 2),
-                            textcoords="offset points", ha="center", fontsize=6)
-            hw = run.hardware
             peak = hw.peak_gflops(presets.PRESETS[name].hardware_dtype) if hw else None
             if peak:
-                ax.plot([x - width * 0.45, x + width * 0.45], [peak, peak], color="black", linewidth=1.2)
-    ax.plot([], [], color="black", linewidth=1.2, label="peak (datasheet or CPU estimate)")
+                ax.plot([x - width * 0.45, x + width * 0.45], [peak, peak], color=palette.REFERENCE,
+                        linewidth=1.2, gid="reference")
+            if "fp32" in rate and name != "fp32":  # above the bar and its peak tick, never through it
+                ax.annotate(f"{rate[name] / rate['fp32']:.2g}x", (x, max(rate[name], peak or 0)), xytext=(0, 3),
+                            textcoords="offset points", ha="center", fontsize=7)
+    ax.plot([], [], color=palette.REFERENCE, linewidth=1.2, label="peak (datasheet or CPU estimate)",
+            gid="reference")
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], [n.replace("_", " ") for n in names],
                   fontsize=8)
-    figures.finish(fig, ax, ylabel="GFLOP/s (int8: GOP/s)", logy=True, grid="y",
-              title="one matmul per precision preset at the largest n: rate, speed-up over fp32, peak")
-    ax.set_ylim(top=ax.get_ylim()[1] * 30)  # room above the bars for the legend
-    ax.legend(fontsize=7, loc="upper left", ncols=2)
+    ax.set_yscale("log")
+    ax.set_ylim(top=ax.get_ylim()[1] * 4)  # room above the bars and peaks for the speed-ups
+    figures.finish(fig, ax, ylabel="GFLOP/s (int8: GOP/s)", logy=True, grid="y", legend="below",
+                   title="one matmul per precision preset at the largest n: rate, speed-up over fp32, peak")
     return fig
 
 
@@ -121,7 +124,7 @@ def _error_plot(groups) -> figures.Plot:
     names = list(presets.PRESETS)
     width = 0.8 / max(len(groups), 1)
     worst = {}
-    for i, (label, (_run, recs)) in enumerate(groups.items()):
+    for i, (label, (run, recs)) in enumerate(groups.items()):
         jax_recs = [x for x in recs if x.params["impl"] == "jax"]
         if not jax_recs:
             continue
@@ -129,7 +132,9 @@ def _error_plot(groups) -> figures.Plot:
         errs = {x.params["preset"]: x.metrics["rel_error"] for x in jax_recs if x.params["n"] == n}
         xs = [j + i * width for j, name in enumerate(names) if name in errs]
         ys = [max(errs[name], 1e-17) for name in names if name in errs]
-        ax.bar(xs, ys, width=width, label=f"{label} n={n}")
+        key = palette.machine(run)
+        palette.tag(ax.bar(xs, ys, width=width, label=f"{label} n={n}",
+                           **figures.bar_style(palette.machine_color(key), run)), f"machine:{key}")
         worst[label] = errs
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, fontsize=8)
     figures.finish(fig, ax, ylabel="rel. error vs float64", logy=True, grid="y",

@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu.records import figures, labels, results
+from jaxgpu.records import figures, labels, palette, results
 
 from experiments.contract import Seen, View
 
@@ -20,12 +20,14 @@ def roof(pairs_of_run) -> tuple[float | None, float | None]:
 
 def figure(groups: dict[str, tuple[list[results.Record], object]],
            allocator: dict[str, str] | None = None, predicted: frozenset[str] = frozenset(),
-           openers: dict[str, str] | None = None) -> tuple[figures.Figure, list[str]]:
+           openers: dict[str, str] | None = None, machines: dict[str, str] | None = None
+           ) -> tuple[figures.Figure, list[str]]:
     """The roofline of each group, ``{label: (roofline records, Hardware or None)}``: the measured
     points, the roof measured from them (``roof``) and, where the hardware has both figures, the
     datasheet roof; returns the figure and one takeaway per group. The report and the notebook
     both draw with it. The groups named in ``predicted`` are drawn dashed and their roof called predicted;
-    ``openers`` starts each group's takeaway (default "On <label>")."""
+    ``openers`` starts each group's takeaway (default "On <label>"); ``machines`` gives each group's machine key
+    (``palette.machine``; default: from its hardware's name), whose colour it is drawn in."""
     allocator = allocator or {}
     fig = figures.Figure(figsize=(7.0, 6.0), dpi=100)  # the legend below the axes: the points reach every corner
     ax = fig.add_subplot()
@@ -35,19 +37,22 @@ def figure(groups: dict[str, tuple[list[results.Record], object]],
         bw, peak = roof(recs)
         pts = sorted((x.metrics["intensity_flop_per_byte"], x.metrics["gflops"], x.params["kind"]) for x in recs)
         how = "predicted" if label in predicted else "measured"
-        (line,) = ax.plot([p[0] for p in pts if p[2] == "fma"], [p[1] for p in pts if p[2] == "fma"],
-                          figures.PREDICTED_STYLE if label in predicted else "-o", markersize=4,
-                          label=f"{label} FMA chain")
+        key = (machines or {}).get(label) or palette.key_of(f"{label} {getattr(hw, 'name', '')}",
+                                                              label in predicted or hw is not None and not hw.estimate)
+        color, gid = palette.machine_color(key), f"machine:{key}"
+        ax.plot([p[0] for p in pts if p[2] == "fma"], [p[1] for p in pts if p[2] == "fma"],
+                figures.PREDICTED_STYLE if label in predicted else "-o", markersize=4, color=color, gid=gid,
+                label=f"{label} FMA chain")
         for xi, yi, kind in pts:
             if kind != "fma":
-                ax.plot([xi], [yi], "s", color=line.get_color(), markersize=6)
+                ax.plot([xi], [yi], "s", color=color, markersize=6, gid=gid)
                 ax.annotate(kind, (xi, yi), fontsize=7, xytext=(4, -8), textcoords="offset points")
         if bw and peak:
-            ax.plot(xs, [min(peak, bw * x) for x in xs], "--", color=line.get_color(), linewidth=1,
+            ax.plot(xs, [min(peak, bw * x) for x in xs], "--", color=color, linewidth=1, gid=gid,
                     label=f"{label} {how} roof ({bw:,.0f} GB/s, {peak:,.0f} GFLOP/s)")
         if hw and hw.peak_gflops("fp32") and hw.memory_bw_gbps:
-            ax.plot(xs, [min(hw.peak_gflops("fp32"), hw.memory_bw_gbps * x) for x in xs], ":", color="0.4",
-                    linewidth=1, label=f"{label} datasheet roof (fp32)")
+            ax.plot(xs, [min(hw.peak_gflops("fp32"), hw.memory_bw_gbps * x) for x in xs], ":", color=color,
+                    linewidth=1.5, gid=gid, label=f"{label} {hw.kind} roof (fp32)")
         opener = (openers or {}).get(label, f"On {label}")
         notes.append(_takeaway(opener, recs, bw, peak, hw, allocator.get(label), how))
     figures.finish(fig, ax, xlabel="arithmetic intensity (FLOP per byte of memory traffic)", ylabel="GFLOP/s",
@@ -62,7 +67,8 @@ def section(seen: Seen) -> figures.Section:
     fig, notes = figure({label: (recs, run.hardware) for label, (run, recs) in groups.items()},
                         {label: run.env.get("allocator") for label, (run, _) in groups.items()},
                         frozenset(labels.by_run(seen.predicted)),
-                        {label: labels.opener(run) for label, (run, _) in groups.items()})
+                        {label: labels.opener(run) for label, (run, _) in groups.items()},
+                        {label: palette.machine(run) for label, (run, _) in groups.items()})
     sec.plots.append(figures.Plot("roofline", fig, " ".join(n for n in notes if n)))
     rows = [[run.label, x.params["kind"], x.params.get("k", "-"), labels.fmt(x.metrics["intensity_flop_per_byte"]),
              labels.fmt(x.metrics["gflops"]), labels.fmt(x.metrics["gbytes_per_s"]),

@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Seen, View
 
@@ -26,7 +26,8 @@ def section(seen: Seen) -> figures.Section:
         for v in labels.first_seen(x.params["variant"] for x in recs if x.params["kind"] == "independent"):
             pts = sorted(_times(recs, "independent", v).items())
             if pts:
-                series.append(figures.Series.of(f"{label} {v}", pts, style=figures.style(run)))
+                series.append(figures.Series.of(f"{label} {v}", pts, style=figures.style(run),
+                                                machine=palette.machine(run), variant=v))
         py, vec = _times(recs, "independent", "python_loop"), _times(recs, "independent", "vectorized")
         common = sorted(set(py) & set(vec))
         hit = next((n for n in common if py[n] / vec[n] >= 100), None)
@@ -39,8 +40,8 @@ def section(seen: Seen) -> figures.Section:
         scan, assoc = _times(recs, "recurrence", "scan"), _times(recs, "recurrence", "associative_scan")
         if scan and assoc:
             n = max(set(scan) & set(assoc))
-            notes.append(f"Recurrence at N={n}: serial scan {scan[n] * 1e3:.2f} ms, associative scan "
-                         f"{assoc[n] * 1e3:.2f} ms.")
+            notes.append(f"{labels.opener(run)} the recurrence at N={n} took {scan[n] * 1e3:.3g} ms as a serial scan "
+                         f"and {assoc[n] * 1e3:.3g} ms as an associative scan.")
     ran = labels.by_run(labels.ok(seen.measured))
     cpu = next((recs for label, (run, recs) in ran.items() if run.env.get("backend") == "cpu"), None)
     gpu = next((recs for label, (run, recs) in ran.items() if run.env.get("backend") == "gpu"), None)

@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Headline, Seen, View
 
@@ -23,8 +23,12 @@ def section(seen: Seen) -> figures.Section:
                      for x in recs if x.params["data"] == 1)
         if not pts:
             continue
-        ax.plot([p[0] for p in pts], [p[1] / 1e6 for p in pts], "-o", markersize=4, label=f"{label} XLA")
-        ax.plot([p[0] for p in pts], [p[2] / 1e6 for p in pts], "--", linewidth=1, label=f"{label} estimate")
+        key = palette.machine(run)
+        color, gid = palette.machine_color(key), f"machine:{key}"
+        ax.plot([p[0] for p in pts], [p[1] / 1e6 for p in pts], "-o", markersize=4, label=f"{label} XLA",
+                color=color, gid=gid)
+        ax.plot([p[0] for p in pts], [p[2] / 1e6 for p in pts], "--", marker="x", markersize=4, linewidth=1,
+                label=f"{label} estimate", color=color, gid=gid)
         one = next((p for p in pts if p[0] == 1), None)
         if one and len(pts) > 1:
             last = pts[-1]
@@ -40,7 +44,7 @@ def section(seen: Seen) -> figures.Section:
         from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
         figures.finish(fig, ax, xlabel="model-axis devices", ylabel="MB per device (train step, AdamW)", logx=True,
-                  logy=True, title="Megatron-style MLP: memory per device")
+                  logy=True, title="Megatron-style MLP: memory per device", legend="below")
         counts = sorted({x.params["model"] for _, x in good})  # ticks 1, 2, 4, 8 and plain MB, not powers
         ax.set_xticks(counts, [str(c) for c in counts])
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))

@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.analysis import derive
 from experiments.contract import Seen, View
@@ -17,14 +17,16 @@ def section(seen: Seen) -> figures.Section:
     sec = figures.Section("More workers, more throughput?", "threads", seen.claims)
     good = labels.ok(pairs)
     series, notes, rows = [], [], []
-    for label, (_run, recs) in labels.by_run(good).items():
+    for label, (run, recs) in labels.by_run(good).items():
         recs = sorted(recs, key=lambda x: x.params["workers"])
         ks = [x.params["workers"] for x in recs]
         sp = derive.core_speedups(recs)  # over the one-core record; none without it
         if sp:
-            series.append(figures.Series(f"{label} matmul", ks, [sp[k]["matmul_speedup"] for k in ks]))
-            series.append(figures.Series(f"{label} elementwise", ks, [sp[k]["elementwise_speedup"] for k in ks]))
-            series.append(figures.Series("ideal (speed-up = workers)", ks, ks, style=":"))
+            for kind in ("matmul", "elementwise"):
+                series.append(figures.Series(f"{label} {kind}", ks, [sp[k][f"{kind}_speedup"] for k in ks],
+                                             machine=palette.machine(run), variant=kind))
+            if not any(s.label.startswith("ideal") for s in series):
+                series.append(figures.Series("ideal (speed-up = workers)", ks, ks, style=":"))
             last = sp[ks[-1]]
             notes.append(f"On {label}, {ks[-1]} cores ran the matmul {last['matmul_speedup']:.2f}x and the elementwise "
                          f"kernel {last['elementwise_speedup']:.2f}x as fast as 1 core (matmul efficiency "
@@ -38,6 +40,9 @@ def section(seen: Seen) -> figures.Section:
     if series:
         fig = figures.line_plot(series, xlabel="cores (workers)", ylabel="speed-up over 1 core",
                            title="independent output entries in parallel", logy=False)
+        workers = sorted({int(k) for s in series for k in s.x})
+        fig.axes[0].set_xticks(workers, [str(k) for k in workers])  # whole cores: "2", never "2.0"
+        fig.axes[0].minorticks_off()
         sec.plots.append(figures.Plot("threads", fig, " ".join(notes)))
     sec.tables.append(figures.Table(["run", "workers", "cores seen", "OS threads", "matmul GFLOP/s", "speed-up",
                                 "elementwise GB/s", "speed-up"], rows,

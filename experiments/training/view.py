@@ -6,7 +6,7 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu.records import figures, labels, results
+from jaxgpu.records import figures, labels, palette, results
 
 from experiments.contract import Headline, Seen, View
 
@@ -36,18 +36,19 @@ def section(seen: Seen) -> figures.Section:
 def _curves_plot(curves: list[labels.Pair], runs_: list[labels.Pair]) -> figures.Plot:
     """Loss and accuracy per precision, against seconds of training."""
     # against seconds of training (compile apart), not epochs: what "days into hours" is about
-    fig = figures.Figure(figsize=(8.5, 3.6), dpi=100)
+    fig = figures.Figure(figsize=(8.5, 4.8), dpi=100)
     ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    colors = {}
-    for label, (_run, recs) in labels.by_run(curves).items():
+    machines = len({palette.machine(r) for r, _ in curves})
+    for label, (run, recs) in labels.by_run(curves).items():
         for v in labels.first_seen(x.params["variant"] for x in recs):
             pts = sorted((x.metrics["train_s"], x.metrics["loss"], x.metrics["accuracy"]) for x in recs
                          if x.params["variant"] == v and x.metrics.get("train_s", 0) > 0)
             if pts:
-                color = colors.setdefault(v, f"C{len(colors)}")  # one colour per preset, whichever run
-                style = "-" if len(colors) <= 10 else "--"
-                ax1.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=f"{label} {v}")
-                ax2.plot([p[0] for p in pts], [p[2] for p in pts], style, color=color, label=f"{label} {v}")
+                color, gid = palette.colour_of(palette.machine(run), v, machines)
+                mark = palette.marker(v) if machines > 1 else "None"  # machines by colour, precisions by marker
+                for ax, i in ((ax1, 1), (ax2, 2)):
+                    ax.plot([p[0] for p in pts], [p[i] for p in pts], "-", marker=mark, markersize=3, color=color,
+                            gid=gid, label=f"{label} {v}")
     ax1.set_yscale("log")
     ax1.set_ylabel("train loss")
     ax2.set_ylabel("test accuracy")
@@ -56,9 +57,8 @@ def _curves_plot(curves: list[labels.Pair], runs_: list[labels.Pair]) -> figures
         ax.set_xscale("log")
         ax.set_xlabel("seconds of training (compile apart)")
         ax.grid(True, which="both", alpha=0.3)
-    ax2.legend(fontsize=6)
     fig.suptitle("digits MLP per precision, against time", fontsize=10)
-    fig.tight_layout()
+    figures.legend_below(fig, ax2)
     return figures.Plot("training_curves", fig, _curve_takeaway(runs_))
 
 
@@ -105,7 +105,8 @@ def _throughput_plot(thr: list[labels.Pair]) -> figures.Plot:
         for impl in ("jax", "torch"):
             pts = sorted((x.params["width"], x.metrics["samples_per_s"]) for x in recs if x.params["impl"] == impl)
             if pts:
-                series.append(figures.Series.of(f"{label} {impl}", pts, style=figures.style(run)))
+                series.append(figures.Series.of(f"{label} {impl}", pts, style=figures.style(run),
+                                                machine=palette.machine(run), variant=impl))
         by = {(x.params["width"], x.params["impl"]): x for x in recs}
         w = max(x.params["width"] for x in recs)
         j = by.get((w, "jax"))
@@ -129,7 +130,7 @@ def _to_target_plot(pairs) -> figures.Plot:
     series, parts = [], []
     for label, (run, recs) in labels.by_run(pairs).items():
         pts = sorted((x.params["width"], x.metrics["time_s_to_target"]) for x in recs)
-        series.append(figures.Series.of(label, pts, style=figures.style(run)))
+        series.append(figures.Series.of(label, pts, style=figures.style(run), machine=palette.machine(run)))
         parts.append(f"{labels.said(run)}: " + ", ".join(f"width {w:,}: {labels.si(t, 's')}" for w, t in pts))
     target = pairs[0][1].params["target"]
     fig = figures.line_plot(series, xlabel="student width (2 hidden layers)",

@@ -6,30 +6,32 @@ Imports no JAX: a report is made from result folders wherever they are read.
 
 from __future__ import annotations
 
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Seen, View
-
-# one colour per direction, whichever run drew it
-_COLORS = {"host_to_device": "C0", "device_to_host": "C1", "on_device_copy": "C2"}
 
 
 def section(seen: Seen) -> figures.Section:
     pairs = seen.drawn  # a figure draws the predicted twins beside what ran; a table reads seen.measured
     sec = figures.Section("Host-device transfer: the desk and the door", "transfer", seen.claims)
     good = labels.ok(pairs)
-    series, notes = [], []
+    series, notes, limits = [], [], []
     for label, (run, recs) in labels.by_run(good).items():
+        hw = run.hardware
+        if hw is not None and hw.host_gbps:  # the door: what a GPU's host link gives, each way
+            limits.append(figures.Limit(f"{hw.name} PCIe to the host, each way: {hw.host_gbps:g} GB/s (datasheet)",
+                                        hw.host_gbps))
         for d in ("host_to_device", "device_to_host", "on_device_copy"):
             pts = sorted((x.params["bytes"], x.metrics["gbytes_per_s"]) for x in recs if x.params.get("direction") == d)
             if pts:
                 series.append(figures.Series(f"{label} {d.replace('_', ' ')}", [p[0] for p in pts], [p[1] for p in pts],
-                                        style=figures.style(run), color=_COLORS[d]))
+                                             style=figures.style(run), machine=palette.machine(run),
+                                             variant=d.replace("_", " ")))
         if any(r is run for r, _ in seen.measured):  # a prediction has only the on-device copy: no door to compare
             notes.append(_takeaway(label, run, recs))
     if series:
-        fig = figures.line_plot(series, xlabel="bytes moved", ylabel="GB/s", xunit="B",
-                           title="copy bandwidth: across vs within device memory")
+        fig = figures.line_plot(series, xlabel="bytes moved", ylabel="GB/s", xunit="B", limits=limits,
+                                title="copy bandwidth: across vs within device memory")
         sec.plots.append(figures.Plot("transfer", fig, " ".join(n for n in notes if n)))
     rows = [[run.label, str(x.params.get("direction", x.params.get("feed"))).replace("_", " "),
              labels.si(x.params.get("bytes", x.metrics.get("batch_bytes", 0)), "B"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 
 from jaxgpu.ground import hardware
-from jaxgpu.records import figures, labels
+from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Headline, Seen, View
 
@@ -54,14 +54,13 @@ def _steps_figure(good) -> figures.Figure:
     for i, (label, (run, recs)) in enumerate(groups.items()):
         at = {(x.params["model"], x.params["mode"]): x.metrics.get("tokens_per_s") for x in recs}
         xs = [(j + i * width, at[c]) for j, c in enumerate(cases) if at.get(c)]
-        ax.bar([p[0] for p in xs], [p[1] for p in xs], width=width * 0.95, label=label,
-               hatch="//" if run.predicted else None, alpha=0.55 if run.predicted else 1.0)
+        key = palette.machine(run)
+        palette.tag(ax.bar([p[0] for p in xs], [p[1] for p in xs], width=width * 0.95, label=label,
+                           **figures.bar_style(palette.machine_color(key), run)), f"machine:{key}")
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(cases))], [f"{m} {mode}" for m, mode in cases],
                   fontsize=8)
-    figures.finish(fig, ax, ylabel="tokens/s", logy=True, grid="y",
-              title="tokens per second: train step (all tokens at once) and decode step (one per sequence)")
-    ax.legend(fontsize=7)
-    return fig
+    return figures.finish(fig, ax, ylabel="tokens/s", logy=True, grid="y", legend="below",
+                          title="tokens per second: train step (all tokens at once) and decode step (one per sequence)")
 
 
 def compiled(sec: figures.Section, pairs: list[labels.Pair]) -> None:
@@ -95,19 +94,19 @@ def _figure(by: dict, models: list[str], gpu: str) -> figures.Figure:
     fig = figures.Figure(figsize=(8.0, 4.2), dpi=100)
     ax = fig.add_subplot()
     xs = range(len(models))
-    for (mode, n), style in {("train", 1): "-o", ("train", 8): "--o", ("serve", 1): "-s", ("serve", 8): "--s"}.items():
+    for (mode, n), style in {("train", 1): "-o", ("train", 8): "-s", ("serve", 1): "-o", ("serve", 8): "-s"}.items():
         pts = [(i, by[(m, mode, n)].metrics["bytes_compiled"] / 1e9) for i, m in enumerate(models)
                if (m, mode, n) in by]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color="C0" if mode == "train" else "C1",
-                    label=f"{mode}, {n} GPU{'s' if n > 1 else ''} (per GPU)", markersize=4)
+        if pts:  # what the step is for by colour, how many GPUs by marker
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=palette.variant_color(mode),
+                    gid=f"variant:{mode}", label=f"{mode}, {n} GPU{'s' if n > 1 else ''} (per GPU)", markersize=4)
     for gb in CARDS_GB:
-        ax.axhline(USABLE * gb, color="0.5", linewidth=0.8, linestyle=":")
-        ax.annotate(f"{gb} GB card", (len(models) - 1, USABLE * gb), fontsize=7, color="0.3", ha="right",
-                    va="bottom")
+        ax.axhline(USABLE * gb, color=palette.REFERENCE, linewidth=0.8, linestyle=":", gid="reference")
+        ax.annotate(f"{gb} GB card", (-0.4, USABLE * gb), fontsize=7, color="0.3", ha="left",
+                    va="bottom")  # at the small models' end, clear of the large models' lines
     ax.set_xticks(list(xs), models, rotation=30, ha="right", fontsize=8)
-    return figures.finish(fig, ax, ylabel="GB per GPU (XLA:GPU's plan)", logy=True, grid="y",
-                     title=f"What each model holds per GPU, compiled for {gpu} (dotted: 75% of each card)")
+    return figures.finish(fig, ax, ylabel="GB per GPU (XLA:GPU's plan)", logy=True, grid="y", legend="below",
+                          title=f"What each model holds per GPU, compiled for {gpu} (dotted: 75% of each card)")
 
 
 def _takeaway(by: dict, models: list[str], gpu: str) -> str:

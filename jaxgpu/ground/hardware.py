@@ -41,6 +41,7 @@ class Hardware:
     lanes_per_core: int | None = None  # fp32 lanes: SIMD width on CPU, FP32 units per SM on GPU
     link_gbps: float | None = None  # GPU to GPU, both directions together, per GPU (NVLink, else PCIe): datasheet
     internode_gbps: float | None = None  # node to node, both directions together, per GPU (its network port)
+    host_gbps: float | None = None  # host to GPU, each way (its PCIe link): datasheet
 
     @classmethod
     def from_dict(cls, d: dict) -> Hardware:
@@ -73,6 +74,8 @@ class Hardware:
 # link_gbps: NVLink per GPU where eight are joined by it (H100 and H200 SXM: NVLink 4, 900 GB/s; A100 SXM: NVLink 3,
 # 600 GB/s), else PCIe (L4 and RTX 4090: Gen4 x16, 64 GB/s; H200 NVL: its NVLink bridge joins 2 or 4 cards, so
 # eight talk over PCIe Gen5 x16, 128 GB/s), from the same datasheets.
+# host_gbps: the PCIe link to the host, one way (the datasheets give both ways together): Gen5 x16 on the H100 and
+# H200 (128 GB/s, so 64 each way), Gen4 x16 on the A100, L4 and RTX 4090 (64 GB/s, so 32 each way).
 # internode_gbps: a node's network port per GPU, as NVIDIA's 8-GPU systems have one: DGX H100 and DGX H200, eight
 # single-port ConnectX-7 at 400 Gb/s (50 GB/s each way); DGX A100, eight single-port ConnectX-6 at 200 Gb/s HDR
 # (25 GB/s each way) (the DGX H100/H200 and DGX A100 datasheets). None: no such system in the table's sources.
@@ -85,22 +88,22 @@ GPUS: dict[str, Hardware] = {
         "H100 SXM", {"fp64": 67.0, "fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9,
                      "int8": 1978.9},
         80, 3350, 132, 1.98, "NVIDIA H100 datasheet (SXM5), dense", lanes_per_core=128, link_gbps=900,
-        internode_gbps=100),
+        internode_gbps=100, host_gbps=64),
     "A100 80GB": Hardware(
         "A100 80GB", {"fp64": 19.5, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "fp8": None,
                       "int8": 624.0},
         80, 2039, 108, 1.41, "NVIDIA A100 datasheet (80GB SXM), dense", lanes_per_core=64, link_gbps=600,
-        internode_gbps=50),
+        internode_gbps=50, host_gbps=32),
     "L4": Hardware(
         "L4", {"fp64": 0.47, "fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5,
                "int8": 242.5},
         24, 300, 58, 2.04, "NVIDIA L4 datasheet, dense (fp64: 1/64 of fp32, Ada)", lanes_per_core=128,
-        link_gbps=64),
+        link_gbps=64, host_gbps=32),
     "RTX 4090": Hardware(
         "RTX 4090", {"fp64": 1.29, "fp32": 82.6, "tf32": 82.6, "bf16": 165.2, "fp16": 165.2, "fp8": 330.3,
                      "int8": 660.6},
         24, 1008, 128, 2.52, "Ada Lovelace whitepaper, Table 2, FP32 accumulate, dense", lanes_per_core=128,
-        link_gbps=64),
+        link_gbps=64, host_gbps=32),
 }
 
 # The A100 40GB (SXM) is the same processor with 40 GB at 1,555 GB/s (the A100 datasheet's 40GB SXM column): what
@@ -117,7 +120,8 @@ GPUS["H200 SXM"] = dataclasses.replace(GPUS["H100 SXM"], name="H200 SXM", memory
 GPUS["H200 NVL"] = Hardware(
     "H200 NVL", {"fp64": 60.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5,
                  "int8": 1670.5},
-    141, 4800, 132, None, "NVIDIA H200 datasheet (NVL), dense", lanes_per_core=128, link_gbps=128)
+    141, 4800, 132, None, "NVIDIA H200 datasheet (NVL), dense", lanes_per_core=128, link_gbps=128,
+    host_gbps=64)
 
 # device_kind strings as JAX reports them, matched in order (the first pattern wins): the NVL
 # says so in its name ("NVIDIA H200 NVL"), the SXM part is plain "NVIDIA H200".

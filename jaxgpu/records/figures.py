@@ -15,6 +15,7 @@ from typing import Any
 from matplotlib.figure import Figure as _MplFigure
 from matplotlib.ticker import ScalarFormatter
 
+from jaxgpu.records import palette
 from jaxgpu.records.labels import si
 from jaxgpu.records.results import Run
 
@@ -88,8 +89,10 @@ class Series:
     y: Sequence[float]
     lo: Sequence[float] | None = None  # spread band (e.g. the quartiles), same unit as y
     hi: Sequence[float] | None = None
-    style: str = "-o"
-    color: str | None = None  # one colour per thing compared (a collective, a preset), whichever run drew it
+    style: str = "-o"  # its line ("-" measured, "--" predicted) and, where no machine is compared, its marker
+    color: str | None = None  # a colour of its own (else the palette's: by machine, or by variant on one machine)
+    machine: str | None = None  # the machine it was had on (``palette.machine(run)``)
+    variant: str | None = None  # what it is on that machine: an implementation, a precision, a collective
 
     @classmethod
     def of(cls, label: str, points: Iterable[Sequence[float]], **kw: Any) -> Series:
@@ -115,6 +118,25 @@ def style(run: Run, default: str = "-o") -> str:
     return PREDICTED_STYLE if run.predicted else default
 
 
+# A section's first figure is shown this many CSS px wide on a 1400 px screen (beside its words: the .pair grid's
+# wider column of a 78rem page); a figure's text of s points reads there at s / 72 * 662 / (its width in inches) px.
+SHOWN_PX = 662
+
+
+def legend_size(fig) -> float:
+    """The legend's size in points that reads at 10 px or more where the figure is shown narrowest (``SHOWN_PX``),
+    8 points at the least."""
+    return max(8.0, math.ceil(10 * 72 * fig.get_figwidth() / SHOWN_PX * 2) / 2)
+
+
+def split_style(fmt: str) -> tuple[str, str]:
+    """A matplotlib format ("-o", "--x", ":") as (line style, marker)."""
+    for ls in ("--", "-.", "-", ":"):
+        if fmt.startswith(ls):
+            return ls, fmt[len(ls):]
+    return "", fmt
+
+
 def line_plot(series: Sequence[Series], *, xlabel: str, ylabel: str, title: str, limits: Sequence[Limit] = (),
               logx: bool = True, logy: bool = True, size: tuple[float, float] | None = None,
               xunit: str | None = None) -> Figure:
@@ -122,15 +144,22 @@ def line_plot(series: Sequence[Series], *, xlabel: str, ylabel: str, title: str,
     that unit, "64 kB", "1.07 GB", rather than bare numbers)."""
     fig = Figure(figsize=size or ((8.5, 4.2) if len(series) > 4 else (7.0, 4.2)), dpi=100)
     ax = fig.add_subplot()
-    colors = {}
+    machines = len({s.machine for s in series if s.machine})
     for s in series:
-        (line,) = ax.plot(s.x, s.y, s.style, label=s.label, markersize=4, **({"color": s.color} if s.color else {}))
-        colors[s.label] = line.get_color()
+        line_style, mark = split_style(s.style)
+        if s.color:
+            color, gid = s.color, f"variant:{s.variant or s.label}"
+        else:
+            color, gid = palette.colour_of(s.machine, s.variant, machines)
+            if machines > 1 and s.variant and mark:  # machines by colour, what each ran by marker
+                mark = palette.marker(s.variant)
+        (line,) = ax.plot(s.x, s.y, linestyle=line_style or "None", marker=mark or "None", label=s.label,
+                          markersize=4, color=color, gid=gid)
         if s.lo is not None and s.hi is not None:
-            ax.fill_between(s.x, s.lo, s.hi, color=line.get_color(), alpha=0.2, linewidth=0)
+            ax.fill_between(s.x, s.lo, s.hi, color=color, alpha=0.2, linewidth=0)
     for lim in limits:
         if lim.y and math.isfinite(lim.y):
-            ax.axhline(lim.y, linestyle="--", linewidth=1, color="0.4")
+            ax.axhline(lim.y, linestyle="--", linewidth=1, color=palette.REFERENCE, gid="reference")
             ax.annotate(lim.label, (0.01, lim.y), xycoords=("axes fraction", "data"), fontsize=7,
                         color="0.3", va="bottom")
     if logx:
@@ -149,10 +178,11 @@ def line_plot(series: Sequence[Series], *, xlabel: str, ylabel: str, title: str,
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    if len(series) > 4:  # many series: legend beside the axes, clear of the data and limit labels
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    elif series:
-        ax.legend(fontsize=7, loc="best")
+    if len(series) > 3:  # many series: the legend under the axes, clear of the data and the limits' labels
+        legend_below(fig, ax)
+        return fig
+    if series:
+        ax.legend(fontsize=legend_size(fig), loc="best")
     fig.tight_layout()
     return fig
 
@@ -160,7 +190,8 @@ def line_plot(series: Sequence[Series], *, xlabel: str, ylabel: str, title: str,
 def finish(fig: Figure, ax, *, xlabel: str | None = None, ylabel: str | None = None, title: str | None = None,
            logx: bool | int = False, logy: bool = False, grid: str = "both", legend: str = "best") -> Figure:
     """The axes set-up every figure shares: scales (logx may be a base), labels, grid, legend, layout.
-    ``legend="below"`` puts the legend under the axes, for a figure whose points fill every corner."""
+    ``legend="below"`` puts the legend under the axes, for a figure whose points fill every corner (``"none"``:
+    no legend yet, for a figure of several axes that ends with ``legend_below``)."""
     if logx:
         ax.set_xscale("log", base=2 if logx is True else logx)
     if logy:
@@ -172,13 +203,43 @@ def finish(fig: Figure, ax, *, xlabel: str | None = None, ylabel: str | None = N
     if title:
         ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", axis=grid if grid in ("x", "y") else "both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        if legend == "below":
-            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
-        else:
-            ax.legend(fontsize=7)
+    if legend == "below":
+        legend_below(fig, ax)
+        return fig
+    if legend != "none" and ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=legend_size(fig))
     fig.tight_layout()
     return fig
+
+
+def bar_style(color: str, run: Run | None = None) -> dict[str, Any]:
+    """A bar's look: solid where it was measured, hatched where compiled and not run, light with a dashed
+    edge where predicted."""
+    if run is not None and run.predicted:
+        return {"color": color, "alpha": 0.45, "edgecolor": color, "linestyle": "--", "linewidth": 1.0}
+    if run is not None and run.compiled:
+        return {"color": "white", "edgecolor": color, "hatch": "//", "linewidth": 1.0}
+    return {"color": color}
+
+
+def legend_below(fig: Figure, ax) -> None:
+    """One legend for the whole figure, under its axes (from ``ax``'s entries): a figure of several axes whose
+    curves fill them. Lays the figure out with room for it."""
+    handles, names = ax.get_legend_handles_labels()
+    for old in [*fig.legends, *(a.get_legend() for a in fig.axes)]:  # one legend: a second call replaces it
+        if old is not None:
+            old.remove()
+    if not handles:
+        fig.tight_layout()
+        return
+    size = legend_size(fig)
+    longest = max(len(n) for n in names) * size * 0.55 / 72  # inches, roughly: the legend's widest entry
+    cols = max(1, min(3, int(fig.get_figwidth() * 0.95 // (longest + 0.5))))
+    rows = -(-len(names) // cols)
+    room = (rows * size * 1.45 + 10) / 72  # inches under the axes for the legend's rows
+    fig.set_figheight(fig.get_figheight() + room)  # the axes keep their height; the figure grows
+    fig.legend(handles, names, loc="lower center", ncols=cols, fontsize=size, frameon=False)
+    fig.tight_layout(rect=(0, room / fig.get_figheight(), 1, 1))
 
 
 def env_table(runs: Sequence[Run]) -> Table:

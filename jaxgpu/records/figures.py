@@ -178,7 +178,7 @@ def line_plot(series: Sequence[Series], *, xlabel: str, ylabel: str, title: str,
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    if len(series) > 3:  # many series: the legend under the axes, clear of the data and the limits' labels
+    if len(series) > 3 or limits:  # the legend under the axes, clear of the data and the limits' labels
         legend_below(fig, ax)
         return fig
     if series:

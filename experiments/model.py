@@ -176,8 +176,8 @@ def config(args: argparse.Namespace):
                      max(args.seq, 2048), args.style, head_size=args.head_dim, mlp=args.mlp)
 
 
-COLUMNS = ("gpu", "devices", "bytes_per_device", "fits", "seconds", "lower_s", "upper_s", "tokens_per_s", "mfu",
-           "binds", "comm_s", "estimate_bytes", "plan")
+COLUMNS = ("gpu", "devices", "bytes_per_device", "estimate_bytes", "fits", "seconds", "lower_s", "upper_s",
+           "tokens_per_s", "mfu", "binds", "comm_s", "plan")
 
 
 # The committed run that checked whole-step prices against published GPU measurements: its median error per kind is
@@ -210,15 +210,16 @@ def table(plans, tokens: float | None = None, prices: dict | None = None, err: f
           ) -> list[list[str]]:
     from jaxgpu.records import labels
 
-    rows = [["GPU", "GPUs", "per GPU", "fits", "step", "bounds", "tokens/s", "MFU", "binds", "plan"]]
+    rows = [["GPU", "GPUs", "per GPU", "formula", "fits", "step", "bounds", "tokens/s", "MFU", "binds", "plan"]]
     if tokens:
-        rows[0][9:9] = [f"to {labels.si(tokens, 'tokens')}", "GPU-hours"] + (["cost"] if prices else [])
+        rows[0][10:10] = [f"to {labels.si(tokens, 'tokens')}", "GPU-hours"] + (["cost"] if prices else [])
     for p in plans:
         if not hasattr(p, "seconds"):  # a card that cannot run the step as asked
             rows.append([p.gpu, str(p.devices)] + ["-"] * (len(rows[0]) - 3) + [f"cannot run: {p.reason}"])
             continue
         gpus = f"{p.nodes} x {p.devices}" if p.nodes > 1 else str(p.devices)
-        rows.append([p.gpu, gpus, labels.si(p.bytes_per_device, "B"), "yes" if p.fits else "no",
+        rows.append([p.gpu, gpus, labels.si(p.bytes_per_device, "B"), labels.si(p.estimate_bytes, "B"),
+                     "yes" if p.fits else "no",
                      labels.si(p.seconds, "s"), f"{labels.si(p.lower_s, 's')}-{labels.si(p.upper_s, 's')}",
                      labels.si(p.tokens_per_s, "tokens/s"), f"{p.mfu:.0%}", p.binds, p.plan])
         if tokens:
@@ -226,8 +227,21 @@ def table(plans, tokens: float | None = None, prices: dict | None = None, err: f
             t = k["to_tokens_s"]
             span = f" ({_duration(t * (1 - err))}-{_duration(t * (1 + err))})" if err else ""
             cells = [_duration(t) + span, f"{k['gpu_hours']:,.3g}"]
-            rows[-1][9:9] = cells + ([f"${k['cost_usd']:,.0f}" if "cost_usd" in k else "-"] if prices else [])
+            rows[-1][10:10] = cells + ([f"${k['cost_usd']:,.0f}" if "cost_usd" in k else "-"] if prices else [])
     return rows
+
+
+def formula_lines(plans) -> list[str]:
+    """Per device count, where the package's formula (the "formula" column) and XLA's plan ("per GPU") part, said
+    of the first GPU priced: what the compiler's plan knows that the formula does not."""
+    from jaxgpu.pricing import sizing
+
+    out, said = [], set()
+    for p in plans:
+        if hasattr(p, "memory_split") and p.devices not in said and sizing.formula_vs_plan(p):
+            said.add(p.devices)
+            out.append(f"per GPU on {p.devices} {p.gpu}: " + sizing.formula_vs_plan(p))
+    return out
 
 
 def _duration(s: float) -> str:
@@ -285,6 +299,8 @@ def _main(argv: list[str] | None) -> int:
           f"{args.settings.words()} (compiled for each GPU on this CPU, predicted, not run):")
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    for line in formula_lines(plans):
+        print(line)
     if args.tokens:
         kind = "training" if args.mode.startswith("train") else "decode and prefill"
         print(f"time to {args.tokens:,.0f} tokens at the predicted step time; " + (

@@ -537,3 +537,59 @@ def test_the_time_to_n_tokens_is_steps_at_the_predicted_step_time(tmp_path):
     checked = model.band("train")  # the committed check: all 17 published training steps
     assert checked is not None and checked[1] >= 12 and 0 < checked[0] < 0.15
     assert model.band("serve")[1] >= 6 and model.band("train", tmp_path) is None  # no check in that folder
+
+
+# ---- the formula beside the compiler's plan -------------------------------------------------------------------
+def test_the_formula_counts_each_named_configs_parameters_within_1_percent():
+    """Grouped-query attention, the MLP's width, a gated MLP's third matrix and an untied output head counted:
+    Llama-3 8B's 8.03 B parameters, where 12 L d^2 + V d says 6.97 B (13% low)."""
+    from jaxgpu.pricing import fit, sizing
+
+    for c in tf.CONFIGS.values():
+        assert sizing._fit_shape(c).params == pytest.approx(c.params(), rel=0.01), c.name
+    c = tf.CONFIGS["llama3-8b"]
+    classic = fit.Transformer(c.name, c.layers, c.d_model, c.heads, c.vocab).params
+    assert classic < 0.9 * c.params() and 8.02e9 < sizing._fit_shape(c).params < 8.04e9
+    kv = fit.transformer_inference(sizing._fit_shape(c), "bf16", 2048, 8)["kv_cache"]
+    assert kv == 2 * 32 * 2048 * 8 * (8 * 128) * 2  # 8 key/value heads of 128, not the model's width
+
+
+@pytest.mark.slow
+def test_formula_and_plan_agree_within_15_percent_on_every_named_configs_serve_step():
+    from jaxgpu.pricing import sizing, targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    for name in tf.CONFIGS:
+        p = sizing.plan_model(name, "H100 SXM", train=False, batch=8, seq=1024, devices=1)
+        assert p.estimate_bytes == pytest.approx(p.bytes_per_device, rel=0.15), name
+        assert set(p.memory_split) == set(sizing.MEMORY_PARTS) and set(p.estimate_parts) == {"weights", "kv_cache"}
+        said = sizing.formula_vs_plan(p)
+        assert said.startswith("the formula counts") and "XLA's plan holds" in said, said
+
+
+def test_the_formula_and_its_difference_from_the_plan_are_printed_beside_it():
+    from jaxgpu.pricing import sizing, targets
+
+    from experiments import model
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    c = tf.Config("described", 2, 256, 8, 2, 512, 1000, 2048, "llama")
+    plans = sizing.model_on_gpus(c, train=True, batch=4, seq=256, devices=(1,), gpus=["h100"])
+    rows = model.table(plans)
+    assert rows[0][2:4] == ["per GPU", "formula"]
+    p = plans[0]
+    assert p.estimate_bytes == pytest.approx(sum(p.estimate_parts.values()))
+    assert p.bytes_per_device == pytest.approx(p.memory_split["arguments"] + p.memory_split["outputs"]
+                                               + p.memory_split["temporaries"] - p.memory_split["aliased"])
+    lines = model.formula_lines(plans)
+    assert len(lines) == 1 and lines[0].startswith("per GPU on 1 H100 SXM: the formula counts")
+    assert "gradients and the copy" in lines[0]
+
+
+def test_a_sequence_longer_than_learned_positions_is_refused_in_words():
+    from jaxgpu.pricing import sizing
+
+    with pytest.raises(ValueError, match="gpt2-124m has 1,024 learned positions"):
+        sizing.plan_model("gpt2-124m", "h100", train=True, seq=2048)

@@ -81,8 +81,10 @@ def _params(name: str) -> float:
     return float(tail[:-1]) * scale[tail[-1]] if tail[-1] in scale else fit.TRANSFORMERS[0].params
 
 
+# version 3: the formula beside the plan (bytes_predicted) counts key/value heads, the MLP's width, a gated MLP's
+# third matrix and an untied output head (jaxgpu.pricing.fit.Transformer); version 2 counted 12 L d^2 + V d
 EXPERIMENT = Experiment(
-    name="transformer", benchmark_version=2, config=Config, profiles=PROFILES, cases=cases,
+    name="transformer", benchmark_version=3, config=Config, profiles=PROFILES, cases=cases,
     compiled_cases=compiled_cases,
     description="decoder-only transformers from GPT-2 124M to Llama 70B: train and serve steps measured here at "
                 "the smallest sizes, every size compiled for 1 and 8 GPUs (memory per device, fits, collectives, "

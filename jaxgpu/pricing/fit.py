@@ -150,15 +150,40 @@ def mlp_inference(input_dim: int, widths: Sequence[int], n_out: int, batch: int,
 
 @dataclasses.dataclass(frozen=True)
 class Transformer:
+    """A decoder's shape as the formula counts it. Left at their defaults, the optional fields give the classic
+    count (12 L d^2 + V d: as many key/value heads as query heads, an MLP of 4 d in two matrices, one embedding
+    shared with the output); a config's own values count grouped-query attention, its MLP width, a gated MLP's
+    third matrix and an output head of its own."""
+
     name: str
     layers: int
     d_model: int
     heads: int
     vocab: int = 32000
+    kv_heads: int | None = None  # key/value heads (grouped-query attention); default: ``heads``
+    ffn: int | None = None  # the MLP's width; default 4 d
+    gated: bool = False  # a gated MLP (SwiGLU, GeGLU): three matrices, not two
+    head_dim: int | None = None  # a head's width; default d / heads
+    tied: bool = True  # the output head is the embedding (GPT-2); False: a matrix of its own (Llama)
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * (self.head_dim or self.d_model // self.heads)
+
+    @property
+    def kv_dim(self) -> int:
+        return (self.kv_heads or self.heads) * (self.head_dim or self.d_model // self.heads)
+
+    @property
+    def mlp_width(self) -> int:
+        return self.ffn or 4 * self.d_model
 
     @property
     def params(self) -> int:
-        return 12 * self.layers * self.d_model**2 + self.vocab * self.d_model
+        d = self.d_model
+        attention = d * (2 * self.q_dim + 2 * self.kv_dim)  # q and o, k and v
+        mlp = (3 if self.gated else 2) * d * self.mlp_width
+        return self.layers * (attention + mlp) + self.vocab * d * (1 if self.tied else 2)
 
 
 # Llama-style shapes with about the named parameter counts.
@@ -171,19 +196,30 @@ TRANSFORMERS = (
 GPU_MEMORY_GB = (24, 40, 80, 141)
 
 
-def transformer_train(t: Transformer, preset: str = "bf16", seq: int = 2048, batch: int = 1) -> dict[str, int]:
-    """Bytes to train with Adam: state (master weights, grads, moments, compute copy) and activations."""
+def transformer_train(t: Transformer, preset: str = "bf16", seq: int = 2048, batch: int = 1,
+                      flash: bool = False) -> dict[str, int]:
+    """Bytes to train with Adam: state (master weights, grads, moments, compute copy) and activations.
+
+    Activations per layer, Korthikanti et al.'s count in 2-byte values (34 s b d + 5 a s^2 b for their block),
+    with the block's own widths: the attention keeps its input, q, k, v, the output projection's input and a
+    dropout mask (2 d + 4 q + 4 kv + d bytes a token), the MLP its input, its first matrices' outputs and the
+    activation's (2 d + (8 if gated else 4) f + d), the norms 4 d; the attention scores 5 a s^2 b, none with
+    ``flash`` (a fused kernel keeps no scores)."""
     per_param = 16 + (2 if BYTES[preset] == 2 else 0)
-    acts = t.layers * seq * batch * t.d_model * (34 + 5 * t.heads * seq // t.d_model)
+    d, f = t.d_model, t.mlp_width
+    per_token = 10 * d + 4 * t.q_dim + 4 * t.kv_dim + (8 if t.gated else 4) * f
+    scores = 0 if flash else 5 * t.heads * seq * seq * batch
+    acts = t.layers * (seq * batch * per_token + scores)
     if BYTES[preset] == 4:
         acts *= 2  # the formula counts 2-byte activations
     return {"state": t.params * per_param, "activations": acts}
 
 
 def transformer_inference(t: Transformer, preset: str = "bf16", seq: int = 2048, batch: int = 1) -> dict[str, int]:
-    """Bytes to serve: weights at the preset's width and the KV cache (kept in bf16 for 8-bit weights)."""
+    """Bytes to serve: weights at the preset's width and the KV cache (its key/value heads' width a token, kept in
+    bf16 for 8-bit weights)."""
     b = BYTES[preset]
-    return {"weights": t.params * b, "kv_cache": 2 * t.layers * seq * batch * t.d_model * max(b, 2)}
+    return {"weights": t.params * b, "kv_cache": 2 * t.layers * seq * batch * t.kv_dim * max(b, 2)}
 
 
 def fits(nbytes: int, gb: float) -> bool:

@@ -210,6 +210,8 @@ class ModelPlan:
     internode_s: float = 0.0  # of ``comm_s``, the gradients' all-reduce between nodes
     nodes: int = 1  # of ``devices`` GPUs each
     overlapped_s: float = 0.0  # collectives' time hidden under compute (async, the latency-hiding schedule's)
+    memory_split: dict = dataclasses.field(default_factory=dict)  # bytes_per_device by kind (``MEMORY_PARTS``)
+    estimate_parts: dict = dataclasses.field(default_factory=dict)  # estimate_bytes by the formula's components
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,6 +276,8 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     if mode not in MODES:
         raise KeyError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     s = settings or default_settings(mode)
+    if c.style == "gpt2" and seq > c.max_seq:  # learned positions: a table of max_seq rows, no more
+        raise ValueError(f"{c.name} has {c.max_seq:,} learned positions: a sequence of {seq:,} tokens is longer")
     hw = hardware.find_gpu(gpu)
     _check_settings(s, mode, hw, batch)
     devs, label = _devices_for(hw, devices)
@@ -282,11 +286,11 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     placed = [jax.tree.map(lambda s, h: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=h), sp, shd)
               for sp, shd in zip(specs, sh)]
     roofs = roofline.roofs_for(hw)
-    nbytes, hidden, exposed, counts, rest, p = _priced(step, placed, label, hw, roofs, devices,
-                                                       triton=s.weights != "bf16")
+    (nbytes, split), hidden, exposed, counts, rest, p = _priced(step, placed, label, hw, roofs, devices,
+                                                                triton=s.weights != "bf16")
     between = _internode_s(c, mode, hw, devices, s.nodes)
     micro = batch // s.nodes // s.accumulate  # the sequences whose activations a GPU's node holds at once
-    est = fit.transformer_train(_fit_shape(c), "bf16", seq, micro) if mode.startswith("train") else \
+    est = fit.transformer_train(_fit_shape(c), "bf16", seq, micro, flash=s.flash) if mode.startswith("train") else \
         fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
     # XLA:GPU's latency-hiding schedule starts an async collective early and waits for it late: only what outlasts
     # the compute between adds to the step (a synchronous collective and the nodes' all-reduce are priced whole)
@@ -300,7 +304,8 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
                      max(p.lower_s, comm), p.upper_s + comm + overlapped, comm,
                      "communication" if comm > max(p.compute_s, p.memory_s, p.launch_s) else p.bound,
                      tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, p.plan, label,
-                     *_matmul_shares(rest, roofs), s.words(), between, s.nodes, overlapped)
+                     *_matmul_shares(rest, roofs), s.words(), between, s.nodes, overlapped, split,
+                     {k: v / devices for k, v in est.items()})
 
 
 def _priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices: int, triton: bool) -> tuple:
@@ -313,12 +318,12 @@ def _priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, device
 
     best = None
     for options in ({}, {"xla_gpu_enable_triton_gemm": True}) if triton and label.startswith("xla:gpu") else ({},):
-        nbytes, hlo = _compiled(step, placed, label, options)
+        nbytes, hlo, split = _compiled(step, placed, label, options)
         hidden, exposed, rest, counts = _collectives(stack.kernels(hlo), hw, devices)
         plan = label + (", triton gemm" if options else "")
         p = roofline.price(rest, roofs, loop_steps=stack.loop_steps(hlo), plan=plan)
         if best is None or p.estimate_s + hidden + exposed < best[-1].estimate_s + best[1] + best[2]:
-            best = (nbytes, hidden, exposed, counts, rest, p)
+            best = ((nbytes, split), hidden, exposed, counts, rest, p)
     return best
 
 
@@ -349,16 +354,61 @@ def _devices_for(hw: hardware.Hardware, devices: int) -> tuple[list, str]:
     return devs, f"xla:cpu, estimate ({label})"
 
 
-def _compiled(step, placed: list, label: str, options: dict | None = None) -> tuple[float, str]:
-    """(bytes the program holds, its optimized HLO), from XLA:GPU's plan (compiled with ``options``) or this CPU's."""
-    from jaxgpu.ground import timing
+def _compiled(step, placed: list, label: str, options: dict | None = None) -> tuple[float, str, dict]:
+    """(bytes the program holds, its optimized HLO, those bytes by kind: ``MEMORY_PARTS``), from XLA:GPU's plan
+    (compiled with ``options``) or this CPU's."""
     from jaxgpu.pricing import targets
 
     if label.startswith("xla:gpu"):
         plan = targets.compile_plan(step, *placed, options=options)
-        return float(plan.total_bytes), plan.hlo
-    compiled = step.lower(*placed).compile()
-    return float(timing.memory_bytes(compiled)), compiled.as_text()
+    else:
+        compiled = step.lower(*placed).compile()
+        m = compiled.memory_analysis()
+        plan = targets.Plan(m.argument_size_in_bytes, m.output_size_in_bytes, m.temp_size_in_bytes,
+                            m.alias_size_in_bytes, 0.0, compiled.as_text())
+    split = dict(zip(MEMORY_PARTS, map(float, (plan.argument_bytes, plan.output_bytes, plan.temp_bytes,
+                                                plan.alias_bytes))))
+    return float(plan.total_bytes), plan.hlo, split
+
+
+# XLA's memory analysis of a program, per device: what it holds is arguments + outputs + temporaries - aliased (an
+# output written over a donated argument counted once)
+MEMORY_PARTS = ("arguments", "outputs", "temporaries", "aliased")
+
+
+def formula_vs_plan(p: ModelPlan) -> str:
+    """Where ``jaxgpu.pricing.fit``'s formula and XLA's plan of the step part, per device, in a sentence: what each
+    counts and, where they differ by more than a tenth, which side holds the difference and why."""
+    from jaxgpu.records.labels import si
+
+    m, f = p.memory_split, p.estimate_parts
+    if not m or not f:
+        return ""
+    held = m["arguments"] + m["outputs"] - m["aliased"]  # what stays between steps: weights, state, cache, tokens
+    temp = m["temporaries"]
+    if p.mode.startswith("train"):
+        # the formula's 18 bytes a parameter: fp32 weights, gradients and two moments, a bf16 copy; XLA keeps the
+        # weights and moments between steps and the gradients and the copy (6 of the 18) among its temporaries
+        passing = f["state"] * 6 / 18
+        acts = temp - passing
+        text = (f"the formula counts {si(f['state'], 'B')} of weights, gradients, AdamW moments and a bf16 copy and "
+                f"{si(f['activations'], 'B')} of activations (Korthikanti et al.'s count); XLA's plan holds "
+                f"{si(held, 'B')} between steps (the weights and moments) and {si(temp, 'B')} of temporaries, of "
+                f"which the gradients and the copy are {si(passing, 'B')}, so {si(max(acts, 0), 'B')} for activations "
+                "and scratch")
+        if acts < 0.9 * f["activations"]:
+            text += (": fewer than the count, as the step recomputes its norms, MLP activation and loss in the "
+                     "backward pass")
+        elif acts > 1.1 * f["activations"]:
+            text += (": more than the count, which leaves out the logits over the vocabulary and the backward "
+                     "pass's scratch")
+        return text + "."
+    text = (f"the formula counts {si(f['weights'], 'B')} of weights and {si(f['kv_cache'], 'B')} of KV cache; XLA's "
+            f"plan holds {si(held, 'B')} between steps and {si(temp, 'B')} of temporaries")
+    if temp > 0.05 * held:
+        text += (": the logits over the vocabulary, the layers' products and any copy of a weight XLA makes in "
+                 "another layout, none of which the formula counts")
+    return text + "."
 
 
 def _config(model: str | Any):
@@ -483,7 +533,8 @@ def _fit_shape(c):
     """The config in ``jaxgpu.pricing.fit``'s terms (layers, width, heads), for its estimate beside XLA's plan."""
     from jaxgpu.pricing import fit
 
-    return fit.Transformer(c.name, c.layers, c.d_model, c.heads, c.vocab)
+    return fit.Transformer(c.name, c.layers, c.d_model, c.heads, c.vocab, kv_heads=c.kv_heads, ffn=c.ffn,
+                           gated=c.style == "llama", head_dim=c.head_dim, tied=c.style == "gpt2")
 
 
 def model_on_gpus(model: str | Any, *, train: bool = True, batch: int = 1, seq: int = 2048,

@@ -276,10 +276,8 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     if mode not in MODES:
         raise KeyError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     s = settings or default_settings(mode)
-    if c.style == "gpt2" and seq > c.max_seq:  # learned positions: a table of max_seq rows, no more
-        raise ValueError(f"{c.name} has {c.max_seq:,} learned positions: a sequence of {seq:,} tokens is longer")
     hw = hardware.find_gpu(gpu)
-    _check_settings(s, mode, hw, batch)
+    _check_settings(s, mode, hw, batch, c, seq)
     devs, label = _devices_for(hw, devices)
     mesh = jax.sharding.Mesh(list(devs), (tf.AXIS,))
     step, specs, sh, tokens, model_flops = _step(c, mode, batch // s.nodes, seq, mesh, s)
@@ -441,9 +439,11 @@ def default_settings(mode: str):
     return tf.StepSettings(scan=mode != "serve", flash=mode != "serve")
 
 
-def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int) -> None:
+def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int, c: Any = None, seq: int = 0) -> None:
     from jaxgpu.records.results import Unsupported
 
+    if c is not None and c.style == "gpt2" and seq > c.max_seq:  # learned positions: max_seq rows, no more
+        raise ValueError(f"{c.name} has {c.max_seq:,} learned positions: a sequence of {seq:,} tokens is longer")
     training = mode.startswith("train")
     if not training and (s.remat != "none" or s.nodes > 1 or s.accumulate > 1):
         raise ValueError("remat, nodes and micro-batches are a training step's settings; a prefill or decode step "

@@ -167,3 +167,49 @@ def test_xla_gpu_plans_an_h100_and_an_h200_alike():
                           for g in ("H100 SXM", "H200 SXM"))
             assert [k.to_list()[1:] for k in h100[0]] == [k.to_list()[1:] for k in h200[0]], (fn, triton)
             assert h100[1] == h200[1]
+
+
+def test_a_plan_asked_again_is_read_from_the_cache_not_compiled(tmp_path, monkeypatch):
+    """The model command's plans are kept in the user's cache folder, keyed by the program, the target, the
+    options and JAX: the same step asked again compiles nothing; another GPU or another step does."""
+    from jaxgpu.kernels import transformer as tf
+    from jaxgpu.pricing import sizing
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("JAXGPU_PLAN_CACHE_MB", raising=False)
+    targets.plan_cache.cache_clear()
+    compiled = []
+    real = targets._compile
+    monkeypatch.setattr(targets, "_compile", lambda lowered, options: compiled.append(1) or real(lowered, options))
+    c = tf.Config("described", 2, 256, 8, 2, 512, 1000, 2048, "llama")
+    first = sizing.plan_model(c, "h100", train=True, batch=4, seq=128)
+    assert compiled == [1] and len(list((tmp_path / "jaxgpu" / "plans").glob("*.json.gz"))) == 1
+    again = sizing.plan_model(c, "h100", train=True, batch=4, seq=128)
+    assert compiled == [1] and again == first  # read back whole: the same bytes, kernels and price
+    sizing.plan_model(c, "h200", train=True, batch=4, seq=128)
+    sizing.plan_model(c, "h100", train=True, batch=2, seq=128)
+    assert len(compiled) == 3
+    for f in (tmp_path / "jaxgpu" / "plans").glob("*.json.gz"):
+        f.write_bytes(b"not a plan")  # damaged: a miss, compiled again, never an error
+    sizing.plan_model(c, "h100", train=True, batch=4, seq=128)
+    assert len(compiled) == 4
+    targets.plan_cache.cache_clear()
+
+
+def test_the_plan_cache_keeps_to_its_size_and_can_be_turned_off(tmp_path):
+    import os
+    import time
+
+    plan = targets.Plan(1, 2, 3, 0, 0.5, os.urandom(1500).hex(), "")  # about 2 kB gzipped
+    cache = targets.PlanCache(tmp_path, limit_bytes=5_000)
+    for key in ("a", "b", "c"):
+        cache.put(key, plan)
+        time.sleep(0.01)  # apart in time: the order they were used in
+    kept = sorted(f.name for f in tmp_path.glob("*.json.gz"))
+    assert kept == ["b.json.gz", "c.json.gz"], kept  # past the limit the least recently used went first
+    assert cache.get("c") == plan and cache.get("a") is None
+    off = targets.PlanCache(tmp_path / "off", limit_bytes=0)
+    off.put("a", plan)
+    assert off.get("a") is None and not (tmp_path / "off").exists()

@@ -278,7 +278,7 @@ def _stream_bytes(kernel: str, n: int, itemsize: int = 8) -> float:
 # cuBLAS 8192^3 of unstated dtype and part; power-capped or PCIe H100s and H800s; torch.mm maxima over sizes
 # without the size; GPT-3 125M at 150 ms a step on 8 A100s (llm.c's run_gpt3_125M.sh: above the A100's peak by
 # its own FLOPs, so not what its comment says); flash-attention's GPT-3 table (micro-batch only inferable
-# from configs); A100 40GB runs (not in the hardware table); llm-foundry (FSDP, SXM not stated).
+# from configs); A100 40GB runs (left out while the table had no A100 40GB); llm-foundry (FSDP, SXM not stated).
 
 _MAMF = ("stas00/ml-engineering @744d01e compute/accelerator/README.md, the Maximum Achievable Matmul FLOPS "
          "table (mamf-finder.py: torch.mm, CUDA events per iteration, L2 flushed, the best shape of a search)")

@@ -316,8 +316,9 @@ def _hardware(on: str | hardware.Hardware | Roofs) -> hardware.Hardware | Roofs:
 # GPUs of the hardware table with no XLA:GPU target of their own, and the target whose plan stands in for theirs:
 # the H200 NVL is the H200's GH100 at a lower power limit; Ada (L4, RTX 4090, compute capability 8.9) is
 # planned as Ampere's A100 (8.0), the nearest target, whose GEMM and fusion choices Ada shares but FP8
-# (priced at the wider format there)
-STAND_IN = {"H200 NVL": "h200", "L4": "a100", "RTX 4090": "a100"}
+# (priced at the wider format there); the A100 40GB is the A100's GA100 with less memory, which its own capacity
+# decides the fit against
+STAND_IN = {"H200 NVL": "h200", "L4": "a100", "RTX 4090": "a100", "A100 40GB": "a100"}
 
 
 def plan_target(hw: hardware.Hardware) -> tuple[str | None, str]:

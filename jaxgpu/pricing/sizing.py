@@ -358,7 +358,7 @@ def _compiled(step, placed: list, label: str, options: dict | None = None) -> tu
     from jaxgpu.pricing import targets
 
     if label.startswith("xla:gpu"):
-        plan = targets.compile_plan(step, *placed, options=options)
+        plan = targets.compile_plan(step, *placed, options=options, cache=True)  # asked again: read, not compiled
     else:
         compiled = step.lower(*placed).compile()
         m = compiled.memory_analysis()

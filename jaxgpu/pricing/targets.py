@@ -165,18 +165,114 @@ class Plan:
         return out
 
 
-def compile_plan(fn: Callable, *specs: Any, options: dict | None = None) -> Plan:
-    """Compiles ``fn`` (jitted if it is not) for the devices its ``ShapeDtypeStruct`` specs are placed on."""
+def compile_plan(fn: Callable, *specs: Any, options: dict | None = None, cache: bool = False) -> Plan:
+    """Compiles ``fn`` (jitted if it is not) for the devices its ``ShapeDtypeStruct`` specs are placed on.
+
+    ``cache``: a plan compiled before for the same program, target, options and JAX is read from the user's cache
+    folder (``plan_cache``) rather than compiled again; its ``compile_s`` is the first compile's. A run's records
+    compile afresh (their compile times are measured); the model command asks for the cache."""
     import jax
 
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     lowered = jitted.lower(*specs)
+    key = _plan_key(lowered, specs, options) if cache else None
+    if key and (hit := plan_cache().get(key)) is not None:
+        return hit
+    plan = _compile(lowered, options)
+    if key:
+        plan_cache().put(key, plan)
+    return plan
+
+
+def _compile(lowered: Any, options: dict | None) -> Plan:
     t0 = time.perf_counter()
     compiled = lowered.compile(compiler_options={**COMPILE_OPTIONS, **(options or {})})
     compile_s = time.perf_counter() - t0
     m = compiled.memory_analysis()
     return Plan(m.argument_size_in_bytes, m.output_size_in_bytes, m.temp_size_in_bytes, m.alias_size_in_bytes,
                 compile_s, compiled.as_text(), lowered.as_text(dialect="hlo"))
+
+
+def _plan_key(lowered: Any, specs: Sequence[Any], options: dict | None) -> str:
+    """What makes a plan: the program as JAX lowered it (shardings included), the devices it is placed on (their
+    kind and count: the target), the compiler's options and XLA_FLAGS, and the JAX, jaxlib and plugin that compile
+    it."""
+    import hashlib
+    import json
+    import os
+
+    import jax
+
+    devices = {d for a in jax.tree.leaves(specs) if getattr(a, "sharding", None) is not None
+               for d in a.sharding.device_set}
+    kinds = sorted({f"{d.platform}:{d.device_kind}" for d in devices})
+    h = hashlib.sha256(lowered.as_text().encode())
+    h.update(json.dumps([kinds, len(devices), {**COMPILE_OPTIONS, **(options or {})}, os.environ.get("XLA_FLAGS", ""),
+                         jax.__version__,
+                         *map(_version, ("jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin"))],
+                        sort_keys=True).encode())
+    return h.hexdigest()[:32]
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+@functools.cache
+def plan_cache() -> PlanCache:
+    """The user's plan cache: ``$XDG_CACHE_HOME/jaxgpu/plans`` (else ``~/.cache``), ``JAXGPU_PLAN_CACHE_MB`` at most
+    (default 1024; 0 turns it off)."""
+    import os
+    from pathlib import Path
+
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jaxgpu" / "plans"
+    return PlanCache(root, float(os.environ.get("JAXGPU_PLAN_CACHE_MB", "1024")) * 1e6)
+
+
+class PlanCache:
+    """Plans on disk, one gzipped JSON file each named by its key; past ``limit_bytes`` the least recently used go.
+    A file that cannot be read is a miss, never an error: the plan is compiled again."""
+
+    def __init__(self, root, limit_bytes: float):
+        self.root, self.limit = root, limit_bytes
+
+    def get(self, key: str) -> Plan | None:
+        import gzip
+        import json
+        import os
+
+        path = self.root / f"{key}.json.gz"
+        if self.limit <= 0 or not path.exists():
+            return None
+        try:
+            plan = Plan(**json.loads(gzip.decompress(path.read_bytes())))
+            os.utime(path)  # used: the last to go
+            return plan
+        except (OSError, ValueError, TypeError, EOFError):
+            return None
+
+    def put(self, key: str, plan: Plan) -> None:
+        import gzip
+        import json
+        import os
+
+        if self.limit <= 0:
+            return
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = self.root / f".{key}.{os.getpid()}.tmp"
+            tmp.write_bytes(gzip.compress(json.dumps(dataclasses.asdict(plan)).encode(), compresslevel=6))
+            os.replace(tmp, self.root / f"{key}.json.gz")
+            files = sorted(self.root.glob("*.json.gz"), key=lambda f: f.stat().st_mtime)
+            total = sum(f.stat().st_size for f in files)
+            while files and total > self.limit:
+                total -= files[0].stat().st_size
+                files.pop(0).unlink()
+        except OSError:  # a full or read-only disk: the answer stands, uncached
+            pass
 
 
 def spec(shape: Sequence[int], dtype: Any, device_or_sharding: Any) -> Any:

@@ -43,7 +43,9 @@ def parser() -> cli.Parser:
     p.add_argument("--bf16", action="store_true", help="with --train: weights and AdamW state in bf16 too")
     p.add_argument("--batch", type=int, default=8, help="sequences per step (default 8)")
     p.add_argument("--seq", type=int, default=2048, help="tokens per sequence, or the cache's context (default 2048)")
-    p.add_argument("--devices", default="1,8", help="GPU counts, comma separated (default 1,8)")
+    p.add_argument("--devices", help="GPU counts, comma separated (default 1,8; with --fit, those searched)")
+    p.add_argument("--fit", action="store_true",
+                   help="per GPU, the fewest of 1, 2, 4 or 8 (one node) that hold the step, or 'more than 8'")
     p.add_argument("--gpus", help="GPUs of the hardware table, comma separated (default: all)")
     p.add_argument("--out", metavar="PATH", help="write PATH.csv and PATH.json (default: no files)")
     for dim in ("layers", "d-model", "heads", "kv-heads", "ffn", "vocab"):
@@ -92,7 +94,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     try:
-        args.devices = [int(n) for n in args.devices.split(",") if n.strip()]
+        from jaxgpu.pricing import sizing
+
+        said = args.devices or ",".join(map(str, sizing.NODE if args.fit else (1, 8)))
+        args.devices = [int(n) for n in said.split(",") if n.strip()]
     except ValueError:
         p.error(f"--devices takes counts like 1,8, got {args.devices!r}")
     if not args.devices or min(args.devices) < 1 or max(args.devices) > 64:
@@ -206,8 +211,8 @@ def to_tokens(p, tokens: float, price: float | None = None) -> dict[str, float]:
     return {"to_tokens_s": t, "gpu_hours": hours, **({"cost_usd": hours * price} if price else {})}
 
 
-def table(plans, tokens: float | None = None, prices: dict | None = None, err: float | None = None
-          ) -> list[list[str]]:
+def table(plans, tokens: float | None = None, prices: dict | None = None, err: float | None = None,
+          fewest: bool = False) -> list[list[str]]:
     from jaxgpu.records import labels
 
     rows = [["GPU", "GPUs", "per GPU", "formula", "fits", "step", "bounds", "tokens/s", "MFU", "binds", "plan"]]
@@ -218,10 +223,16 @@ def table(plans, tokens: float | None = None, prices: dict | None = None, err: f
             rows.append([p.gpu, str(p.devices)] + ["-"] * (len(rows[0]) - 3) + [f"cannot run: {p.reason}"])
             continue
         gpus = f"{p.nodes} x {p.devices}" if p.nodes > 1 else str(p.devices)
+        if fewest and not p.fits:  # --fit found none of the counts that holds it
+            gpus = f"more than {gpus}"
         rows.append([p.gpu, gpus, labels.si(p.bytes_per_device, "B"), labels.si(p.estimate_bytes, "B"),
                      "yes" if p.fits else "no",
                      labels.si(p.seconds, "s"), f"{labels.si(p.lower_s, 's')}-{labels.si(p.upper_s, 's')}",
                      labels.si(p.tokens_per_s, "tokens/s"), f"{p.mfu:.0%}", p.binds, p.plan])
+        if fewest and not p.fits:  # no time for a step that no count of these GPUs holds
+            rows[-1][5:10] = ["-"] * 5
+            rows[-1][10:10] = ["-"] * (len(rows[0]) - len(rows[-1]))
+            continue
         if tokens:
             k = to_tokens(p, tokens, (prices or {}).get(p.gpu))
             t = k["to_tokens_s"]
@@ -260,6 +271,9 @@ def _plans(args: argparse.Namespace) -> list | str:
     from jaxgpu.pricing import sizing
 
     try:
+        if args.fit:
+            return sizing.fewest_on_gpus(config(args), mode=args.mode, batch=args.batch, seq=args.seq,
+                                         counts=args.devices, gpus=args.gpus, settings=args.settings)
         return sizing.model_on_gpus(config(args), mode=args.mode, batch=args.batch, seq=args.seq,
                                     devices=args.devices, gpus=args.gpus, settings=args.settings)
     except KeyError as err:
@@ -290,13 +304,14 @@ def _main(argv: list[str] | None) -> int:
     if isinstance(plans, str):
         return cli.fail(cli.name(COMMAND), plans)
     checked = band(args.mode) if args.tokens else None
-    rows = table(plans, args.tokens, args.prices, checked[0] if checked else None)
+    rows = table(plans, args.tokens, args.prices, checked[0] if checked else None, fewest=args.fit)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",
             "serve": "decode step"}[args.mode]
     name = plans[0].model if args.model and plans else "described decoder"  # the table's own spelling
     print(f"{name}, one {what}, batch {args.batch} x {args.seq:,} tokens, "
-          f"{args.settings.words()} (compiled for each GPU on this CPU, predicted, not run):")
+          f"{args.settings.words()} (compiled for each GPU on this CPU, predicted, not run)"
+          + (f"; per GPU the fewest of {', '.join(map(str, args.devices))} that hold it" if args.fit else "") + ":")
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     for line in formula_lines(plans):

@@ -593,3 +593,45 @@ def test_a_sequence_longer_than_learned_positions_is_refused_in_words():
 
     with pytest.raises(ValueError, match="gpt2-124m has 1,024 learned positions"):
         sizing.plan_model("gpt2-124m", "h100", train=True, seq=2048)
+
+
+def test_fit_finds_the_fewest_gpus_whose_plan_holds_the_step_or_says_more_than(monkeypatch):
+    """``fewest`` agrees with compiling every count: the smallest whose XLA plan fits; past the last, the plan of
+    the most, not fitting ("more than 8")."""
+    from jaxgpu.pricing import sizing, targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    c = tf.Config("described", 2, 512, 8, 2, 1024, 4000, 2048, "llama")
+    every = {n: sizing.plan_model(c, "h100", train=True, batch=8, seq=256, devices=n).bytes_per_device
+             for n in sizing.NODE}
+    assert every[1] > every[2] > every[4]
+    cap = (every[2] + every[4]) / 2  # between two and four GPUs' shares: four is the fewest
+    monkeypatch.setattr(sizing, "USABLE_FRACTION", cap / 80e9)
+    p = sizing.fewest(c, "h100", train=True, batch=8, seq=256)
+    assert p.fits and p.devices == 4
+    monkeypatch.setattr(sizing, "USABLE_FRACTION", min(every.values()) / 2 / 80e9)
+    p = sizing.fewest(c, "h100", train=True, batch=8, seq=256)
+    assert not p.fits and p.devices == 8
+    assert sizing.fewest(c, "h100", train=True, batch=8, seq=256, counts=(1, 2)).devices == 2
+
+
+def test_the_fit_option_prints_the_fewest_per_gpu(tmp_path):
+    import subprocess
+    import sys
+
+    from jaxgpu.pricing import targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    cmd = [sys.executable, "-m", "experiments.model", "--train", "--fit", "--gpus", "h100,l4", "--batch", "4",
+           "--seq", "256", "--tokens", "1e9", "--layers", "2", "--d-model", "256", "--heads", "8", "--kv-heads", "2",
+           "--ffn", "512", "--vocab", "1000"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert "per GPU the fewest of 1, 2, 4, 8 that hold it" in proc.stdout
+    import re
+
+    rows = [re.split(r"\s{2,}", ln) for ln in proc.stdout.splitlines() if ln.startswith(("H100 SXM", "L4 "))]
+    assert [r[:2] for r in rows] == [["H100 SXM", "1"], ["L4", "1"]], rows  # a small decoder: one of each holds it

@@ -269,7 +269,7 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     import jax
 
     from jaxgpu.kernels import transformer as tf
-    from jaxgpu.pricing import fit, roofline
+    from jaxgpu.pricing import roofline
 
     c = _config(model)
     mode = mode or ("train" if train else "serve")
@@ -287,9 +287,7 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     (nbytes, split), hidden, exposed, counts, rest, p = _priced(step, placed, label, hw, roofs, devices,
                                                                 triton=s.weights != "bf16")
     between = _internode_s(c, mode, hw, devices, s.nodes)
-    micro = batch // s.nodes // s.accumulate  # the sequences whose activations a GPU's node holds at once
-    est = fit.transformer_train(_fit_shape(c), "bf16", seq, micro, flash=s.flash) if mode.startswith("train") else \
-        fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
+    est = _estimate(c, mode, batch, seq, s)
     # XLA:GPU's latency-hiding schedule starts an async collective early and waits for it late: only what outlasts
     # the compute between adds to the step (a synchronous collective and the nodes' all-reduce are priced whole)
     overlapped = min(hidden, p.estimate_s)
@@ -304,6 +302,53 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
                      tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, p.plan, label,
                      *_matmul_shares(rest, roofs), s.words(), between, s.nodes, overlapped, split,
                      {k: v / devices for k, v in est.items()})
+
+
+def _estimate(c, mode: str, batch: int, seq: int, s) -> dict[str, float]:
+    """``jaxgpu.pricing.fit``'s formula for the whole step, by component (divided by the devices it is split over)."""
+    from jaxgpu.pricing import fit
+
+    micro = batch // s.nodes // s.accumulate  # the sequences whose activations a GPU's node holds at once
+    if mode.startswith("train"):
+        return fit.transformer_train(_fit_shape(c), "bf16", seq, micro, flash=s.flash)
+    return fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
+
+
+# the most GPUs ``fewest`` searches: one node of eight, joined by NVLink (a DGX). Past a node, the nodes hold the
+# model alike (FSDP within a node, data parallel between nodes), so a GPU's share stops falling with more of them
+NODE = (1, 2, 4, 8)
+
+
+def fewest(model: str | Any, gpu: str = "H200 SXM", *, counts: Sequence[int] = NODE, train: bool = True,
+           batch: int = 1, seq: int = 2048, mode: str | None = None, settings: Any = None) -> ModelPlan:
+    """The plan on the fewest of ``counts`` GPUs named ``gpu`` that hold the step (``ModelPlan.fits``), else the
+    plan on the most of them (which does not fit: "more than" that many). XLA's plans decide; the formula
+    (``_estimate``) only says which count to compile first, and the counts beside it are compiled until the
+    fewest that fits is bracketed (one GPU's share falls as they grow). Arguments as ``plan_model``'s."""
+    from jaxgpu.pricing import fit
+
+    counts = sorted(set(counts))
+    c, hw = _config(model), hardware.find_gpu(gpu)
+    m = mode or ("train" if train else "serve")
+    whole = sum(_estimate(c, m, batch, seq, settings or default_settings(m)).values())
+    i = next((k for k, n in enumerate(counts) if fit.fits(whole / n, USABLE_FRACTION * hw.memory_gb)),
+             len(counts) - 1)
+    tried: dict[int, ModelPlan] = {}
+
+    def plan(k: int) -> ModelPlan:
+        tried[counts[k]] = plan_model(c, hw.name, batch=batch, seq=seq, devices=counts[k], mode=m,
+                                      settings=settings)
+        return tried[counts[k]]
+
+    if plan(i).fits:
+        while i > 0 and plan(i - 1).fits:
+            i -= 1
+        return tried[counts[i]]
+    while i + 1 < len(counts):
+        i += 1
+        if plan(i).fits:
+            return tried[counts[i]]
+    return tried[counts[-1]]
 
 
 def _priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices: int, triton: bool) -> tuple:
@@ -554,4 +599,21 @@ def model_on_gpus(model: str | Any, *, train: bool = True, batch: int = 1, seq: 
             except Unsupported as why:
                 name = model if isinstance(model, str) else model.name
                 out.append(NotPriced(name, mode or ("train" if train else "serve"), hw.name, n, str(why)))
+    return out
+
+
+def fewest_on_gpus(model: str | Any, *, counts: Sequence[int] = NODE, gpus: Sequence[str] | None = None,
+                   **step: Any) -> list[ModelPlan | NotPriced]:
+    """``fewest`` for each GPU of the hardware table (or ``gpus``): what ``python -m experiments.model --fit``
+    prints; a card that cannot run the step as asked is a ``NotPriced``."""
+    from jaxgpu.records.results import Unsupported
+
+    out: list[ModelPlan | NotPriced] = []
+    for hw in [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values()):
+        try:
+            out.append(fewest(model, hw.name, counts=counts, **step))
+        except Unsupported as why:
+            name = model if isinstance(model, str) else model.name
+            mode = step.get("mode") or ("train" if step.get("train", True) else "serve")
+            out.append(NotPriced(name, mode, hw.name, max(counts), str(why)))
     return out

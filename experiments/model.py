@@ -68,6 +68,9 @@ def parser() -> cli.Parser:
                    help="with --serve: layer matrices stored in int8 or fp8, per-channel scales (default bf16)")
     p.add_argument("--tokens", type=float, metavar="N",
                    help="also the time and GPU-hours to train on N tokens (or to prefill or decode N tokens)")
+    p.add_argument("--generate", type=int, default=256, metavar="K",
+                   help="with --serve --tokens: tokens each sequence generates after its --seq-token prompt, whose "
+                        "prefill is counted once (default 256)")
     p.add_argument("--price", action="append", default=[], metavar="GPU=USD",
                    help="with --tokens: a GPU's price per hour (yours: prices change), e.g. --price h100=2.5")
     p.add_argument("--accumulate", type=int, default=1, metavar="K",
@@ -116,6 +119,8 @@ def _prices(p: cli.Parser, args: argparse.Namespace) -> dict[str, float]:
 
     if args.tokens is not None and not (math.isfinite(args.tokens) and args.tokens >= 1):
         p.error(f"--tokens takes a count of tokens such as 1e9, got {args.tokens:g}")
+    if args.generate < 1:
+        p.error(f"--generate takes the tokens each sequence generates, at least 1, got {args.generate}")
     if args.price and args.tokens is None:
         p.error("--price prices the time to --tokens N; give --tokens too")
     out = {}
@@ -203,16 +208,23 @@ def band(mode: str, run_dir: Path = CHECKED) -> tuple[float, int] | None:
     return (s["median_abs_error"], int(s["cases"])) if s.get("cases") else None
 
 
-def to_tokens(p, tokens: float, price: float | None = None) -> dict[str, float]:
+def to_tokens(p, tokens: float, price: float | None = None, prefill=None, generate: int | None = None
+              ) -> dict[str, float]:
     """Seconds and GPU-hours for ``tokens`` at the plan's predicted step: training's steps of batch x seq tokens
-    (each node's share at once), a prefill's or a decode's tokens at its tokens/s (a decode's prompts uncounted)."""
+    (each node's share at once), a prefill's tokens at its tokens/s, a decode's generated tokens at its tokens/s plus,
+    given the ``prefill`` plan of its batch's prompts (``seq`` tokens each, the decode's context), each sequence's
+    prompt once: ``tokens / generate`` sequences, a batch of them a prefill."""
     t = tokens / (p.batch * p.seq) * p.seconds if p.mode.startswith("train") else tokens / p.tokens_per_s
-    hours = t * p.devices * p.nodes / 3600
-    return {"to_tokens_s": t, "gpu_hours": hours, **({"cost_usd": hours * price} if price else {})}
+    prompts = tokens / generate / p.batch * prefill.seconds if p.mode == "serve" and prefill and generate else 0.0
+    hours = (t + prompts) * p.devices * p.nodes / 3600
+    return {"to_tokens_s": t + prompts, "gpu_hours": hours, **({"prefill_s": prompts} if prompts else {}),
+            **({"cost_usd": hours * price} if price else {})}
 
 
 def table(plans, tokens: float | None = None, prices: dict | None = None, err: float | None = None,
-          fewest: bool = False) -> list[list[str]]:
+          fewest: bool = False, prefills: dict | None = None) -> list[list[str]]:
+    """The printed table, a row per plan (``prefills``: {(gpu, devices): (prefill plan, tokens each sequence
+    generates)} for a decode's time to ``tokens``)."""
     from jaxgpu.records import labels
 
     rows = [["GPU", "GPUs", "per GPU", "formula", "fits", "step", "bounds", "tokens/s", "MFU", "binds", "plan"]]
@@ -234,7 +246,7 @@ def table(plans, tokens: float | None = None, prices: dict | None = None, err: f
             rows[-1][10:10] = ["-"] * (len(rows[0]) - len(rows[-1]))
             continue
         if tokens:
-            k = to_tokens(p, tokens, (prices or {}).get(p.gpu))
+            k = to_tokens(p, tokens, (prices or {}).get(p.gpu), *(prefills or {}).get((p.gpu, p.devices), (None, None)))
             t = k["to_tokens_s"]
             span = f" ({_duration(t * (1 - err))}-{_duration(t * (1 + err))})" if err else ""
             cells = [_duration(t) + span, f"{k['gpu_hours']:,.3g}"]
@@ -304,7 +316,9 @@ def _main(argv: list[str] | None) -> int:
     if isinstance(plans, str):
         return cli.fail(cli.name(COMMAND), plans)
     checked = band(args.mode) if args.tokens else None
-    rows = table(plans, args.tokens, args.prices, checked[0] if checked else None, fewest=args.fit)
+    args.prefills = _prefills(args, plans) if args.tokens and args.mode == "serve" else {}
+    rows = table(plans, args.tokens, args.prices, checked[0] if checked else None, fewest=args.fit,
+                 prefills=args.prefills)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",
             "serve": "decode step"}[args.mode]
@@ -321,13 +335,14 @@ def _main(argv: list[str] | None) -> int:
         print(f"time to {args.tokens:,.0f} tokens at the predicted step time; " + (
             f"in brackets, the median error of {checked[1]} published {kind} steps priced so ({checked[0]:.0%}, "
             "reports/priced-published)" if checked else "no published check of such steps in this checkout")
-              + ("; a decode's prompts are not counted" if args.mode == "serve" else "") + ".")
+              + (f"; each sequence's {args.seq:,}-token prompt prefilled once (bf16 weights) for every "
+               f"{args.generate:,} tokens it generates" if args.mode == "serve" else "") + ".")
     if args.out:
         out = Path(args.out)
         try:
             with open(out.with_suffix(".csv"), "w", newline="") as f:
                 w = csv.writer(f)
-                extra = ("to_tokens_s", "gpu_hours", "cost_usd") if args.tokens else ()
+                extra = ("to_tokens_s", "prefill_s", "gpu_hours", "cost_usd") if args.tokens else ()
                 w.writerow(COLUMNS + extra)
                 w.writerows([[getattr(p, c, "") for c in COLUMNS] + [_tokens_of(p, args).get(c, "") for c in extra]
                              for p in plans])
@@ -341,7 +356,26 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _tokens_of(p, args: argparse.Namespace) -> dict[str, float]:
-    return to_tokens(p, args.tokens, args.prices.get(p.gpu)) if args.tokens and hasattr(p, "seconds") else {}
+    if not (args.tokens and hasattr(p, "seconds")):
+        return {}
+    return to_tokens(p, args.tokens, args.prices.get(p.gpu), *args.prefills.get((p.gpu, p.devices), (None, None)))
+
+
+def _prefills(args: argparse.Namespace, plans) -> dict:
+    """{(gpu, devices): (the prefill plan of a decode's batch of prompts, tokens each sequence generates)}: what a
+    decode's time to N tokens adds for its prompts (bf16 weights: a prefill of int8 or fp8 weights is not built)."""
+    from jaxgpu.pricing import sizing
+    from jaxgpu.records.results import Unsupported
+
+    out = {}
+    for p in plans:
+        if hasattr(p, "seconds"):
+            try:
+                out[(p.gpu, p.devices)] = (sizing.plan_model(config(args), p.gpu, mode="prefill", batch=p.batch,
+                                                             seq=p.seq, devices=p.devices), args.generate)
+            except (KeyError, ValueError, Unsupported):  # a prompt this card cannot plan: the decode's time alone
+                continue
+    return out
 
 
 if __name__ == "__main__":

@@ -228,6 +228,7 @@ def test_the_model_command_keeps_the_compilers_lines_off_the_terminal(tmp_path):
     (["--model", "llama-7b", "--tokens", "1e9", "--price", "tpu=2"], "--price: unknown GPU 'tpu'"),
     (["--model", "llama-7b", "--tokens", "1e9", "--price", "h100=-1"], "a price per hour must be above 0"),
     (["--model", "llama-7b", "--accumulate", "3"], "a node's batch of 8 does not split into 3 micro-batches"),
+    (["--model", "llama-7b", "--serve", "--tokens", "1e9", "--generate", "0"], "--generate takes the tokens"),
     (["--model", "llama-7b", "--mlp", "geglu"], "--head-dim and --mlp describe a decoder"),
     (["--layers", "2", "--d-model", "250", "--heads", "4", "--kv-heads", "2", "--ffn", "8", "--vocab", "9"],
      "must split into --heads (4) unless --head-dim is given"),
@@ -532,6 +533,9 @@ def test_the_time_to_n_tokens_is_steps_at_the_predicted_step_time(tmp_path):
     serve = SimpleNamespace(mode="serve", batch=8, seq=2048, seconds=0.01, devices=1, nodes=1, tokens_per_s=800.0)
     assert model.to_tokens(serve, 8000)["to_tokens_s"] == pytest.approx(10) and "cost_usd" not in model.to_tokens(
         serve, 8000)
+    # each sequence's prompt once: 8000 tokens, 100 a sequence, 8 sequences a prefill of 0.5 s: 10 prefills
+    k = model.to_tokens(serve, 8000, prefill=SimpleNamespace(seconds=0.5), generate=100)
+    assert k["to_tokens_s"] == pytest.approx(10 + 5) and k["prefill_s"] == pytest.approx(5)
     assert model._duration(42) == "42 s" and model._duration(3 * 3600) == "3 h" and model._duration(5 * 86400) == \
         "5 days"
     checked = model.band("train")  # the committed check: all 17 published training steps

@@ -47,7 +47,8 @@ def parser() -> cli.Parser:
     p.add_argument("--fit", action="store_true",
                    help="per GPU, the fewest of 1, 2, 4 or 8 (one node) that hold the step, or 'more than 8'")
     p.add_argument("--gpus", help="GPUs of the hardware table, comma separated (default: all)")
-    p.add_argument("--out", metavar="PATH", help="write PATH.csv and PATH.json (default: no files)")
+    p.add_argument("--out", metavar="PATH", help="write PATH.csv, PATH.json and PATH.png (default: no files): the "
+                   "figure is memory per GPU by kind against each card, and predicted time by kind of kernel")
     for dim in ("layers", "d-model", "heads", "kv-heads", "ffn", "vocab"):
         p.add_argument(f"--{dim}", type=int, help=f"a described decoder's {dim.replace('-', ' ')}")
     p.add_argument("--style", choices=("llama", "gpt2"), default="llama", help="a described decoder's block")
@@ -348,10 +349,13 @@ def _main(argv: list[str] | None) -> int:
                              for p in plans])
             out.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(p) | _tokens_of(p, args)
                                                             for p in plans], indent=1) + "\n")
+            _figure(plans, f"{name}, one {what}, batch {args.batch} x {args.seq:,} (compiled, predicted, not run)"
+                    ).savefig(out.with_suffix(".png"), dpi=150, metadata={"Software": None})
         except OSError as err:  # the input was fine: the machine could not take the write
             print(f"{cli.name(COMMAND)}: error: cannot write {out}: {err.strerror or err}", file=sys.stderr)
             return 1
-        print(f"written: {out.with_suffix('.csv')} and {out.with_suffix('.json')}", file=sys.stderr)
+        print(f"written: {out.with_suffix('.csv')}, {out.with_suffix('.json')} and {out.with_suffix('.png')}",
+              file=sys.stderr)
     return 0
 
 
@@ -359,6 +363,13 @@ def _tokens_of(p, args: argparse.Namespace) -> dict[str, float]:
     if not (args.tokens and hasattr(p, "seconds")):
         return {}
     return to_tokens(p, args.tokens, args.prices.get(p.gpu), *args.prefills.get((p.gpu, p.devices), (None, None)))
+
+
+def _figure(plans, title: str):
+    """Memory per GPU by kind against each card, and time by kind of kernel (``figures.step_figure``)."""
+    from jaxgpu.records import figures
+
+    return figures.step_figure([p for p in plans if hasattr(p, "seconds")], title)
 
 
 def _prefills(args: argparse.Namespace, plans) -> dict:

@@ -639,3 +639,30 @@ def test_the_fit_option_prints_the_fewest_per_gpu(tmp_path):
 
     rows = [re.split(r"\s{2,}", ln) for ln in proc.stdout.splitlines() if ln.startswith(("H100 SXM", "L4 "))]
     assert [r[:2] for r in rows] == [["H100 SXM", "1"], ["L4", "1"]], rows  # a small decoder: one of each holds it
+
+
+def test_a_figure_per_answer_memory_by_kind_against_each_card_and_time_by_kernel_kind(tmp_path):
+    """The model command's figure (--out PATH writes PATH.png), by the report's palette rules; each bar's parts sum
+    to the plan's bytes and its predicted device time."""
+    from jaxgpu.pricing import sizing, targets
+    from jaxgpu.records import figures
+
+    from tests import test_palette
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    c = tf.Config("described", 2, 256, 8, 2, 512, 1000, 2048, "llama")
+    plans = sizing.model_on_gpus(c, train=True, batch=4, seq=256, devices=(1, 2), gpus=["h100", "a100"])
+    for p in plans:
+        # each kind priced alone: within a tenth of the step priced whole (a tiny step's launches weigh most)
+        assert set(p.time_split) == set(sizing.KINDS) and sum(p.time_split.values()) == pytest.approx(p.seconds,
+                                                                                                       rel=0.1)
+        assert p.capacity == pytest.approx(0.75 * {"H100 SXM": 80, "A100 80GB": 80}[p.gpu] * 1e9)
+    fig = figures.step_figure(plans, "a described decoder")
+    fig.draw_without_rendering()
+    plot = [figures.Plot("step", fig, "")]
+    test_palette.check_colours(plot)
+    test_palette.check_legends(plot)
+    test_palette.check_labels(plot)
+    bars = [b for b in fig.axes[0].patches if b.get_gid() == "variant:held between steps"]
+    assert len(bars) == 4

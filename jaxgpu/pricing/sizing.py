@@ -212,6 +212,12 @@ class ModelPlan:
     overlapped_s: float = 0.0  # collectives' time hidden under compute (async, the latency-hiding schedule's)
     memory_split: dict = dataclasses.field(default_factory=dict)  # bytes_per_device by kind (``MEMORY_PARTS``)
     estimate_parts: dict = dataclasses.field(default_factory=dict)  # estimate_bytes by the formula's components
+    time_split: dict = dataclasses.field(default_factory=dict)  # the step's device seconds by kind (``KINDS``)
+
+    @property
+    def capacity(self) -> float:
+        """The bytes of one card the step may hold: ``USABLE_FRACTION`` of its memory (JAX's default share)."""
+        return USABLE_FRACTION * hardware.find_gpu(self.gpu).memory_gb * 1e9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,7 +307,7 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
                      "communication" if comm > max(p.compute_s, p.memory_s, p.launch_s) else p.bound,
                      tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, p.plan, label,
                      *_matmul_shares(rest, roofs), s.words(), between, s.nodes, overlapped, split,
-                     {k: v / devices for k, v in est.items()})
+                     {k: v / devices for k, v in est.items()}, {**_by_kind(rest, roofs), "collectives": comm})
 
 
 def _estimate(c, mode: str, batch: int, seq: int, s) -> dict[str, float]:
@@ -368,6 +374,23 @@ def _priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, device
         if best is None or p.estimate_s + hidden + exposed < best[-1].estimate_s + best[1] + best[2]:
             best = ((nbytes, split), hidden, exposed, counts, rest, p)
     return best
+
+
+# what a step's device time goes to: the matrix products (library GEMMs and fusions around a dot), the attention
+# fused into one kernel (flash), every other kernel (elementwise, norms, softmax, the optimizer's update), and the
+# collectives' time beyond the compute they run under
+KINDS = ("matrix products", "fused attention", "other kernels", "collectives")
+
+
+def _by_kind(ks: list, roofs) -> dict[str, float]:
+    """Seconds of the step's kernels by kind (``KINDS`` but the collectives), each kind priced alone on ``roofs``."""
+    from jaxgpu.pricing import roofline
+
+    flash = [k for k in ks if k.scope == "flash_attention"]
+    dots = [k for k in ks if k.is_dot and k.scope != "flash_attention"]
+    other = [k for k in ks if not k.is_dot and k.scope != "flash_attention"]
+    return {kind: roofline.price(part, roofs).device_s if part else 0.0
+            for kind, part in zip(KINDS, (dots, flash, other))}
 
 
 def _matmul_shares(ks: list, roofs) -> tuple[float, float]:

@@ -242,6 +242,53 @@ def legend_below(fig: Figure, ax) -> None:
     fig.tight_layout(rect=(0, room / fig.get_figheight(), 1, 1))
 
 
+def step_figure(plans: Sequence[Any], title: str) -> Figure:
+    """A step on each GPU and count (``jaxgpu.pricing.sizing.ModelPlan``s or records alike: ``gpu``, ``devices``,
+    ``memory_split``, ``time_split``, and the card's ``capacity`` in bytes where known): memory per GPU as XLA's
+    plan splits it (held between steps, temporaries) against the card's usable share, and predicted device time
+    by kind of kernel. Compiled and predicted, never run."""
+    rows = [p for p in plans if getattr(p, "memory_split", None)]
+    fig = Figure(figsize=(9.0, 0.42 * len(rows) + 1.9), dpi=100)
+    ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    names = [f"{p.gpu} x{p.devices}" for p in rows]
+    ys = range(len(rows))
+    held = [(p.memory_split["arguments"] + p.memory_split["outputs"] - p.memory_split["aliased"]) / 1e9 for p in rows]
+    temp = [p.memory_split["temporaries"] / 1e9 for p in rows]
+    for part, vals, left in (("held between steps", held, None), ("temporaries", temp, held)):
+        palette.tag(ax1.barh(list(ys), vals, left=left, color=palette.variant_color(part), label=part),
+                    f"variant:{part}")
+    for y, p in zip(ys, rows):
+        cap = getattr(p, "capacity", None)
+        if cap:
+            ax1.plot([cap / 1e9] * 2, [y - 0.4, y + 0.4], color=palette.REFERENCE, linewidth=1.5, gid="reference")
+    ax1.plot([], [], color=palette.REFERENCE, linewidth=1.5, label="the card's usable share", gid="reference")
+    ax1.set_yticks(list(ys), names, fontsize=8)
+    ax1.invert_yaxis()
+    ax1.set_xlabel("GB per GPU (XLA:GPU's memory plan)")
+    left = [0.0] * len(rows)
+    kinds = [k for k in ("matrix products", "fused attention", "other kernels", "collectives")
+             if any(p.time_split.get(k) for p in rows)]
+    for kind in kinds:
+        vals = [p.time_split.get(kind, 0.0) * 1e3 for p in rows]
+        palette.tag(ax2.barh(list(ys), vals, left=list(left), color=palette.variant_color(kind), label=kind),
+                    f"variant:{kind}")
+        left = [a + b for a, b in zip(left, vals)]
+    ax2.set_yticks(list(ys), [""] * len(rows))
+    ax2.invert_yaxis()
+    ax2.set_xlabel("predicted ms per step, by kind of kernel")
+    for ax in (ax1, ax2):
+        ax.grid(True, axis="x", alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    handles = [h for ax in (ax1, ax2) for h in ax.get_legend_handles_labels()[0]]
+    labels_ = [n for ax in (ax1, ax2) for n in ax.get_legend_handles_labels()[1]]
+    size = legend_size(fig)
+    room = (-(-len(labels_) // 3) * size * 1.45 + 10) / 72
+    fig.set_figheight(fig.get_figheight() + room)
+    fig.legend(handles, labels_, loc="lower center", ncols=3, fontsize=size, frameon=False)
+    fig.tight_layout(rect=(0, room / fig.get_figheight(), 1, 1))
+    return fig
+
+
 def env_table(runs: Sequence[Run]) -> Table:
     """One column per run: where and with what it ran."""
     keys = [("backend", "backend"), ("device_kind", "device"), ("n_devices", "devices"),

@@ -45,6 +45,9 @@ _FIXED = {
     "host to device": 0, "device to host": 1, "on device copy": 2,
     "share of FLOPs": 4, "share of time": 3, "XLA": 4, "estimate": 1,
     "XLA:GPU plan": 4, "CPU plan": 3,
+    # a step's memory and time by kind (the model command's figure)
+    "held between steps": 0, "temporaries": 3, "matrix products": 4, "fused attention": 2, "other kernels": 1,
+    "collectives": 5,
     # the triad's ways
     "JAX triad (jit)": 0, "numpy": 1, "JAX sharded": 2, "JAX loop": 3, "JAX process (system malloc)": 5,
     "JAX process (tuned malloc)": 6,

@@ -95,6 +95,9 @@ def plan(name: str, mode: str, n: int, cfg, ctx) -> dict[str, float]:
            "remat": float(st.remat != "none"), "flash": float(st.flash), "scanned": float(st.scan),
            "fp8": float(st.matmul == "fp8")}
     out.update({f"fits_{gb}gb": float(p.bytes_per_device <= sizing.USABLE_FRACTION * gb * 1e9) for gb in CARDS_GB})
+    # XLA's memory split and the predicted time by kind of kernel: the step figure of the report's section
+    out.update({f"memory_{part}_bytes": v for part, v in p.memory_split.items()})
+    out.update({f"time_{kind.replace(' ', '_')}_s": v for kind, v in p.time_split.items()})
     for op, (count, nbytes) in p.collectives.items():
         out[f"{op.replace('-', '_')}_count"], out[f"{op.replace('-', '_')}_bytes"] = float(count), float(nbytes)
     return out

@@ -242,15 +242,17 @@ def legend_below(fig: Figure, ax) -> None:
     fig.tight_layout(rect=(0, room / fig.get_figheight(), 1, 1))
 
 
-def step_figure(plans: Sequence[Any], title: str) -> Figure:
+def step_figure(plans: Sequence[Any], title: str, shares: bool = False) -> Figure:
     """A step on each GPU and count (``jaxgpu.pricing.sizing.ModelPlan``s or records alike: ``gpu``, ``devices``,
     ``memory_split``, ``time_split``, and the card's ``capacity`` in bytes where known): memory per GPU as XLA's
     plan splits it (held between steps, temporaries) against the card's usable share, and predicted device time
-    by kind of kernel. Compiled and predicted, never run."""
+    by kind of kernel (``shares``: as shares of each step's, its total beside its name, for steps of unlike
+    sizes). Compiled and predicted, never run."""
     rows = [p for p in plans if getattr(p, "memory_split", None)]
     fig = Figure(figsize=(9.0, 0.42 * len(rows) + 1.9), dpi=100)
     ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    names = [f"{p.gpu} x{p.devices}" for p in rows]
+    names = [f"{p.gpu} x{p.devices}" + (f" ({si(sum(p.time_split.values()), 's')})" if shares else "")
+             for p in rows]
     ys = range(len(rows))
     held = [(p.memory_split["arguments"] + p.memory_split["outputs"] - p.memory_split["aliased"]) / 1e9 for p in rows]
     temp = [p.memory_split["temporaries"] / 1e9 for p in rows]
@@ -269,13 +271,15 @@ def step_figure(plans: Sequence[Any], title: str) -> Figure:
     kinds = [k for k in ("matrix products", "fused attention", "other kernels", "collectives")
              if any(p.time_split.get(k) for p in rows)]
     for kind in kinds:
-        vals = [p.time_split.get(kind, 0.0) * 1e3 for p in rows]
+        vals = [p.time_split.get(kind, 0.0) / (sum(p.time_split.values()) or 1) * 100 if shares
+                else p.time_split.get(kind, 0.0) * 1e3 for p in rows]
         palette.tag(ax2.barh(list(ys), vals, left=list(left), color=palette.variant_color(kind), label=kind),
                     f"variant:{kind}")
         left = [a + b for a, b in zip(left, vals)]
     ax2.set_yticks(list(ys), [""] * len(rows))
     ax2.invert_yaxis()
-    ax2.set_xlabel("predicted ms per step, by kind of kernel")
+    ax2.set_xlabel("share of the predicted step (%), by kernel kind" if shares else
+                   "predicted ms per step, by kernel kind")
     for ax in (ax1, ax2):
         ax.grid(True, axis="x", alpha=0.3)
     fig.suptitle(title, fontsize=10)

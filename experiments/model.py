@@ -35,6 +35,8 @@ def parser() -> cli.Parser:
                    epilog="examples:\n" + examples.replace(f"python -m {COMMAND}", prog),
                    formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="a named config (see --list), or describe one with --layers ... --vocab")
+    p.add_argument("--config", metavar="PATH", help="a decoder described by a Hugging Face-style config.json "
+                   "(hidden_size, num_hidden_layers, ...; no weights, no network); a field it cannot honour is named")
     p.add_argument("--list", action="store_true", help="list the named configs and exit")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--train", action="store_true", help="one AdamW step (the default)")
@@ -86,9 +88,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     dims = [args.layers, args.d_model, args.heads, args.kv_heads, args.ffn, args.vocab]
     if args.list:
         return args
-    if args.model and any(d is not None for d in dims):
-        p.error("--model names a config; drop --layers ... --vocab, or drop --model to describe one")
-    if not args.model and not all(d is not None for d in dims):
+    if sum(bool(x) for x in (args.model, args.config, any(d is not None for d in dims))) > 1:
+        p.error("name one decoder: --model, --config PATH, or --layers ... --vocab")
+    if args.config:
+        args.described = _read_config(p, args)
+    elif not args.model and not all(d is not None for d in dims):
         p.error("name a model (--model llama-7b; --list shows them) or describe one with all of --layers, "
                 "--d-model, --heads, --kv-heads, --ffn and --vocab")
     if args.bf16 and (args.serve or args.prefill):
@@ -169,18 +173,41 @@ def _check_out_and_gpus(p: cli.Parser, args: argparse.Namespace) -> None:
         args.gpus = [hardware.find_gpu(g).name for g in args.gpus.split(",")] if args.gpus else None
     except KeyError as err:
         p.error(f"--gpus: {err.args[0]}")
-    if args.model and (args.head_dim is not None or args.mlp != "swiglu"):
-        p.error("--head-dim and --mlp describe a decoder; drop them with --model (a named config has its own)")
-    if not args.model:
+    if (args.model or args.config) and (args.head_dim is not None or args.mlp != "swiglu"):
+        p.error("--head-dim and --mlp describe a decoder; drop them with --model or --config (which have their own)")
+    if not args.model and not args.config:
         if (args.head_dim is None and args.d_model % args.heads) or args.heads % args.kv_heads:
             p.error(f"--d-model ({args.d_model}) must split into --heads ({args.heads}) unless --head-dim is given, "
                     f"and those into --kv-heads ({args.kv_heads})")
+
+
+def _read_config(p: cli.Parser, args: argparse.Namespace):
+    """The decoder a config.json describes; bad or unhonourable fields are one line, exit 2."""
+    from jaxgpu.kernels import transformer as tf
+
+    path = Path(args.config)
+    try:
+        d = json.loads(path.read_text())
+    except OSError as err:
+        p.error(f"--config: cannot read {path}: {err.strerror or err}")
+    except ValueError as err:
+        p.error(f"--config: {path} is not JSON: {err}")
+    if not isinstance(d, dict):
+        p.error(f"--config: {path} holds no object of fields")
+    try:
+        c, unread = tf.from_hf_config(d, path.parent.name or path.stem, seq=args.seq)
+    except ValueError as err:
+        p.error(f"--config: {err}")
+    args.unread = unread
+    return c
 
 
 def config(args: argparse.Namespace):
     """The decoder the command line names or describes."""
     from jaxgpu.kernels import transformer as tf
 
+    if getattr(args, "described", None) is not None:
+        return args.described
     if args.model:
         return args.model
     return tf.Config("described", args.layers, args.d_model, args.heads, args.kv_heads, args.ffn, args.vocab,
@@ -323,7 +350,7 @@ def _main(argv: list[str] | None) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",
             "serve": "decode step"}[args.mode]
-    name = plans[0].model if args.model and plans else "described decoder"  # the table's own spelling
+    name = plans[0].model if (args.model or args.config) and plans else "described decoder"  # the table's spelling
     print(f"{name}, one {what}, batch {args.batch} x {args.seq:,} tokens, "
           f"{args.settings.words()} (compiled for each GPU on this CPU, predicted, not run)"
           + (f"; per GPU the fewest of {', '.join(map(str, args.devices))} that hold it" if args.fit else "") + ":")
@@ -331,6 +358,8 @@ def _main(argv: list[str] | None) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     for line in formula_lines(plans):
         print(line)
+    if getattr(args, "unread", None):
+        print(f"{args.config}: fields not read, which the plan does not reflect: {', '.join(args.unread)}")
     if args.tokens:
         kind = "training" if args.mode.startswith("train") else "decode and prefill"
         print(f"time to {args.tokens:,.0f} tokens at the predicted step time; " + (

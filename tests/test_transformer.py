@@ -3,6 +3,7 @@ gradients and train step whether the parameters are whole or split over host dev
 
 import dataclasses
 import os
+import re
 
 import jax
 import jax.numpy as jnp
@@ -229,6 +230,9 @@ def test_the_model_command_keeps_the_compilers_lines_off_the_terminal(tmp_path):
     (["--model", "llama-7b", "--tokens", "1e9", "--price", "h100=-1"], "a price per hour must be above 0"),
     (["--model", "llama-7b", "--accumulate", "3"], "a node's batch of 8 does not split into 3 micro-batches"),
     (["--model", "llama-7b", "--serve", "--tokens", "1e9", "--generate", "0"], "--generate takes the tokens"),
+    (["--config", "/nonexistent/config.json"], "--config: cannot read /nonexistent/config.json"),
+    (["--model", "llama-7b", "--config", "x.json"], "name one decoder: --model, --config PATH, or --layers"),
+    (["--config", "/proc/self/status"], "--config: /proc/self/status is not JSON"),
     (["--model", "llama-7b", "--mlp", "geglu"], "--head-dim and --mlp describe a decoder"),
     (["--layers", "2", "--d-model", "250", "--heads", "4", "--kv-heads", "2", "--ffn", "8", "--vocab", "9"],
      "must split into --heads (4) unless --head-dim is given"),
@@ -666,3 +670,69 @@ def test_a_figure_per_answer_memory_by_kind_against_each_card_and_time_by_kernel
     test_palette.check_labels(plot)
     bars = [b for b in fig.axes[0].patches if b.get_gid() == "variant:held between steps"]
     assert len(bars) == 4
+
+
+# ---- a decoder described by a Hugging Face-style config.json --------------------------------------------------
+TINY_HF = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "intermediate_size": 128, "vocab_size": 256, "hidden_act": "silu", "tie_word_embeddings": True,
+           "max_position_embeddings": 64, "rope_theta": 10000.0, "model_type": "mistral", "sliding_window": 32}
+
+
+def test_a_config_json_decoder_matches_a_float64_reference_with_its_head_tied():
+    c, unread = tf.from_hf_config(TINY_HF, "tiny", seq=16)
+    assert unread == [] and c.tied and c.kv_heads == 2 and "head" not in tf.param_specs(c)
+    params = tf.init(c, jax.random.key(3))
+    params = {**params, "layers": {k: v if v.ndim == 2 else 10 * v for k, v in params["layers"].items()}}
+    tokens = jax.random.randint(jax.random.key(4), (2, 16), 0, c.vocab)
+    got = np.asarray(jax.jit(tf.forward, static_argnums=(0, 3))(c, params, tokens, jnp.float32), np.float64)
+    p64 = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+    x = p64["embed"][np.asarray(tokens)]
+    for i in range(c.layers):
+        x = _np_block(c, x, {k: v[i] for k, v in p64["layers"].items()})
+    ref = _np_norm(x, p64["final_norm"], None, "llama") @ p64["embed"].T  # the head is the embedding
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"num_local_experts": 8, "num_experts_per_tok": 2}, "num_local_experts (8, with num_experts_per_tok 2)"),
+    ({"hidden_act": "relu"}, "hidden_act ('relu')"),
+    ({"attention_bias": True}, "attention_bias (true): biases are not built"),
+    ({"vocab_size": None}, "needs vocab_size"),
+])
+def test_a_config_field_that_cannot_be_honoured_is_named(change, said):
+    with pytest.raises(ValueError, match=re.escape(said)):
+        tf.from_hf_config({**TINY_HF, **change}, "tiny", seq=16)
+    with pytest.raises(ValueError, match=re.escape("sliding_window (32)")):  # a window shorter than the context
+        tf.from_hf_config(TINY_HF, "tiny", seq=64)
+    c, unread = tf.from_hf_config({**TINY_HF, "tie_word_embeddings": None, "router_z_loss": 1.0}, "t", seq=16)
+    assert unread == ["router_z_loss"]  # named back, not silently dropped
+    gemma, _ = tf.from_hf_config({**TINY_HF, "model_type": "gemma", "hidden_act": "gelu_pytorch_tanh",
+                                  "head_dim": 32, "tie_word_embeddings": False}, "g", seq=16)
+    assert gemma.tied is False and gemma.mlp == "geglu" and gemma.head_dim == 32  # said false: untied
+    assert tf.from_hf_config({k: v for k, v in TINY_HF.items() if k != "tie_word_embeddings"} | {"model_type": "gemma"},
+                             "g", seq=16)[0].tied  # absent: Gemma's class ties
+
+
+def test_the_command_plans_a_config_json_for_training_and_serving(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from jaxgpu.pricing import targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    path = tmp_path / "tiny" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({**TINY_HF, "foo": 1}))
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    for mode in ("--train", "--serve"):
+        proc = subprocess.run([sys.executable, "-m", "experiments.model", "--config", str(path), mode, "--gpus", "h100",
+                               "--devices", "1", "--batch", "2", "--seq", "16"], capture_output=True, text=True,
+                              timeout=300, env=env)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        assert proc.stdout.startswith("tiny, one ") and "xla:gpu h100" in proc.stdout
+        assert "fields not read, which the plan does not reflect: foo" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "experiments.model", "--config", str(path), "--seq", "64"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "sliding_window (32)" in proc.stderr

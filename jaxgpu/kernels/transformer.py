@@ -36,6 +36,7 @@ class Config:
     style: str  # "gpt2" or "llama"
     head_size: int | None = None  # a head's width where it is not d_model / heads (Gemma: 256 at d_model 3072)
     mlp: str = "swiglu"  # a llama-style block's gated MLP: "swiglu" (silu gate) or "geglu" (tanh-GELU gate, Gemma)
+    tied: bool = False  # a llama-style output head that is the embedding (Gemma, Llama 3.2 1B); GPT-2's always is
 
     @property
     def head_dim(self) -> int:
@@ -44,6 +45,62 @@ class Config:
     def params(self) -> int:
         """Weights, embeddings included."""
         return sum(math.prod(s.shape) for s in jax.tree.leaves(param_specs(self)))
+
+
+# A Hugging Face-style config.json: the fields a decoder's cost is read from, and the fields that leave it alone
+# (positions' encoding, norms' epsilon, token ids, initialisation, dtype names, bookkeeping); any other field is named
+HF_READ = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+           "intermediate_size", "vocab_size", "hidden_act", "sliding_window", "num_local_experts",
+           "num_experts_per_tok", "tie_word_embeddings", "max_position_embeddings", "attention_bias", "mlp_bias",
+           "model_type")
+HF_COST_FREE = ("architectures", "rope_theta", "rope_scaling", "rms_norm_eps", "layer_norm_eps", "initializer_range",
+                "torch_dtype", "bos_token_id", "eos_token_id", "pad_token_id", "use_cache", "transformers_version",
+                "attention_dropout", "hidden_dropout", "pretraining_tp", "_name_or_path", "use_sliding_window",
+                "max_window_layers", "partial_rotary_factor", "rope_type", "dtype")
+# hidden_act as the gated MLP it names: silu (Llama, Mistral, Qwen), tanh-GELU (Gemma's gelu_pytorch_tanh)
+_HF_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu_pytorch_tanh": "geglu", "gelu_tanh": "geglu"}
+
+
+def from_hf_config(d: dict, name: str = "config", seq: int | None = None) -> tuple[Config, list[str]]:
+    """A decoder from a Hugging Face-style ``config.json`` (a dict): the Config and the fields it did not read
+    (neither cost-bearing nor in ``HF_COST_FREE``), for the caller to name. ``seq``: the context a step will use,
+    against which a ``sliding_window`` is checked.
+
+    Raises:
+      ValueError: a field the package cannot honour (a mixture of experts, a sliding window shorter than ``seq``,
+        an activation other than silu or tanh-GELU, biases in the attention or MLP), or a missing or bad one; the
+        message names it.
+    """
+    need = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+    missing = [k for k in need if not isinstance(d.get(k), int) or d[k] < 1]
+    if missing:
+        raise ValueError(f"{name}: needs {', '.join(missing)} (positive integers)")
+    cannot = []
+    if (d.get("num_local_experts") or 1) > 1:
+        cannot.append(f"num_local_experts ({d['num_local_experts']}, with num_experts_per_tok "
+                      f"{d.get('num_experts_per_tok')}): a mixture of experts is not built")
+    window = d.get("sliding_window")
+    if window and d.get("use_sliding_window", True) and (seq is None or seq > window):
+        cannot.append(f"sliding_window ({window}): a window shorter than the context is not built "
+                      f"(at --seq {window} or less it is full attention, and is priced so)")
+    act = d.get("hidden_act", "silu")
+    if act not in _HF_ACT:
+        cannot.append(f"hidden_act ({act!r}): the gated MLPs built are silu and tanh-GELU")
+    cannot += [f"{k} (true): biases are not built" for k in ("attention_bias", "mlp_bias") if d.get(k)]
+    if cannot:
+        raise ValueError(f"{name}: cannot honour " + "; ".join(cannot))
+    heads = d["num_attention_heads"]
+    kv = d.get("num_key_value_heads") or heads
+    head_dim = d.get("head_dim")
+    if heads % kv or (head_dim is None and d["hidden_size"] % heads):
+        raise ValueError(f"{name}: num_attention_heads ({heads}) must split into num_key_value_heads ({kv}) and "
+                         f"hidden_size into heads unless head_dim is given")
+    c = Config(name, d["num_hidden_layers"], d["hidden_size"], heads, kv, d["intermediate_size"], d["vocab_size"],
+               d.get("max_position_embeddings") or 8192, "llama",
+               head_size=head_dim if head_dim and head_dim != d["hidden_size"] // heads else None,
+               # absent, transformers takes the model class's own default: tied for Gemma, untied for Llama's kin
+               mlp=_HF_ACT[act], tied=bool(d.get("tie_word_embeddings", str(d.get("model_type")).startswith("gemma"))))
+    return c, sorted(k for k in d if k not in HF_READ and k not in HF_COST_FREE)
 
 
 # Shapes from the models' published configs: GPT-2 (OpenAI's gpt2 / gpt2-medium / gpt2-large / gpt2-xl, vocabulary
@@ -79,7 +136,7 @@ def param_specs(c: Config, dtype: Any = jnp.float32) -> dict:
            "layers": {k: S(c.layers, *v) for k, v in _layer_shapes(c).items()}}
     if c.style == "gpt2":
         out["pos"], out["final_norm_b"] = S(c.max_seq, c.d_model), S(c.d_model)
-    else:
+    elif not c.tied:
         out["head"] = S(c.d_model, c.vocab)
     return out
 
@@ -305,7 +362,7 @@ def _hidden(c: Config, p: dict, tokens: jax.Array, flash: bool, s: StepSettings 
 
 def _logits(c: Config, p: dict, x: jax.Array) -> jax.Array:
     x = _norm(x, p["final_norm"], p.get("final_norm_b"), c.style)
-    head = p["embed"].T if c.style == "gpt2" else p["head"]
+    head = p["embed"].T if c.style == "gpt2" or c.tied else p["head"]
     return (x @ head).astype(jnp.float32)
 
 
@@ -497,7 +554,7 @@ def decode_step(c: Config, compute: Any = jnp.bfloat16, weights: str = "bf16", s
                 new.append(kv)
             ks, vs = [kv[0] for kv in new], [kv[1] for kv in new]
         x = _norm(x, p["final_norm"], p.get("final_norm_b"), c.style)
-        head = p["embed"].T if c.style == "gpt2" else p["head"]
+        head = p["embed"].T if c.style == "gpt2" or c.tied else p["head"]
         return (x @ head).astype(jnp.float32), (ks, vs)
 
     if sharding is None:

@@ -332,6 +332,7 @@ def test_the_settings_price_through_the_public_api():
     whole = jaxgpu.plan_model(_GEGLU, "h100", batch=16, seq=256, devices=8)
     four = jaxgpu.plan_model(_GEGLU, "h100", batch=16, seq=256, devices=8, settings=tf.StepSettings(accumulate=4))
     assert four.bytes_per_device < whole.bytes_per_device and four.tokens_per_s * four.seconds == 16 * 256
+    assert four.memory_split["temporaries"] < 0.6 * whole.memory_split["temporaries"]  # as XLA's plan reports them
     assert "4 micro-batches" in four.settings
 
 
@@ -501,6 +502,8 @@ def test_quantised_weights_halve_a_decode_step_s_weight_bytes():
         spec = lambda w: sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(tf.decode_specs(c, 1, 64, w)[0]))
         assert 0.5 < spec(w) / spec("bf16") < 0.52
         assert 0.5 < plans[w].bytes_per_device / plans["bf16"].bytes_per_device < 0.65, w
+        held = lambda p: p.memory_split["arguments"]  # the weights and the cache, as XLA's plan reports them
+        assert 0.5 < held(plans[w]) / held(plans["bf16"]) < 0.6, w
         assert f"{w} weights" in plans[w].settings
     with pytest.raises(ValueError, match="a decode step's storage"):
         sizing.plan_model(c, "h100", batch=2, seq=64, settings=tf.StepSettings(weights="int8"))

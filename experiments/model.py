@@ -76,6 +76,9 @@ def parser() -> cli.Parser:
                         "prefill is counted once (default 256)")
     p.add_argument("--price", action="append", default=[], metavar="GPU=USD",
                    help="with --tokens: a GPU's price per hour (yours: prices change), e.g. --price h100=2.5")
+    p.add_argument("--mesh", choices=("fsdp", "tp"),
+                   help="how the GPUs split the step: fsdp or tp (default: fsdp to train, tp to serve; with --fit, "
+                        "the other is tried on fewer GPUs too)")
     p.add_argument("--accumulate", type=int, default=1, metavar="K",
                    help="with --train: the batch in K micro-batches a step, gradients summed (default 1)")
     return p
@@ -151,7 +154,7 @@ def _settings(p: cli.Parser, args: argparse.Namespace):
         return dataclasses.replace(base, remat=args.remat, flash=base.flash and not args.no_flash,
                                    matmul="fp8" if args.fp8 else "bf16",
                                    scan=args.layer_loop == "scan" if args.layer_loop else base.scan, nodes=args.nodes,
-                                   accumulate=args.accumulate, weights=args.weights)
+                                   accumulate=args.accumulate, weights=args.weights, mesh=args.mesh or "auto")
     except KeyError as err:
         p.error(f"--remat: {err.args[0]}")
     except ValueError as err:

@@ -233,6 +233,7 @@ def test_the_model_command_keeps_the_compilers_lines_off_the_terminal(tmp_path):
     (["--config", "/nonexistent/config.json"], "--config: cannot read /nonexistent/config.json"),
     (["--model", "llama-7b", "--config", "x.json"], "name one decoder: --model, --config PATH, or --layers"),
     (["--config", "/proc/self/status"], "--config: /proc/self/status is not JSON"),
+    (["--model", "llama-7b", "--mesh", "dp"], "argument --mesh: invalid choice: 'dp'"),
     (["--model", "llama-7b", "--mlp", "geglu"], "--head-dim and --mlp describe a decoder"),
     (["--layers", "2", "--d-model", "250", "--heads", "4", "--kv-heads", "2", "--ffn", "8", "--vocab", "9"],
      "must split into --heads (4) unless --head-dim is given"),
@@ -619,12 +620,21 @@ def test_fit_finds_the_fewest_gpus_whose_plan_holds_the_step_or_says_more_than(m
     assert every[1] > every[2] > every[4]
     cap = (every[2] + every[4]) / 2  # between two and four GPUs' shares: four is the fewest
     monkeypatch.setattr(sizing, "USABLE_FRACTION", cap / 80e9)
-    p = sizing.fewest(c, "h100", train=True, batch=8, seq=256)
+    fsdp = tf.StepSettings(mesh="fsdp")
+    p = sizing.fewest(c, "h100", train=True, batch=8, seq=256, settings=fsdp)
     assert p.fits and p.devices == 4
     monkeypatch.setattr(sizing, "USABLE_FRACTION", min(every.values()) / 2 / 80e9)
-    p = sizing.fewest(c, "h100", train=True, batch=8, seq=256)
+    p = sizing.fewest(c, "h100", train=True, batch=8, seq=256, settings=fsdp)
     assert not p.fits and p.devices == 8
-    assert sizing.fewest(c, "h100", train=True, batch=8, seq=256, counts=(1, 2)).devices == 2
+    assert sizing.fewest(c, "h100", train=True, batch=8, seq=256, counts=(1, 2), settings=fsdp).devices == 2
+    # the mesh left to the mode: tp is tried on fewer GPUs too, and kept only where it holds the step on fewer
+    tp2 = sizing.plan_model(c, "h100", train=True, batch=8, seq=256, devices=2,
+                            settings=tf.StepSettings(mesh="tp")).bytes_per_device
+    assert tp2 < every[2]  # on two GPUs this decoder's tp split holds less than its fsdp split
+    monkeypatch.setattr(sizing, "USABLE_FRACTION", (tp2 + every[2]) / 2 / 80e9)
+    assert sizing.fewest(c, "h100", train=True, batch=8, seq=256, settings=fsdp).devices == 4
+    p = sizing.fewest(c, "h100", train=True, batch=8, seq=256)
+    assert p.fits and p.devices == 2 and p.settings.endswith("tp mesh")
 
 
 def test_the_fit_option_prints_the_fewest_per_gpu(tmp_path):

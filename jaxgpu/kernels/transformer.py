@@ -190,6 +190,7 @@ REMAT_POLICIES = ("dots_saveable", "dots_with_no_batch_dims_saveable", "checkpoi
                   "checkpoint_dots_with_no_batch_dims", "nothing_saveable", "everything_saveable")
 MATMULS = ("bf16", "fp8")
 WEIGHTS = ("bf16", "int8", "fp8")  # a decode step's stored weights: int8 and fp8 with a scale per output channel
+MESHES = ("auto", "fsdp", "tp")  # how a step's GPUs split it: auto is fsdp to train, tensor parallel to serve
 _STORED = {"int8": jnp.int8, "fp8": jnp.float8_e4m3fn}  # the narrow ones' types
 
 
@@ -210,6 +211,9 @@ class StepSettings:
         the one update: the same tokens a step in less activation memory.
       weights: how a decode step stores its layers' matrices: "bf16", or "int8" / "fp8" (e4m3) with a scale per
         output channel, widened to bf16 for the product (weight-only quantisation: half the bytes read a token).
+      mesh: how the GPUs split the step (``MESHES``): "fsdp" (every array cut along its largest dimension, the batch
+        split, the weights gathered for each layer), "tp" (Megatron's column and row cuts, the batch whole), or
+        "auto": fsdp to train, tp to serve.
     """
 
     remat: str = "none"
@@ -219,8 +223,11 @@ class StepSettings:
     nodes: int = 1
     accumulate: int = 1
     weights: str = "bf16"
+    mesh: str = "auto"
 
     def __post_init__(self):
+        if self.mesh not in MESHES:
+            raise KeyError(f"unknown mesh {self.mesh!r}; known: {', '.join(MESHES)}")
         if self.remat != "none" and self.remat not in REMAT_POLICIES:
             raise KeyError(f"unknown remat policy {self.remat!r}; known: none, {', '.join(REMAT_POLICIES)}")
         if self.matmul not in MATMULS:
@@ -237,7 +244,8 @@ class StepSettings:
         return (f"remat {self.remat}, {'flash' if self.flash else 'XLA'} attention, {self.matmul} products, "
                 f"{'scanned' if self.scan else 'unrolled'} layers, {self.nodes} node{'s' if self.nodes > 1 else ''}"
                 + (f", {self.accumulate} micro-batches" if self.accumulate > 1 else "")
-                + (f", {self.weights} weights" if self.weights != "bf16" else ""))
+                + (f", {self.weights} weights" if self.weights != "bf16" else "")
+                + (f", {self.mesh} mesh" if self.mesh != "auto" else ""))
 
 
 def _mm(a, b, matmul: str = "bf16"):

@@ -330,13 +330,33 @@ def fewest(model: str | Any, gpu: str = "H200 SXM", *, counts: Sequence[int] = N
     """The plan on the fewest of ``counts`` GPUs named ``gpu`` that hold the step (``ModelPlan.fits``), else the
     plan on the most of them (which does not fit: "more than" that many). XLA's plans decide; the formula
     (``_estimate``) only says which count to compile first, and the counts beside it are compiled until the
-    fewest that fits is bracketed (one GPU's share falls as they grow). Arguments as ``plan_model``'s."""
+    fewest that fits is bracketed (one GPU's share falls as they grow; a count the formula puts past 1.5x the
+    card's share, where it has never been that far off, is not compiled). Where the settings leave the mesh to
+    the mode ("auto"), the other mesh (tp to train, fsdp to serve) is tried on fewer GPUs than the first found,
+    and wins where it holds the step on fewer. Arguments as ``plan_model``'s."""
+    import dataclasses
+
+    m = mode or ("train" if train else "serve")
+    s = settings or default_settings(m)
+    best, tried = _fewest_on(_config(model), hardware.find_gpu(gpu), sorted(set(counts)), m, batch, seq, s)
+    fewer = [n for n in sorted(set(counts)) if n < best.devices]
+    # the other mesh only where the mode's own came near on fewer GPUs (within a quarter of the card's share):
+    # the two split a step's bytes within a few tenths of each other, so beyond that it cannot hold it either
+    near = fewer and fewer[-1] in tried and tried[fewer[-1]].bytes_per_device <= 1.25 * best.capacity
+    if s.mesh != "auto" or not best.fits or not near:
+        return best
+    other = dataclasses.replace(s, mesh="tp" if m.startswith("train") else "fsdp")
+    found, _ = _fewest_on(_config(model), hardware.find_gpu(gpu), fewer, m, batch, seq, other)
+    return found if found.fits else best
+
+
+def _fewest_on(c, hw: hardware.Hardware, counts: list[int], m: str, batch: int, seq: int, settings: Any
+               ) -> tuple[ModelPlan, dict[int, ModelPlan]]:
+    """``fewest`` on one mesh: the fewest of ``counts`` that fits, else the plan on the most; and every plan
+    compiled on the way, by count."""
     from jaxgpu.pricing import fit
 
-    counts = sorted(set(counts))
-    c, hw = _config(model), hardware.find_gpu(gpu)
-    m = mode or ("train" if train else "serve")
-    whole = sum(_estimate(c, m, batch, seq, settings or default_settings(m)).values())
+    whole = sum(_estimate(c, m, batch, seq, settings).values())
     i = next((k for k, n in enumerate(counts) if fit.fits(whole / n, USABLE_FRACTION * hw.memory_gb)),
              len(counts) - 1)
     tried: dict[int, ModelPlan] = {}
@@ -346,15 +366,16 @@ def fewest(model: str | Any, gpu: str = "H200 SXM", *, counts: Sequence[int] = N
                                       settings=settings)
         return tried[counts[k]]
 
-    if plan(i).fits:
-        while i > 0 and plan(i - 1).fits:
+    cap = USABLE_FRACTION * hw.memory_gb * 1e9
+    if plan(i).fits:  # fewer, until one does not fit; a count the formula puts past 1.5x the card is not compiled
+        while i > 0 and whole / counts[i - 1] <= 1.5 * cap and plan(i - 1).fits:
             i -= 1
-        return tried[counts[i]]
+        return tried[counts[i]], tried
     while i + 1 < len(counts):
         i += 1
         if plan(i).fits:
-            return tried[counts[i]]
-    return tried[counts[-1]]
+            return tried[counts[i]], tried
+    return tried[counts[-1]], tried
 
 
 def _priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices: int, triton: bool) -> tuple:
@@ -545,28 +566,29 @@ def _internode_s(c, mode: str, hw: hardware.Hardware, devices: int, nodes: int) 
 
 
 def _step(c, mode: str, batch: int, seq: int, mesh, s: Any) -> tuple:
-    """(the step, its argument specs, their shardings, tokens per step, the model's FLOPs per step) of ``mode``:
-    train steps split fsdp, serving tensor parallel; ``s``: the step's settings."""
+    """(the step, its argument specs, their shardings, tokens per step, the model's FLOPs per step) of ``mode``,
+    split as ``s.mesh`` says (auto: train steps fsdp, serving tensor parallel); ``s``: the step's settings."""
     import jax
     import jax.numpy as jnp
 
     from jaxgpu.kernels import transformer as tf
 
+    how = s.mesh if s.mesh != "auto" else "fsdp" if mode.startswith("train") else "tp"
     if mode.startswith("train"):
         specs = tf.train_specs(c, batch, seq, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
-        sh = (tf.shard_specs(specs[0], mesh, "fsdp"), tf.shard_specs(specs[1], mesh, "fsdp"),
-              tf.shard_specs(specs[2], mesh, "fsdp", batch=True))
+        sh = (tf.shard_specs(specs[0], mesh, how), tf.shard_specs(specs[1], mesh, how),
+              tf.shard_specs(specs[2], mesh, how, batch=True))
         step, _ = tf.train_step(c, flash=s.flash, sharding=sh, settings=s)
         tokens, model_flops = batch * seq, 6.0 * c.params() * batch * seq
     elif mode == "prefill":
         specs = (tf.param_specs(c, jnp.bfloat16), jax.ShapeDtypeStruct((batch, seq), jnp.int32))
-        sh = (tf.shard_specs(specs[0], mesh, "tp"), tf.shard_specs(specs[1], mesh, "tp", batch=True))
+        sh = (tf.shard_specs(specs[0], mesh, how), tf.shard_specs(specs[1], mesh, how, batch=True))
         step = tf.prefill_step(c, sharding=sh, settings=s)
         tokens, model_flops = batch * seq, 2.0 * c.params() * batch * seq
     else:
         specs = tf.decode_specs(c, batch, seq, s.weights, unrolled=not s.scan)
-        sh = (tf.shard_specs(specs[0], mesh, "tp"), tf.shard_specs(specs[1], mesh, "tp"),
-              tf.shard_specs(specs[2], mesh, "tp", batch=True), tf.shard_specs(specs[3], mesh, "tp", batch=True))
+        sh = (tf.shard_specs(specs[0], mesh, how), tf.shard_specs(specs[1], mesh, how),
+              tf.shard_specs(specs[2], mesh, how, batch=True), tf.shard_specs(specs[3], mesh, how, batch=True))
         step = tf.decode_step(c, weights=s.weights, sharding=sh)
         tokens, model_flops = batch, 2.0 * c.params() * batch
     return step, specs, sh, tokens, model_flops

@@ -37,6 +37,8 @@ class Config:
     head_size: int | None = None  # a head's width where it is not d_model / heads (Gemma: 256 at d_model 3072)
     mlp: str = "swiglu"  # a llama-style block's gated MLP: "swiglu" (silu gate) or "geglu" (tanh-GELU gate, Gemma)
     tied: bool = False  # a llama-style output head that is the embedding (Gemma, Llama 3.2 1B); GPT-2's always is
+    experts: int = 0  # a mixture of experts: each layer's MLP is this many expert MLPs and a router (0: dense)
+    top_k: int = 2  # the experts each token is routed to (Mixtral: 2 of 8)
 
     @property
     def head_dim(self) -> int:
@@ -45,6 +47,12 @@ class Config:
     def params(self) -> int:
         """Weights, embeddings included."""
         return sum(math.prod(s.shape) for s in jax.tree.leaves(param_specs(self)))
+
+    def active_params(self) -> int:
+        """The weights one token's forward pass reads: a mixture of experts' ``top_k`` of its experts' MLPs."""
+        if self.experts <= 1:
+            return self.params()
+        return self.params() - (self.experts - self.top_k) * 3 * self.d_model * self.ffn * self.layers
 
 
 # A Hugging Face-style config.json: the fields a decoder's cost is read from, and the fields that leave it alone
@@ -67,18 +75,17 @@ def from_hf_config(d: dict, name: str = "config", seq: int | None = None) -> tup
     against which a ``sliding_window`` is checked.
 
     Raises:
-      ValueError: a field the package cannot honour (a mixture of experts, a sliding window shorter than ``seq``,
-        an activation other than silu or tanh-GELU, biases in the attention or MLP), or a missing or bad one; the
-        message names it.
+      ValueError: a field the package cannot honour (a sliding window shorter than ``seq``, an activation other
+        than silu or tanh-GELU, biases in the attention or MLP), or a missing or bad one; the message names it.
     """
     need = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
     missing = [k for k in need if not isinstance(d.get(k), int) or d[k] < 1]
     if missing:
         raise ValueError(f"{name}: needs {', '.join(missing)} (positive integers)")
     cannot = []
-    if (d.get("num_local_experts") or 1) > 1:
-        cannot.append(f"num_local_experts ({d['num_local_experts']}, with num_experts_per_tok "
-                      f"{d.get('num_experts_per_tok')}): a mixture of experts is not built")
+    experts, top_k = d.get("num_local_experts") or 0, d.get("num_experts_per_tok") or 2
+    if experts > 1 and not 1 <= top_k <= experts:
+        cannot.append(f"num_experts_per_tok ({top_k}): between 1 and num_local_experts ({experts})")
     window = d.get("sliding_window")
     if window and d.get("use_sliding_window", True) and (seq is None or seq > window):
         cannot.append(f"sliding_window ({window}): a window shorter than the context is not built "
@@ -99,7 +106,8 @@ def from_hf_config(d: dict, name: str = "config", seq: int | None = None) -> tup
                d.get("max_position_embeddings") or 8192, "llama",
                head_size=head_dim if head_dim and head_dim != d["hidden_size"] // heads else None,
                # absent, transformers takes the model class's own default: tied for Gemma, untied for Llama's kin
-               mlp=_HF_ACT[act], tied=bool(d.get("tie_word_embeddings", str(d.get("model_type")).startswith("gemma"))))
+               mlp=_HF_ACT[act], tied=bool(d.get("tie_word_embeddings", str(d.get("model_type")).startswith("gemma"))),
+               experts=experts if experts > 1 else 0, top_k=top_k)
     return c, sorted(k for k in d if k not in HF_READ and k not in HF_COST_FREE)
 
 
@@ -115,6 +123,8 @@ CONFIGS = {c.name: c for c in (
     Config("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, "llama"),
     Config("llama-13b", 40, 5120, 40, 40, 13824, 32000, 4096, "llama"),
     Config("llama-70b", 80, 8192, 64, 8, 28672, 32000, 4096, "llama"),
+    # Mixtral 8x7B (mistralai/Mixtral-8x7B-v0.1 config.json): 8 experts of Mistral 7B's MLP, 2 a token
+    Config("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768, "llama", experts=8, top_k=2),
 )}
 
 
@@ -125,8 +135,12 @@ def _layer_shapes(c: Config) -> dict[str, tuple[int, ...]]:
                 "ln2_g": (d,), "ln2_b": (d,), "w_fc": (d, f), "b_fc": (f,), "w_proj": (f, d), "b_proj": (d,)}
     # queries, keys and values in one matrix, as gpt-fast and Megatron store them (XLA would otherwise
     # concatenate three matrices into one product on every call)
-    return {"attn_norm": (d,), "wqkv": (d, (c.heads + 2 * c.kv_heads) * hd), "wo": (c.heads * hd, d),
-            "mlp_norm": (d,), "w_gate": (d, f), "w_up": (d, f), "w_down": (f, d)}
+    out = {"attn_norm": (d,), "wqkv": (d, (c.heads + 2 * c.kv_heads) * hd), "wo": (c.heads * hd, d),
+           "mlp_norm": (d,), "w_gate": (d, f), "w_up": (d, f), "w_down": (f, d)}
+    if c.experts > 1:  # each expert its own gated MLP, and a router that scores the experts for each token
+        e = c.experts
+        out.update({"router": (d, e), "w_gate": (e, d, f), "w_up": (e, d, f), "w_down": (e, f, d)})
+    return out
 
 
 def param_specs(c: Config, dtype: Any = jnp.float32) -> dict:
@@ -344,8 +358,39 @@ def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False
         x = x + _mm(a, w["wo"], matmul)
         h = _norm(x, w["mlp_norm"], None, c.style)
         gated = _geglu if c.mlp == "geglu" else _swiglu
-        x = x + _mm(gated(_mm(h, w["w_gate"], matmul), _mm(h, w["w_up"], matmul)), w["w_down"], matmul)
+        if c.experts > 1:
+            x = x + _moe(c, h, w, gated)
+        else:
+            x = x + _mm(gated(_mm(h, w["w_gate"], matmul), _mm(h, w["w_up"], matmul)), w["w_down"], matmul)
     return x, cache
+
+
+# Each expert takes at most this share over its fair part of a batch's tokens (n x top_k / experts): the rest are
+# dropped for that expert, as GShard and MaxText's dropping implementation set it
+CAPACITY = 1.25
+
+
+def _moe(c: Config, h, w, gated):
+    """A mixture of experts on h [B, T, d]: the router's top_k experts a token, their gates a softmax over those
+    k logits (Mixtral's); each expert's tokens gathered into its own buffer of ``CAPACITY`` x its fair share,
+    its gated MLP run on its buffer alone (the FLOPs of k experts a token, not of all), the outputs scattered back
+    weighted by the gates."""
+    b, t, d = h.shape
+    x = h.reshape(-1, d)
+    n, e, k = x.shape[0], c.experts, c.top_k
+    top, idx = jax.lax.top_k((x @ w["router"]).astype(jnp.float32), k)
+    gate = jax.nn.softmax(top, axis=-1).astype(x.dtype).reshape(-1)
+    expert = idx.reshape(-1)  # [n k]: token i's j-th expert at i k + j
+    token = jnp.repeat(jnp.arange(n), k)
+    rank = jnp.take_along_axis(jnp.cumsum(jax.nn.one_hot(expert, e, dtype=jnp.int32), axis=0) - 1,
+                               expert[:, None], axis=1)[:, 0]  # the token's place in its expert's buffer
+    cap = max(1, math.ceil(n * k / e * CAPACITY))
+    slot = jnp.where(rank < cap, rank, cap)  # past the capacity: out of the buffer, dropped
+    buf = jnp.zeros((e, cap, d), x.dtype).at[expert, slot].set(x[token], mode="drop")
+    y = jnp.einsum("ecf,efd->ecd", gated(jnp.einsum("ecd,edf->ecf", buf, w["w_gate"]),
+                                         jnp.einsum("ecd,edf->ecf", buf, w["w_up"])), w["w_down"])
+    back = y.at[expert, slot].get(mode="fill", fill_value=0) * gate[:, None]
+    return jnp.zeros((n, d), x.dtype).at[token].add(back).reshape(b, t, d)
 
 
 def _hidden(c: Config, p: dict, tokens: jax.Array, flash: bool, s: StepSettings | None = None) -> jax.Array:
@@ -450,6 +495,9 @@ _COLUMNS = ("wqkv", "w_gate", "w_up", "w_qkv", "b_qkv", "w_fc", "b_fc", "head") 
 _ROWS = ("wo", "w_down", "w_o", "w_proj")  # cut along their input dimension (the one after the layer axis)
 
 
+_EXPERTS = ("w_gate", "w_up", "w_down")  # a mixture of experts' matrices, [L, E, ...]: an expert to a device
+
+
 def _fsdp_spec(shape: tuple[int, ...], n: int) -> jax.sharding.PartitionSpec:
     P = jax.sharding.PartitionSpec
     dims = sorted(range(len(shape)), key=lambda i: -shape[i])
@@ -484,10 +532,12 @@ def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bo
             return NS(mesh, P())
         if batch:
             return NS(mesh, P(AXIS) if how == "fsdp" and shape[0] % n == 0 else P())
-        if how == "fsdp":
-            return NS(mesh, _fsdp_spec(shape, n))
         keys = [getattr(k, "key", getattr(k, "name", None)) for k in path]
         name = next((k for k in reversed(keys) if isinstance(k, str)), "")
+        if name in _EXPERTS and len(shape) == 4 and shape[1] % n == 0:  # [L, E, ...]: experts split over devices
+            return NS(mesh, P(None, AXIS, None, None))
+        if how == "fsdp":
+            return NS(mesh, _fsdp_spec(shape, n))
         if not name and len(shape) >= 4 and shape[-2] % n == 0:  # a KV cache [.., S, KV heads, hd]: by heads
             return NS(mesh, P(*[AXIS if i == len(shape) - 2 else None for i in range(len(shape))]))
         return NS(mesh, _tp_spec(name, shape, n))

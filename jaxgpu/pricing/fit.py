@@ -165,6 +165,8 @@ class Transformer:
     gated: bool = False  # a gated MLP (SwiGLU, GeGLU): three matrices, not two
     head_dim: int | None = None  # a head's width; default d / heads
     tied: bool = True  # the output head is the embedding (GPT-2); False: a matrix of its own (Llama)
+    experts: int = 0  # a mixture of experts: the MLP this many times and a router (0: dense)
+    top_k: int = 2  # the experts a token goes through
 
     @property
     def q_dim(self) -> int:
@@ -183,6 +185,8 @@ class Transformer:
         d = self.d_model
         attention = d * (2 * self.q_dim + 2 * self.kv_dim)  # q and o, k and v
         mlp = (3 if self.gated else 2) * d * self.mlp_width
+        if self.experts > 1:
+            mlp = self.experts * mlp + d * self.experts  # every expert's matrices and the router
         return self.layers * (attention + mlp) + self.vocab * d * (1 if self.tied else 2)
 
 
@@ -207,7 +211,8 @@ def transformer_train(t: Transformer, preset: str = "bf16", seq: int = 2048, bat
     ``flash`` (a fused kernel keeps no scores)."""
     per_param = 16 + (2 if BYTES[preset] == 2 else 0)
     d, f = t.d_model, t.mlp_width
-    per_token = 10 * d + 4 * t.q_dim + 4 * t.kv_dim + (8 if t.gated else 4) * f
+    # a mixture of experts keeps its MLP's values for each of the top_k experts a token went through
+    per_token = 10 * d + 4 * t.q_dim + 4 * t.kv_dim + (8 if t.gated else 4) * f * (t.top_k if t.experts > 1 else 1)
     scores = 0 if flash else 5 * t.heads * seq * seq * batch
     acts = t.layers * (seq * batch * per_token + scores)
     if BYTES[preset] == 4:

@@ -533,6 +533,8 @@ def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int, c: Any = No
 
     if c is not None and c.style == "gpt2" and seq > c.max_seq:  # learned positions: max_seq rows, no more
         raise ValueError(f"{c.name} has {c.max_seq:,} learned positions: a sequence of {seq:,} tokens is longer")
+    if c is not None and c.experts > 1 and (s.weights != "bf16" or s.matmul != "bf16"):
+        raise ValueError("a mixture of experts runs its experts in bf16 here: int8 or fp8 experts are not built")
     training = mode.startswith("train")
     if not training and (s.remat != "none" or s.nodes > 1 or s.accumulate > 1):
         raise ValueError("remat, nodes and micro-batches are a training step's settings; a prefill or decode step "
@@ -579,18 +581,18 @@ def _step(c, mode: str, batch: int, seq: int, mesh, s: Any) -> tuple:
         sh = (tf.shard_specs(specs[0], mesh, how), tf.shard_specs(specs[1], mesh, how),
               tf.shard_specs(specs[2], mesh, how, batch=True))
         step, _ = tf.train_step(c, flash=s.flash, sharding=sh, settings=s)
-        tokens, model_flops = batch * seq, 6.0 * c.params() * batch * seq
+        tokens, model_flops = batch * seq, 6.0 * c.active_params() * batch * seq
     elif mode == "prefill":
         specs = (tf.param_specs(c, jnp.bfloat16), jax.ShapeDtypeStruct((batch, seq), jnp.int32))
         sh = (tf.shard_specs(specs[0], mesh, how), tf.shard_specs(specs[1], mesh, how, batch=True))
         step = tf.prefill_step(c, sharding=sh, settings=s)
-        tokens, model_flops = batch * seq, 2.0 * c.params() * batch * seq
+        tokens, model_flops = batch * seq, 2.0 * c.active_params() * batch * seq
     else:
         specs = tf.decode_specs(c, batch, seq, s.weights, unrolled=not s.scan)
         sh = (tf.shard_specs(specs[0], mesh, how), tf.shard_specs(specs[1], mesh, how),
               tf.shard_specs(specs[2], mesh, how, batch=True), tf.shard_specs(specs[3], mesh, how, batch=True))
         step = tf.decode_step(c, weights=s.weights, sharding=sh)
-        tokens, model_flops = batch, 2.0 * c.params() * batch
+        tokens, model_flops = batch, 2.0 * c.active_params() * batch
     return step, specs, sh, tokens, model_flops
 
 
@@ -624,7 +626,8 @@ def _fit_shape(c):
     from jaxgpu.pricing import fit
 
     return fit.Transformer(c.name, c.layers, c.d_model, c.heads, c.vocab, kv_heads=c.kv_heads, ffn=c.ffn,
-                           gated=c.style == "llama", head_dim=c.head_dim, tied=c.style == "gpt2" or c.tied)
+                           gated=c.style == "llama", head_dim=c.head_dim, tied=c.style == "gpt2" or c.tied,
+                           experts=c.experts, top_k=c.top_k)
 
 
 def model_on_gpus(model: str | Any, *, train: bool = True, batch: int = 1, seq: int = 2048,

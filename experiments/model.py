@@ -198,7 +198,7 @@ def _read_config(p: cli.Parser, args: argparse.Namespace):
     if not isinstance(d, dict):
         p.error(f"--config: {path} holds no object of fields")
     try:
-        c, unread = tf.from_hf_config(d, path.parent.name or path.stem, seq=args.seq)
+        c, unread = tf.from_hf_config(d, path.parent.name or path.stem)
     except ValueError as err:
         p.error(f"--config: {err}")
     args.unread = unread

@@ -33,8 +33,9 @@ def _np_rope(x, pos):
     return np.concatenate([x1 * np.cos(ang) - x2 * np.sin(ang), x1 * np.sin(ang) + x2 * np.cos(ang)], -1)
 
 
-def _np_block(c, x, w):
-    """One decoder layer in float64 numpy, causal, written from the models' papers rather than from tf._block."""
+def _np_block(c, x, w, keep=None):
+    """One decoder layer in float64 numpy, causal (``keep``: the [T, T] positions each query may see, a sliding
+    window's), written from the models' papers rather than from tf._block."""
     b, t, d = x.shape
     hd = d // c.heads
     pos = np.broadcast_to(np.arange(t), (b, t)).astype(np.float64)
@@ -50,7 +51,7 @@ def _np_block(c, x, w):
         v = qkv[..., (c.heads + c.kv_heads) * hd:].reshape(b, t, c.kv_heads, hd)
         k, v = (np.repeat(a, c.heads // c.kv_heads, axis=2) for a in (k, v))  # each KV head serves its group
     s = np.einsum("bthd,bshd->bhts", q, k) / np.sqrt(hd)
-    s = np.where(np.tril(np.ones((t, t), bool)), s, -np.inf)
+    s = np.where(np.tril(np.ones((t, t), bool)) if keep is None else keep, s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     a = np.einsum("bhts,bshd->bthd", p, v).reshape(b, t, d)
@@ -692,7 +693,7 @@ TINY_HF = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, 
 
 
 def test_a_config_json_decoder_matches_a_float64_reference_with_its_head_tied():
-    c, unread = tf.from_hf_config(TINY_HF, "tiny", seq=16)
+    c, unread = tf.from_hf_config(TINY_HF, "tiny")
     assert unread == [] and c.tied and c.kv_heads == 2 and "head" not in tf.param_specs(c)
     params = tf.init(c, jax.random.key(3))
     params = {**params, "layers": {k: v if v.ndim == 2 else 10 * v for k, v in params["layers"].items()}}
@@ -714,16 +715,16 @@ def test_a_config_json_decoder_matches_a_float64_reference_with_its_head_tied():
 ])
 def test_a_config_field_that_cannot_be_honoured_is_named(change, said):
     with pytest.raises(ValueError, match=re.escape(said)):
-        tf.from_hf_config({**TINY_HF, **change}, "tiny", seq=16)
-    with pytest.raises(ValueError, match=re.escape("sliding_window (32)")):  # a window shorter than the context
-        tf.from_hf_config(TINY_HF, "tiny", seq=64)
-    c, unread = tf.from_hf_config({**TINY_HF, "tie_word_embeddings": None, "router_z_loss": 1.0}, "t", seq=16)
+        tf.from_hf_config({**TINY_HF, **change}, "tiny")
+    assert tf.from_hf_config(TINY_HF, "tiny")[0].window == 32  # each token sees the last 32
+    assert tf.from_hf_config({**TINY_HF, "use_sliding_window": False}, "tiny")[0].window == 0
+    c, unread = tf.from_hf_config({**TINY_HF, "tie_word_embeddings": None, "router_z_loss": 1.0}, "t")
     assert unread == ["router_z_loss"]  # named back, not silently dropped
     gemma, _ = tf.from_hf_config({**TINY_HF, "model_type": "gemma", "hidden_act": "gelu_pytorch_tanh",
-                                  "head_dim": 32, "tie_word_embeddings": False}, "g", seq=16)
+                                  "head_dim": 32, "tie_word_embeddings": False}, "g")
     assert gemma.tied is False and gemma.mlp == "geglu" and gemma.head_dim == 32  # said false: untied
     assert tf.from_hf_config({k: v for k, v in TINY_HF.items() if k != "tie_word_embeddings"} | {"model_type": "gemma"},
-                             "g", seq=16)[0].tied  # absent: Gemma's class ties
+                             "g")[0].tied  # absent: Gemma's class ties
 
 
 def test_the_command_plans_a_config_json_for_training_and_serving(tmp_path):
@@ -746,9 +747,10 @@ def test_the_command_plans_a_config_json_for_training_and_serving(tmp_path):
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr
         assert proc.stdout.startswith("tiny, one ") and "xla:gpu h100" in proc.stdout
         assert "fields not read, which the plan does not reflect: foo" in proc.stdout
+    path.write_text(json.dumps({**TINY_HF, "hidden_act": "relu"}))
     proc = subprocess.run([sys.executable, "-m", "experiments.model", "--config", str(path), "--seq", "64"],
                           capture_output=True, text=True, timeout=120, env=env)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "sliding_window (32)" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "hidden_act ('relu')" in proc.stderr
 
 
 # ---- a mixture of experts ------------------------------------------------------------------------------------
@@ -829,3 +831,46 @@ def test_a_mixtral_shaped_moe_trains_and_serves_on_xla_gpus_plan_its_experts_spl
                                "--devices", "1,4", "--batch", "4", "--seq", "16"], capture_output=True, text=True,
                               timeout=300, env=env)
         assert proc.returncode == 0 and proc.stderr == "" and "xla:gpu h100" in proc.stdout, proc.stderr
+
+
+# ---- sliding-window attention ---------------------------------------------------------------------------------
+WINDOWED = dataclasses.replace(LLAMA, name="test-window", window=4)
+
+
+def _np_forward(c, p64, tokens):
+    """The whole decoder in float64 numpy with a sliding window (each token sees its last ``c.window``)."""
+    b, t = tokens.shape
+    x = p64["embed"][tokens]
+    keep = np.tril(np.ones((t, t), bool)) & (np.arange(t)[:, None] - np.arange(t)[None, :] < (c.window or t))
+    for i in range(c.layers):
+        x = _np_block(c, x, {k: v[i] for k, v in p64["layers"].items()}, keep)
+    return _np_norm(x, p64["final_norm"], None, "llama") @ p64["head"]
+
+
+@pytest.mark.parametrize("t", [16, 10], ids=["banded", "masked"])  # 16: whole windows, banded; 10: masked
+def test_sliding_window_attention_agrees_with_a_float64_reference(t):
+    params = tf.init(WINDOWED, jax.random.key(7))
+    params = {**params, "layers": {k: v if v.ndim == 2 else 10 * v for k, v in params["layers"].items()}}
+    tokens = jax.random.randint(jax.random.key(8), (2, t), 0, WINDOWED.vocab)
+    p64 = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+    ref = _np_forward(WINDOWED, p64, np.asarray(tokens))
+    for flash in (False, True):
+        got = np.asarray(jax.jit(tf.forward, static_argnums=(0, 3, 4))(WINDOWED, params, tokens, jnp.float32, flash),
+                         np.float64)
+        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5, flash
+    full = np.asarray(jax.jit(tf.forward, static_argnums=(0, 3))(LLAMA, params, tokens, jnp.float32))
+    assert np.linalg.norm(full[:, -1] - ref[:, -1]) > 1e-3 * np.linalg.norm(ref[:, -1])  # the window changed them
+
+
+def test_a_sliding_windows_decode_keeps_a_rolling_cache_of_the_window():
+    """Decoding 12 tokens into a cache of the window's 4 gives the windowed forward pass's last logits."""
+    params = tf.init(WINDOWED, jax.random.key(9))
+    tokens = jax.random.randint(jax.random.key(10), (2, 12), 0, WINDOWED.vocab)
+    specs = tf.decode_specs(WINDOWED, 2, 64, "bf16")
+    assert specs[1][0].shape[2] == 4  # the cache holds the window, not the context
+    cache = tuple(jnp.zeros(s.shape, jnp.float32) for s in specs[1])
+    step = tf.decode_step(WINDOWED, jnp.float32)
+    for i in range(12):
+        logits, cache = step(params, cache, tokens[:, i:i + 1], jnp.int32(i))
+    ref = jax.jit(tf.forward, static_argnums=(0, 3))(WINDOWED, params, tokens, jnp.float32)[:, -1]
+    assert float(jnp.linalg.norm(logits[:, -1] - ref) / jnp.linalg.norm(ref)) < 1e-4

@@ -39,6 +39,7 @@ class Config:
     tied: bool = False  # a llama-style output head that is the embedding (Gemma, Llama 3.2 1B); GPT-2's always is
     experts: int = 0  # a mixture of experts: each layer's MLP is this many expert MLPs and a router (0: dense)
     top_k: int = 2  # the experts each token is routed to (Mixtral: 2 of 8)
+    window: int = 0  # sliding-window attention: each token attends to the last ``window`` tokens (0: all of them)
 
     @property
     def head_dim(self) -> int:
@@ -69,14 +70,14 @@ HF_COST_FREE = ("architectures", "rope_theta", "rope_scaling", "rms_norm_eps", "
 _HF_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu_pytorch_tanh": "geglu", "gelu_tanh": "geglu"}
 
 
-def from_hf_config(d: dict, name: str = "config", seq: int | None = None) -> tuple[Config, list[str]]:
+def from_hf_config(d: dict, name: str = "config") -> tuple[Config, list[str]]:
     """A decoder from a Hugging Face-style ``config.json`` (a dict): the Config and the fields it did not read
-    (neither cost-bearing nor in ``HF_COST_FREE``), for the caller to name. ``seq``: the context a step will use,
-    against which a ``sliding_window`` is checked.
+    (neither cost-bearing nor in ``HF_COST_FREE``), for the caller to name. A ``sliding_window`` (unless
+    ``use_sliding_window`` is false) makes each token attend to the last that many.
 
     Raises:
-      ValueError: a field the package cannot honour (a sliding window shorter than ``seq``, an activation other
-        than silu or tanh-GELU, biases in the attention or MLP), or a missing or bad one; the message names it.
+      ValueError: a field the package cannot honour (an activation other than silu or tanh-GELU, biases in the
+        attention or MLP), or a missing or bad one; the message names it.
     """
     need = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
     missing = [k for k in need if not isinstance(d.get(k), int) or d[k] < 1]
@@ -86,10 +87,7 @@ def from_hf_config(d: dict, name: str = "config", seq: int | None = None) -> tup
     experts, top_k = d.get("num_local_experts") or 0, d.get("num_experts_per_tok") or 2
     if experts > 1 and not 1 <= top_k <= experts:
         cannot.append(f"num_experts_per_tok ({top_k}): between 1 and num_local_experts ({experts})")
-    window = d.get("sliding_window")
-    if window and d.get("use_sliding_window", True) and (seq is None or seq > window):
-        cannot.append(f"sliding_window ({window}): a window shorter than the context is not built "
-                      f"(at --seq {window} or less it is full attention, and is priced so)")
+    window = d.get("sliding_window") if d.get("use_sliding_window", True) else None
     act = d.get("hidden_act", "silu")
     if act not in _HF_ACT:
         cannot.append(f"hidden_act ({act!r}): the gated MLPs built are silu and tanh-GELU")
@@ -107,7 +105,7 @@ def from_hf_config(d: dict, name: str = "config", seq: int | None = None) -> tup
                head_size=head_dim if head_dim and head_dim != d["hidden_size"] // heads else None,
                # absent, transformers takes the model class's own default: tied for Gemma, untied for Llama's kin
                mlp=_HF_ACT[act], tied=bool(d.get("tie_word_embeddings", str(d.get("model_type")).startswith("gemma"))),
-               experts=experts if experts > 1 else 0, top_k=top_k)
+               experts=experts if experts > 1 else 0, top_k=top_k, window=int(window or 0))
     return c, sorted(k for k in d if k not in HF_READ and k not in HF_COST_FREE)
 
 
@@ -304,6 +302,25 @@ def _attention(q, k, v, mask, flash: bool = False):
     return _attention_math(q, k, v, mask, False)
 
 
+def _windowed(q, k, v, window: int, flash: bool):
+    """Sliding-window attention over blocks of ``window`` queries, each against its own block and the one before
+    (2 x window keys, masked to the window): t x 2 window scores a head, not t^2, as a windowed kernel runs it."""
+    b, t, h, hd = q.shape
+    nb = t // window
+
+    def blocks(a):
+        a = a.reshape(b, nb, window, *a.shape[2:])
+        before = jnp.concatenate([jnp.zeros_like(a[:, :1]), a[:, :-1]], axis=1)
+        return jnp.concatenate([before, a], axis=2).reshape(b * nb, 2 * window, *a.shape[3:])
+    i, j = jnp.arange(window)[:, None], jnp.arange(2 * window)[None, :] - window  # j: key offset from block start
+    inside = (j <= i) & (i - j < window)
+    first = inside & (j >= 0)  # the first block has no block before it
+    mask = jnp.broadcast_to(jnp.where(jnp.arange(nb)[:, None, None] == 0, first, inside)[None],
+                            (b, nb, window, 2 * window)).reshape(b * nb, window, 2 * window)
+    out = _attention(q.reshape(b * nb, window, h, hd), blocks(k), blocks(v), mask, flash)
+    return out.reshape(b, t, h * hd)
+
+
 def _attention_math(q, k, v, mask, flash: bool):
     with jax.named_scope(FLASH_SCOPE if flash else "attention"):
         b, t, h, hd = q.shape
@@ -349,7 +366,10 @@ def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False
         k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (0, index, 0, 0))
         v = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (0, index, 0, 0))
         cache = (k, v)
-    a = _attention(q, k, v, mask, flash)
+    if cache is None and c.window and t > c.window and t % c.window == 0:
+        a = _windowed(q, k, v, c.window, flash)
+    else:
+        a = _attention(q, k, v, mask, flash)
     if c.style == "gpt2":
         x = x + (_mm(a, w["w_o"], matmul) + w["b_o"])
         h = _norm(x, w["ln2_g"], w["ln2_b"], c.style)
@@ -403,6 +423,8 @@ def _hidden(c: Config, p: dict, tokens: jax.Array, flash: bool, s: StepSettings 
     if c.style == "gpt2":
         x = x + p["pos"][:t]
     mask = jnp.tril(jnp.ones((t, t), bool))
+    if c.window:  # each token sees the last ``window`` (banded in _block where the sequence is whole blocks)
+        mask = mask & (jnp.arange(t)[:, None] - jnp.arange(t)[None, :] < c.window)
 
     def layer(x, w):
         return _block(c, x, w, positions, mask, flash=s.flash, matmul=s.matmul)[0], None
@@ -596,11 +618,13 @@ def decode_step(c: Config, compute: Any = jnp.bfloat16, weights: str = "bf16", s
         if c.style == "gpt2":
             x = x + jax.lax.dynamic_slice_in_dim(p["pos"], index, 1)[None]
         mask = jnp.broadcast_to(jnp.arange(s)[None, None, :] <= index, (b, 1, s))
+        # a sliding window's cache holds the last ``window`` tokens and is written round: slot index mod its size
+        slot = index % s if c.window else index
 
         def layer(x, wc):
             w, ck, cv = wc
             w = {k: _widen(v, w, k, compute) for k, v in w.items() if not k.endswith("_scale")}
-            x, (ck, cv) = _block(c, x, w, positions, mask, (ck, cv), index)
+            x, (ck, cv) = _block(c, x, w, positions, mask, (ck, cv), slot)
             return x, (ck, cv)
 
         if isinstance(p["layers"], dict):
@@ -662,6 +686,8 @@ def decode_specs(c: Config, batch: int, context: int, weights: str = "bf16", dty
             else:
                 layers[k] = s
         params = {**params, "layers": layers}
+    if c.window:  # a rolling cache of the window's tokens
+        context = min(context, c.window)
     kv = jax.ShapeDtypeStruct((c.layers, batch, context, c.kv_heads, c.head_dim), dtype)
     cache = (kv, kv)
     if unrolled:

@@ -167,6 +167,7 @@ class Transformer:
     tied: bool = True  # the output head is the embedding (GPT-2); False: a matrix of its own (Llama)
     experts: int = 0  # a mixture of experts: the MLP this many times and a router (0: dense)
     top_k: int = 2  # the experts a token goes through
+    window: int = 0  # sliding-window attention: the tokens each attends to and a KV cache keeps (0: all)
 
     @property
     def q_dim(self) -> int:
@@ -213,7 +214,8 @@ def transformer_train(t: Transformer, preset: str = "bf16", seq: int = 2048, bat
     d, f = t.d_model, t.mlp_width
     # a mixture of experts keeps its MLP's values for each of the top_k experts a token went through
     per_token = 10 * d + 4 * t.q_dim + 4 * t.kv_dim + (8 if t.gated else 4) * f * (t.top_k if t.experts > 1 else 1)
-    scores = 0 if flash else 5 * t.heads * seq * seq * batch
+    seen = min(seq, 2 * t.window) if t.window else seq  # keys a query's block scores (banded: its block and the last)
+    scores = 0 if flash else 5 * t.heads * seq * seen * batch
     acts = t.layers * (seq * batch * per_token + scores)
     if BYTES[preset] == 4:
         acts *= 2  # the formula counts 2-byte activations
@@ -224,7 +226,8 @@ def transformer_inference(t: Transformer, preset: str = "bf16", seq: int = 2048,
     """Bytes to serve: weights at the preset's width and the KV cache (its key/value heads' width a token, kept in
     bf16 for 8-bit weights)."""
     b = BYTES[preset]
-    return {"weights": t.params * b, "kv_cache": 2 * t.layers * seq * batch * t.kv_dim * max(b, 2)}
+    kept = min(seq, t.window) if t.window else seq  # a sliding window's cache keeps its last tokens
+    return {"weights": t.params * b, "kv_cache": 2 * t.layers * kept * batch * t.kv_dim * max(b, 2)}
 
 
 def fits(nbytes: int, gb: float) -> bool:

@@ -627,7 +627,7 @@ def _fit_shape(c):
 
     return fit.Transformer(c.name, c.layers, c.d_model, c.heads, c.vocab, kv_heads=c.kv_heads, ffn=c.ffn,
                            gated=c.style == "llama", head_dim=c.head_dim, tied=c.style == "gpt2" or c.tied,
-                           experts=c.experts, top_k=c.top_k)
+                           experts=c.experts, top_k=c.top_k, window=c.window)
 
 
 def model_on_gpus(model: str | Any, *, train: bool = True, batch: int = 1, seq: int = 2048,

@@ -266,8 +266,8 @@ def table(plans, tokens: float | None = None, prices: dict | None = None, err: f
             rows.append([p.gpu, str(p.devices)] + ["-"] * (len(rows[0]) - 3) + [f"cannot run: {p.reason}"])
             continue
         gpus = f"{p.nodes} x {p.devices}" if p.nodes > 1 else str(p.devices)
-        if fewest and not p.fits:  # --fit found none of the counts that holds it
-            gpus = f"more than {gpus}"
+        if fewest:  # the fewest that hold it and how they split it, or none of the counts does
+            gpus = f"{gpus} ({_mesh_of(p)})" if p.fits else f"more than {gpus}"
         rows.append([p.gpu, gpus, labels.si(p.bytes_per_device, "B"), labels.si(p.estimate_bytes, "B"),
                      "yes" if p.fits else "no",
                      labels.si(p.seconds, "s"), f"{labels.si(p.lower_s, 's')}-{labels.si(p.upper_s, 's')}",
@@ -283,6 +283,14 @@ def table(plans, tokens: float | None = None, prices: dict | None = None, err: f
             cells = [_duration(t) + span, f"{k['gpu_hours']:,.3g}"]
             rows[-1][10:10] = cells + ([f"${k['cost_usd']:,.0f}" if "cost_usd" in k else "-"] if prices else [])
     return rows
+
+
+def _mesh_of(p) -> str:
+    """How a plan's GPUs split its step: its settings' mesh, else the mode's own (fsdp to train, tp to serve)."""
+    for mesh in ("fsdp", "tp"):
+        if p.settings.endswith(f"{mesh} mesh"):
+            return mesh
+    return "fsdp" if p.mode.startswith("train") else "tp"
 
 
 def formula_lines(plans) -> list[str]:

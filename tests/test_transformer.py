@@ -656,7 +656,7 @@ def test_the_fit_option_prints_the_fewest_per_gpu(tmp_path):
     import re
 
     rows = [re.split(r"\s{2,}", ln) for ln in proc.stdout.splitlines() if ln.startswith(("H100 SXM", "L4 "))]
-    assert [r[:2] for r in rows] == [["H100 SXM", "1"], ["L4", "1"]], rows  # a small decoder: one of each holds it
+    assert [r[:2] for r in rows] == [["H100 SXM", "1 (fsdp)"], ["L4", "1 (fsdp)"]], rows  # small: one holds it
 
 
 def test_a_figure_per_answer_memory_by_kind_against_each_card_and_time_by_kernel_kind(tmp_path):

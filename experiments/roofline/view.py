@@ -31,7 +31,7 @@ def figure(groups: dict[str, tuple[list[results.Record], object]],
     allocator = allocator or {}
     fig = figures.Figure(figsize=(7.0, 6.0), dpi=100)  # the legend below the axes: the points reach every corner
     ax = fig.add_subplot()
-    notes = []
+    notes, named = [], []  # the kernel kinds named on the figure: (kind, x, y)
     xs = [2.0**e for e in range(-4, 13)]
     for label, (recs, hw) in groups.items():
         bw, peak = roof(recs)
@@ -46,7 +46,12 @@ def figure(groups: dict[str, tuple[list[results.Record], object]],
         for xi, yi, kind in pts:
             if kind != "fma":
                 ax.plot([xi], [yi], "s", color=color, markersize=6, gid=gid)
-                ax.annotate(kind, (xi, yi), fontsize=7, xytext=(4, -8), textcoords="offset points")
+                beside = [k for k, x, y in named if 2 / 3 < xi / x < 1.5 and 2 / 3 < yi / y < 1.5]
+                if kind not in beside:  # the same kind's point of another run just beside it: named once
+                    # a label under its point; above it where another kind's label is just beside
+                    ax.annotate(kind, (xi, yi), fontsize=7, xytext=(4, 6 if beside else -8),
+                                textcoords="offset points")
+                    named.append((kind, xi, yi))
         if bw and peak:
             ax.plot(xs, [min(peak, bw * x) for x in xs], "--", color=color, linewidth=1, gid=gid,
                     label=f"{label} {how} roof ({bw:,.0f} GB/s, {peak:,.0f} GFLOP/s)")

@@ -222,10 +222,11 @@ def bar_style(color: str, run: Run | None = None) -> dict[str, Any]:
     return {"color": color}
 
 
-def legend_below(fig: Figure, ax) -> None:
-    """One legend for the whole figure, under its axes (from ``ax``'s entries): a figure of several axes whose
-    curves fill them. Lays the figure out with room for it."""
-    handles, names = ax.get_legend_handles_labels()
+def legend_below(fig: Figure, *axes) -> None:
+    """One legend for the whole figure, under its axes (from the entries of ``axes``, in turn): a figure of several
+    axes whose curves fill them. Lays the figure out with room for it."""
+    entries = [ax.get_legend_handles_labels() for ax in axes]
+    handles, names = [h for hs, _ in entries for h in hs], [n for _, ns in entries for n in ns]
     for old in [*fig.legends, *(a.get_legend() for a in fig.axes)]:  # one legend: a second call replaces it
         if old is not None:
             old.remove()
@@ -283,13 +284,7 @@ def step_figure(plans: Sequence[Any], title: str, shares: bool = False) -> Figur
     for ax in (ax1, ax2):
         ax.grid(True, axis="x", alpha=0.3)
     fig.suptitle(title, fontsize=10)
-    handles = [h for ax in (ax1, ax2) for h in ax.get_legend_handles_labels()[0]]
-    labels_ = [n for ax in (ax1, ax2) for n in ax.get_legend_handles_labels()[1]]
-    size = legend_size(fig)
-    room = (-(-len(labels_) // 3) * size * 1.45 + 10) / 72
-    fig.set_figheight(fig.get_figheight() + room)
-    fig.legend(handles, labels_, loc="lower center", ncols=3, fontsize=size, frameon=False)
-    fig.tight_layout(rect=(0, room / fig.get_figheight(), 1, 1))
+    legend_below(fig, ax1, ax2)
     return fig
 
 

@@ -76,9 +76,12 @@ def parser() -> cli.Parser:
                         "prefill is counted once (default 256)")
     p.add_argument("--price", action="append", default=[], metavar="GPU=USD",
                    help="with --tokens: a GPU's price per hour (yours: prices change), e.g. --price h100=2.5")
-    p.add_argument("--mesh", choices=("fsdp", "tp"),
-                   help="how the GPUs split the step: fsdp or tp (default: fsdp to train, tp to serve; with --fit, "
-                        "the other is tried on fewer GPUs too)")
+    p.add_argument("--mesh", choices=("fsdp", "tp", "fsdp+tp"),
+                   help="how the GPUs split the step: fsdp, tp, or fsdp+tp on a 2-D mesh (default: fsdp to train, "
+                        "tp to serve; with --fit, the others are tried on fewer GPUs too)")
+    p.add_argument("--tp", type=int, default=0, metavar="K",
+                   help="with --mesh fsdp+tp: GPUs per tensor-parallel group, dividing each of --devices (default: "
+                        "the largest power of two whose square is at most the count: 2 of 4 or 8)")
     p.add_argument("--accumulate", type=int, default=1, metavar="K",
                    help="with --train: the batch in K micro-batches a step, gradients summed (default 1)")
     return p
@@ -116,6 +119,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     _check_out_and_gpus(p, args)
     args.prices = _prices(p, args)
     args.settings = _settings(p, args)
+    if args.tp:  # --fit searches the counts a group divides; otherwise each count asked must split so
+        bad = [n for n in args.devices if n % args.tp]
+        if len(bad) == len(args.devices) or (bad and not args.fit):
+            p.error(f"--tp {args.tp}: {', '.join(map(str, bad))} GPUs do not split into groups of {args.tp}")
     return args
 
 
@@ -154,11 +161,12 @@ def _settings(p: cli.Parser, args: argparse.Namespace):
         return dataclasses.replace(base, remat=args.remat, flash=base.flash and not args.no_flash,
                                    matmul="fp8" if args.fp8 else "bf16",
                                    scan=args.layer_loop == "scan" if args.layer_loop else base.scan, nodes=args.nodes,
-                                   accumulate=args.accumulate, weights=args.weights, mesh=args.mesh or "auto")
+                                   accumulate=args.accumulate, weights=args.weights, mesh=args.mesh or "auto",
+                                   tp=args.tp)
     except KeyError as err:
         p.error(f"--remat: {err.args[0]}")
     except ValueError as err:
-        p.error(f"--{'accumulate' if 'accumulate' in str(err) else 'nodes'}: {err}")
+        p.error(f"--{next((f for f in ('accumulate', 'tp') if f in str(err)), 'nodes')}: {err}")
 
 
 def _check_out_and_gpus(p: cli.Parser, args: argparse.Namespace) -> None:
@@ -217,7 +225,7 @@ def config(args: argparse.Namespace):
                      max(args.seq, 2048), args.style, head_size=args.head_dim, mlp=args.mlp)
 
 
-COLUMNS = ("gpu", "devices", "bytes_per_device", "estimate_bytes", "fits", "seconds", "lower_s", "upper_s",
+COLUMNS = ("gpu", "devices", "mesh", "bytes_per_device", "estimate_bytes", "fits", "seconds", "lower_s", "upper_s",
            "tokens_per_s", "mfu", "binds", "comm_s", "plan")
 
 
@@ -267,7 +275,7 @@ def table(plans, tokens: float | None = None, prices: dict | None = None, err: f
             continue
         gpus = f"{p.nodes} x {p.devices}" if p.nodes > 1 else str(p.devices)
         if fewest:  # the fewest that hold it and how they split it, or none of the counts does
-            gpus = f"{gpus} ({_mesh_of(p)})" if p.fits else f"more than {gpus}"
+            gpus = f"{gpus} ({p.mesh})" if p.fits else f"more than {gpus}"
         rows.append([p.gpu, gpus, labels.si(p.bytes_per_device, "B"), labels.si(p.estimate_bytes, "B"),
                      "yes" if p.fits else "no",
                      labels.si(p.seconds, "s"), f"{labels.si(p.lower_s, 's')}-{labels.si(p.upper_s, 's')}",
@@ -283,14 +291,6 @@ def table(plans, tokens: float | None = None, prices: dict | None = None, err: f
             cells = [_duration(t) + span, f"{k['gpu_hours']:,.3g}"]
             rows[-1][10:10] = cells + ([f"${k['cost_usd']:,.0f}" if "cost_usd" in k else "-"] if prices else [])
     return rows
-
-
-def _mesh_of(p) -> str:
-    """How a plan's GPUs split its step: its settings' mesh, else the mode's own (fsdp to train, tp to serve)."""
-    for mesh in ("fsdp", "tp"):
-        if p.settings.endswith(f"{mesh} mesh"):
-            return mesh
-    return "fsdp" if p.mode.startswith("train") else "tp"
 
 
 def formula_lines(plans) -> list[str]:

@@ -85,20 +85,20 @@ def test_one_layer_agrees_with_a_float64_reference(c):
     assert err < 1e-5, err
 
 
-def _mesh(n):
-    return jax.sharding.Mesh(np.array(jax.devices()[:n]), (tf.AXIS,))
+def _mesh(n, how="fsdp"):
+    return tf.make_mesh(jax.devices()[:n], how)
 
 
-@pytest.mark.parametrize("how", ["fsdp", "tp"])
+@pytest.mark.parametrize("how", ["fsdp", "tp", "fsdp+tp"])
 @pytest.mark.parametrize("c", [LLAMA, GPT2], ids=lambda c: c.style)
 def test_sharded_and_whole_gradients_agree(c, how):
     n = 4
     assert len(jax.devices()) >= n
     params = tf.init(c, jax.random.key(0))
     tokens = jax.random.randint(jax.random.key(3), (8, 33), 0, c.vocab)
-    loss = lambda p, t: tf.loss(c, p, t, compute=jnp.float32)
-    whole = jax.jit(jax.value_and_grad(loss))(params, tokens)
-    mesh = _mesh(n)
+    whole = jax.jit(jax.value_and_grad(lambda p, t: tf.loss(c, p, t, compute=jnp.float32)))(params, tokens)
+    mesh = _mesh(n, how)
+    loss = lambda p, t: tf.loss(c, p, t, compute=jnp.float32, layout=tf.residual_layout(mesh))
     p_sh, t_sh = tf.shard_specs(params, mesh, how), tf.shard_specs(tokens, mesh, how, batch=True)
     split = jax.jit(jax.value_and_grad(loss), in_shardings=(p_sh, t_sh))(jax.device_put(params, p_sh),
                                                                           jax.device_put(tokens, t_sh))
@@ -109,16 +109,17 @@ def test_sharded_and_whole_gradients_agree(c, how):
         np.testing.assert_allclose(np.asarray(g2), np.asarray(g1), rtol=2e-4, atol=1e-6)
 
 
-def test_a_sharded_train_step_keeps_its_layout_and_matches_the_whole_one():
+@pytest.mark.parametrize("how", ["fsdp", "fsdp+tp"])
+def test_a_sharded_train_step_keeps_its_layout_and_matches_the_whole_one(how):
     c = dataclasses.replace(LLAMA, name="test-step")
-    mesh = _mesh(4)
+    mesh = _mesh(4, how)
     params = tf.init(c, jax.random.key(0))
     tokens = jax.random.randint(jax.random.key(3), (8, 33), 0, c.vocab)
     step, opt = tf.train_step(c, compute=jnp.float32)
     new, _, lv = step(params, opt.init(params), tokens)
-    p_sh = tf.shard_specs(params, mesh, "fsdp")
-    o_sh = tf.shard_specs(opt.init(params), mesh, "fsdp")
-    t_sh = tf.shard_specs(tokens, mesh, "fsdp", batch=True)
+    p_sh = tf.shard_specs(params, mesh, how)
+    o_sh = tf.shard_specs(opt.init(params), mesh, how)
+    t_sh = tf.shard_specs(tokens, mesh, how, batch=True)
     sstep, _ = tf.train_step(c, compute=jnp.float32, sharding=(p_sh, o_sh, t_sh))
     snew, sopt, slv = sstep(jax.device_put(params, p_sh), jax.device_put(opt.init(params), o_sh),
                             jax.device_put(tokens, t_sh))
@@ -126,6 +127,94 @@ def test_a_sharded_train_step_keeps_its_layout_and_matches_the_whole_one():
     for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(snew)):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-6)
     assert jax.tree.leaves(snew)[0].sharding.is_equivalent_to(jax.tree.leaves(p_sh)[0], 3)
+
+
+def test_an_fsdp_tp_mesh_cuts_each_layer_both_ways_and_the_batch_over_its_groups():
+    P = jax.sharding.PartitionSpec
+    assert [tf.tp_degree(n) for n in (1, 2, 4, 8, 16)] == [1, 1, 2, 2, 4]
+    mesh = _mesh(4, "fsdp+tp")
+    assert dict(mesh.shape) == {tf.AXIS: 2, tf.MODEL: 2}
+    layers = tf.shard_specs(tf.param_specs(LLAMA), mesh, "fsdp+tp")["layers"]
+    for name in ("wqkv", "wo", "w_gate", "w_up", "w_down"):  # Megatron's cut over a group, fsdp's over the groups
+        assert sorted(map(str, layers[name].spec)) == sorted(["None", tf.AXIS, tf.MODEL]), name
+    assert layers["wqkv"].spec[2] == tf.MODEL and layers["wo"].spec[1] == tf.MODEL  # columns, then rows
+    tokens = jax.ShapeDtypeStruct((8, 33), jnp.int32)
+    assert tf.shard_specs(tokens, mesh, "fsdp+tp", batch=True).spec == P(tf.AXIS, None)
+    cache = jax.tree.leaves(tf.shard_specs(tf.decode_specs(LLAMA, 4, 64)[1], mesh, "fsdp+tp"))[0]
+    assert cache.spec == P(None, tf.AXIS, None, tf.MODEL, None)  # [L, B, S, KV heads, hd]: by batch and by heads
+    experts = tf.shard_specs(tf.param_specs(MOE)["layers"], mesh, "fsdp+tp")
+    assert all(experts[k].spec[1] == tf.AXIS and tf.MODEL in experts[k].spec for k in ("w_gate", "w_up", "w_down"))
+    with pytest.raises(ValueError, match="do not split into tensor-parallel groups of 3"):
+        tf.make_mesh(jax.devices()[:4], "fsdp+tp", tp=3)
+    with pytest.raises(ValueError, match="takes a 2-D mesh"):
+        tf.shard_specs(tf.param_specs(LLAMA), _mesh(4), "fsdp+tp")
+
+
+def test_prefill_and_decode_split_fsdp_tp_give_the_whole_steps_logits():
+    c = LLAMA
+    mesh = _mesh(4, "fsdp+tp")
+    params = tf.init(c, jax.random.key(0))
+    prompt = jax.random.randint(jax.random.key(1), (4, 16), 0, c.vocab)
+    sh = (tf.shard_specs(params, mesh, "fsdp+tp"), tf.shard_specs(prompt, mesh, "fsdp+tp", batch=True))
+    whole = tf.prefill_step(c, compute=jnp.float32)(params, prompt)
+    split = tf.prefill_step(c, compute=jnp.float32, sharding=sh)(*map(jax.device_put, (params, prompt), sh))
+    np.testing.assert_allclose(np.asarray(split), np.asarray(whole), rtol=1e-4, atol=1e-5)
+    specs = tf.decode_specs(c, 4, 16, dtype=jnp.float32)
+    cache = jax.tree.map(lambda s: jax.random.normal(jax.random.key(2), s.shape, s.dtype), specs[1])
+    token, index = prompt[:, :1], jnp.int32(9)
+    want, _ = tf.decode_step(c, compute=jnp.float32)(params, jax.tree.map(jnp.copy, cache), token, index)
+    dsh = tuple(tf.shard_specs(a, mesh, "fsdp+tp", batch=i >= 2) for i, a in enumerate((params, cache, token, index)))
+    got, new = tf.decode_step(c, compute=jnp.float32, sharding=dsh)(
+        *map(jax.device_put, (params, cache, token, index), dsh))
+    assert float(jnp.abs(want).max()) > 0
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-5)
+    assert jax.tree.leaves(new)[0].sharding.is_equivalent_to(jax.tree.leaves(dsh[1])[0], 5)
+
+
+def test_a_collectives_group_is_read_off_the_plan_in_every_form_and_prices_its_share():
+    from jaxgpu.ground import hardware, stack
+    from jaxgpu.pricing import sizing
+
+    assert stack.replica_group("x, replica_groups={{0,2,4,6},{1,3,5,7}}, to_apply=%r") == 4
+    assert stack.replica_group("x, replica_groups=[4,2]<=[2,2,2]T(2,1,0), dimensions={0}") == 2
+    assert stack.replica_group("replica_groups=mesh['axis_0'=1,'axis_2'=4,'axis_3'=2] {'axis_2'}, use") == 4
+    assert stack.replica_group("replica_groups=mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'a'}, dim") == 2
+    assert stack.replica_group("replica_groups={}, to_apply=%r") == stack.replica_group("source_target_pairs=") == 0
+    k = stack.Kernel("all-reduce.1", 0.0, 1e6, False, 3, group=2)
+    assert stack.Kernel.from_list(k.to_list()) == k
+    hw = hardware.GPUS["H100 SXM"]
+    pair = sizing._collectives([k], hw, 8)[3]["all-reduce"]
+    every = sizing._collectives([dataclasses.replace(k, group=0)], hw, 8)[3]["all-reduce"]
+    # an all-reduce moves (g - 1) / g of its bytes over a group of g: a pair's half, not all eight's 7/8
+    assert pair == (3, pytest.approx(3e6 * 1 / 2)) and every == (3, pytest.approx(3e6 * 7 / 8))
+
+
+def test_an_fsdp_tp_plan_holds_about_fsdps_bytes_and_runs_its_collectives_in_groups():
+    """On a 2-D mesh of 8 (fsdp 4 x tp 2) XLA:GPU's plan of a train step holds about what the fsdp split holds and
+    its collectives run within groups of 2 and of 4. Without ``residual_layout`` the stream between layers was
+    split along d over the groups too and moved each layer: twice fsdp's bytes."""
+    import re
+
+    from jaxgpu.ground import hardware, stack
+    from jaxgpu.pricing import sizing, targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    c = tf.Config("described", 2, 512, 8, 2, 1024, 4000, 2048, "llama")
+    both = sizing.plan_model(c, "h100", batch=8, seq=256, devices=8, settings=tf.StepSettings(mesh="fsdp+tp"))
+    fsdp = sizing.plan_model(c, "h100", batch=8, seq=256, devices=8, settings=tf.StepSettings(mesh="fsdp"))
+    assert both.mesh == "fsdp 4 x tp 2" and fsdp.mesh == "fsdp" and both.plan == "xla:gpu h100"
+    assert both.bytes_per_device < 1.25 * fsdp.bytes_per_device, (both.bytes_per_device, fsdp.bytes_per_device)
+    four = sizing.plan_model(c, "h100", batch=8, seq=256, devices=8, settings=tf.StepSettings(mesh="fsdp+tp", tp=4))
+    assert four.mesh == "fsdp 2 x tp 4" and "fsdp+tp mesh (tp 4)" in four.settings
+    devs, label = sizing._devices_for(hardware.GPUS["H100 SXM"], 8)
+    mesh = tf.make_mesh(devs, "fsdp+tp")
+    step, specs, sh, *_ = sizing._step(c, "train", 8, 256, mesh, "fsdp+tp", tf.StepSettings(mesh="fsdp+tp"))
+    placed = [jax.tree.map(lambda s, h: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=h), a, b)
+              for a, b in zip(specs, sh)]
+    hlo = step.lower(*placed).compile().as_text()
+    groups = {k.group for k in stack.kernels(hlo) if re.match(r"(all-reduce|all-gather|reduce-scatter)", k.name)}
+    assert {2, 4} <= groups, groups
 
 
 @pytest.mark.slow
@@ -188,7 +277,29 @@ def test_the_command_prices_a_described_decoder_as_the_library_does(tmp_path):
         assert g["gpu"] == w["gpu"] and g["devices"] == w["devices"] and g["plan"] == w["plan"]
         for key in ("bytes_per_device", "seconds", "tokens_per_s", "mfu", "comm_s"):
             assert g[key] == pytest.approx(w[key], rel=1e-9), key
-    assert (tmp_path / "plan.csv").read_text().startswith("gpu,devices,bytes_per_device")
+    assert (tmp_path / "plan.csv").read_text().startswith("gpu,devices,mesh,bytes_per_device")
+
+
+def test_the_command_splits_a_step_fsdp_tp_as_the_library_does(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from jaxgpu.pricing import sizing, targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    cmd = [sys.executable, "-m", "experiments.model", "--train", "--batch", "4", "--seq", "128", "--devices", "4,8",
+           "--gpus", "h100", "--mesh", "fsdp+tp", "--tp", "2", "--out", str(tmp_path / "plan"), "--layers", "2",
+           "--d-model", "256", "--heads", "8", "--kv-heads", "2", "--ffn", "512", "--vocab", "1000"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stderr.startswith("written: "), proc.stderr
+    assert "fsdp+tp mesh (tp 2)" in proc.stdout
+    got = json.loads((tmp_path / "plan.json").read_text())
+    assert [g["mesh"] for g in got] == ["fsdp 2 x tp 2", "fsdp 4 x tp 2"]
+    c = tf.Config("described", 2, 256, 8, 2, 512, 1000, 2048, "llama")
+    want = sizing.plan_model(c, "h100", batch=4, seq=128, devices=8, settings=tf.StepSettings(mesh="fsdp+tp", tp=2))
+    assert got[1]["bytes_per_device"] == want.bytes_per_device and got[1]["seconds"] == pytest.approx(want.seconds)
 
 
 def test_a_model_is_named_in_any_case_and_punctuation():
@@ -235,6 +346,10 @@ def test_the_model_command_keeps_the_compilers_lines_off_the_terminal(tmp_path):
     (["--model", "llama-7b", "--config", "x.json"], "name one decoder: --model, --config PATH, or --layers"),
     (["--config", "/proc/self/status"], "--config: /proc/self/status is not JSON"),
     (["--model", "llama-7b", "--mesh", "dp"], "argument --mesh: invalid choice: 'dp'"),
+    (["--model", "llama-7b", "--tp", "2"], "--tp: tp (2) sizes the tensor-parallel groups of the fsdp+tp mesh"),
+    (["--model", "llama-7b", "--mesh", "fsdp+tp", "--tp", "-2"], "--tp: tp must be 0 (auto) or more, got -2"),
+    (["--model", "llama-7b", "--mesh", "fsdp+tp", "--tp", "3"], "--tp 3: 1, 8 GPUs do not split into groups of 3"),
+    (["--model", "llama-7b", "--mesh", "fsdp+tp", "--tp", "16", "--fit"], "1, 2, 4, 8 GPUs do not split into"),
     (["--model", "llama-7b", "--mlp", "geglu"], "--head-dim and --mlp describe a decoder"),
     (["--layers", "2", "--d-model", "250", "--heads", "4", "--kv-heads", "2", "--ffn", "8", "--vocab", "9"],
      "must split into --heads (4) unless --head-dim is given"),
@@ -436,7 +551,7 @@ def test_an_async_collective_moves_what_a_synchronous_one_of_its_size_moves():
     for name, sync, started in (("reduce-scatter", size * (1 + 1 / n), size * (2 + 1 / n)),
                                 ("all-gather", size * (1 + 1 / n), size * (1 + 2 / n)),
                                 ("all-to-all", 2 * size, 3 * size)):
-        k = lambda kind, b, op=name: types.SimpleNamespace(name=f"{op}{kind}.1", count=1, bytes=b)  # noqa: E731
+        k = lambda kind, b, op=name: types.SimpleNamespace(name=f"{op}{kind}.1", count=1, bytes=b, group=0)  # noqa: E731
         hidden, exposed, rest, counts = sizing._collectives([k("-start", started), k("-done", started)], hw, n)
         _, alone, _, once = sizing._collectives([k("", sync)], hw, n)
         assert hidden == pytest.approx(alone) and exposed == 0 and rest == [], name
@@ -635,7 +750,15 @@ def test_fit_finds_the_fewest_gpus_whose_plan_holds_the_step_or_says_more_than(m
     monkeypatch.setattr(sizing, "USABLE_FRACTION", (tp2 + every[2]) / 2 / 80e9)
     assert sizing.fewest(c, "h100", train=True, batch=8, seq=256, settings=fsdp).devices == 4
     p = sizing.fewest(c, "h100", train=True, batch=8, seq=256)
-    assert p.fits and p.devices == 2 and p.settings.endswith("tp mesh")
+    assert p.fits and p.devices == 2 and p.mesh == "tp"
+    # fsdp+tp, on four GPUs and more, where the mode's own came near there: kept where it alone holds the step
+    both4, tp4 = (sizing.plan_model(c, "h100", train=True, batch=8, seq=256, devices=4,
+                                    settings=tf.StepSettings(mesh=m)).bytes_per_device for m in ("fsdp+tp", "tp"))
+    assert both4 < min(every[4], tp4)  # this decoder's activations, cut by tp within each pair, hold less
+    monkeypatch.setattr(sizing, "USABLE_FRACTION", (both4 + min(every[4], tp4)) / 2 / 80e9)
+    p = sizing.fewest(c, "h100", train=True, batch=8, seq=256)
+    assert p.fits and p.devices == 4 and p.mesh == "fsdp 2 x tp 2"
+    assert sizing.fewest(c, "h100", train=True, batch=8, seq=256, settings=fsdp).devices == 8
 
 
 def test_the_fit_option_prints_the_fewest_per_gpu(tmp_path):

@@ -252,6 +252,24 @@ def collectives(optimized_hlo: str) -> dict[str, tuple[int, int]]:
     return out
 
 
+def replica_group(rest: str) -> int:
+    """The devices of one group of a collective, read off its ``replica_groups`` in each form XLA prints: listed
+    (``{{0,2},{1,3}}``), iota (``[2,2]<=[4]``: 2 groups of 2) or a mesh's axes (``mesh['axis_0'=2,'axis_1'=4]
+    {'axis_1'}``: the sizes of the axes named); 0 where it names none (every device of the program)."""
+    m = re.search(r"replica_groups=(\{\{[\d,]*\}|\[\d+,(\d+)\]<=|mesh\[([^\]]*)\][^{]*\{([^}]*)\})", rest)
+    if not m:
+        return 0
+    if m.group(2):
+        return int(m.group(2))
+    if m.group(3) is None:
+        return len([x for x in m.group(1)[2:-1].split(",") if x])
+    sizes = dict(re.findall(r"'([\w.]+)'=(\d+)", m.group(3)))
+    n = 1
+    for name, sub in re.findall(r"'([\w.]+)'(?::\(\d+\)(\d+))?", m.group(4)):
+        n *= int(sub) if sub else int(sizes.get(name, 1))
+    return n
+
+
 def unfused_bytes(hlo_text: str, itemsize: int = 4) -> float:
     """Bytes moved if every non-trivial instruction read its operands and wrote its output to memory."""
     instrs = parse(hlo_text)
@@ -297,16 +315,18 @@ class Kernel:
     scope: str = ""  # "flash_attention" where JAX named it so (jaxgpu.kernels.transformer): priced as one fused kernel
     transcendentals: float = 0.0  # how many of ``flops`` are transcendental ops (``transcendental_ops``)
     powers: float = 0.0  # how many of those are pow (``power_ops``)
+    group: int = 0  # a collective's devices (``replica_group``): those of one group; 0 where it names all of them
 
     def to_list(self) -> list:
         """A compact form for a results attachment (``from_list`` reads it back)."""
         return [self.name, self.flops, self.bytes, self.is_dot, self.count, list(self.gemm) if self.gemm else None,
-                self.dtype, self.precision, self.scope, self.transcendentals, self.powers]
+                self.dtype, self.precision, self.scope, self.transcendentals, self.powers, self.group]
 
     @classmethod
     def from_list(cls, v: list) -> Kernel:
         return cls(v[0], float(v[1]), float(v[2]), bool(v[3]), int(v[4]), tuple(v[5]) if v[5] else None, v[6], v[7],
-                   v[8] if len(v) > 8 else "", float(v[9]) if len(v) > 9 else 0.0, float(v[10]) if len(v) > 10 else 0.0)
+                   v[8] if len(v) > 8 else "", float(v[9]) if len(v) > 9 else 0.0, float(v[10]) if len(v) > 10 else 0.0,
+                   int(v[11]) if len(v) > 11 else 0)
 
 
 _FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy-start", "copy-done", "after-all",
@@ -521,7 +541,8 @@ def _walk(body: str, bodies: dict[str, str], mult: int, out: list[Kernel], depth
         nbytes = _fused_bytes(fused, operand_bytes, _type_bytes(result)) if fused else \
             _type_bytes(result) + sum(operand_bytes)
         out.append(Kernel(name, sum(flops.values()), nbytes, is_dot, mult, gemm, dtype, precision, scope,
-                          transcendental_ops(fused or line), power_ops(fused or line)))
+                          transcendental_ops(fused or line), power_ops(fused or line),
+                          replica_group(rest) if _COLLECTIVE.match(line) else 0))
 
 
 def _body_scope(fused: str) -> str:

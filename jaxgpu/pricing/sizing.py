@@ -213,6 +213,7 @@ class ModelPlan:
     memory_split: dict = dataclasses.field(default_factory=dict)  # bytes_per_device by kind (``MEMORY_PARTS``)
     estimate_parts: dict = dataclasses.field(default_factory=dict)  # estimate_bytes by the formula's components
     time_split: dict = dataclasses.field(default_factory=dict)  # the step's device seconds by kind (``KINDS``)
+    mesh: str = ""  # how its GPUs split the step: "fsdp", "tp" or "fsdp 4 x tp 2" (``mesh_words``)
 
     @property
     def capacity(self) -> float:
@@ -285,8 +286,9 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     hw = hardware.find_gpu(gpu)
     _check_settings(s, mode, hw, batch, c, seq)
     devs, label = _devices_for(hw, devices)
-    mesh = jax.sharding.Mesh(list(devs), (tf.AXIS,))
-    step, specs, sh, tokens, model_flops = _step(c, mode, batch // s.nodes, seq, mesh, s)
+    how = split_of(s, mode)
+    mesh = tf.make_mesh(devs, how, s.tp)
+    step, specs, sh, tokens, model_flops = _step(c, mode, batch // s.nodes, seq, mesh, how, s)
     placed = [jax.tree.map(lambda s, h: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=h), sp, shd)
               for sp, shd in zip(specs, sh)]
     roofs = roofline.roofs_for(hw)
@@ -307,7 +309,22 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
                      "communication" if comm > max(p.compute_s, p.memory_s, p.launch_s) else p.bound,
                      tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, p.plan, label,
                      *_matmul_shares(rest, roofs), s.words(), between, s.nodes, overlapped, split,
-                     {k: v / devices for k, v in est.items()}, {**_by_kind(rest, roofs), "collectives": comm})
+                     {k: v / devices for k, v in est.items()}, {**_by_kind(rest, roofs), "collectives": comm},
+                     mesh_words(how, mesh))
+
+
+def split_of(s: Any, mode: str) -> str:
+    """How the settings ``s`` split a ``mode`` step: their mesh, or the mode's own (fsdp to train, tp to serve)."""
+    return s.mesh if s.mesh != "auto" else "fsdp" if mode.startswith("train") else "tp"
+
+
+def mesh_words(how: str, mesh: Any) -> str:
+    """A plan's mesh in a few characters: "fsdp", "tp", or "fsdp 4 x tp 2" (the groups, and the GPUs of a group)."""
+    from jaxgpu.kernels import transformer as tf
+
+    if how != "fsdp+tp":
+        return how
+    return f"fsdp {mesh.shape[tf.AXIS]} x tp {mesh.shape[tf.MODEL]}"
 
 
 def _estimate(c, mode: str, batch: int, seq: int, s) -> dict[str, float]:
@@ -333,21 +350,31 @@ def fewest(model: str | Any, gpu: str = "H200 SXM", *, counts: Sequence[int] = N
     fewest that fits is bracketed (one GPU's share falls as they grow; a count the formula puts past 1.5x the
     card's share, where it has never been that far off, is not compiled). Where the settings leave the mesh to
     the mode ("auto"), the other mesh (tp to train, fsdp to serve) is tried on fewer GPUs than the first found,
-    and wins where it holds the step on fewer. Arguments as ``plan_model``'s."""
+    and wins where it holds the step on fewer; so is fsdp+tp on the counts of four and more (``tp_degree``'s groups
+    of two or more: a batch too small to split over every GPU still has its activations cut by tp). Arguments as
+    ``plan_model``'s."""
     import dataclasses
+
+    from jaxgpu.kernels import transformer as tf
 
     m = mode or ("train" if train else "serve")
     s = settings or default_settings(m)
-    best, tried = _fewest_on(_config(model), hardware.find_gpu(gpu), sorted(set(counts)), m, batch, seq, s)
-    fewer = [n for n in sorted(set(counts)) if n < best.devices]
-    # the other mesh only where the mode's own came near on fewer GPUs (within a quarter of the card's share):
-    # the two split a step's bytes within a few tenths of each other, so beyond that it cannot hold it either
-    near = fewer and fewer[-1] in tried and tried[fewer[-1]].bytes_per_device <= 1.25 * best.capacity
-    if s.mesh != "auto" or not best.fits or not near:
+    counts = sorted(n for n in set(counts) if not s.tp or n % s.tp == 0)
+    if not counts:
+        raise ValueError(f"none of the counts searched splits into tensor-parallel groups of {s.tp}")
+    best, tried = _fewest_on(_config(model), hardware.find_gpu(gpu), counts, m, batch, seq, s)
+    if s.mesh != "auto" or not best.fits:
         return best
-    other = dataclasses.replace(s, mesh="tp" if m.startswith("train") else "fsdp")
-    found, _ = _fewest_on(_config(model), hardware.find_gpu(gpu), fewer, m, batch, seq, other)
-    return found if found.fits else best
+    for how in [h for h in ("fsdp", "tp", "fsdp+tp") if h != split_of(s, m)]:
+        fewer = [n for n in counts if n < best.devices and (how != "fsdp+tp" or 1 < tf.tp_degree(n) < n)]
+        # another mesh only where the mode's own came near on fewer GPUs (within a quarter of the card's share):
+        # the meshes split a step's bytes within a few tenths of each other, so beyond that none can hold it
+        if not fewer or not any(n in tried and tried[n].bytes_per_device <= 1.25 * best.capacity for n in fewer):
+            continue
+        found, _ = _fewest_on(_config(model), hardware.find_gpu(gpu), fewer, m, batch, seq,
+                              dataclasses.replace(s, mesh=how))
+        best = found if found.fits else best
+    return best
 
 
 def _fewest_on(c, hw: hardware.Hardware, counts: list[int], m: str, batch: int, seq: int, settings: Any
@@ -567,15 +594,14 @@ def _internode_s(c, mode: str, hw: hardware.Hardware, devices: int, nodes: int) 
     return 2 * (nodes - 1) / nodes * grad_bytes / (hw.internode_gbps / 2 * 1e9)
 
 
-def _step(c, mode: str, batch: int, seq: int, mesh, s: Any) -> tuple:
+def _step(c, mode: str, batch: int, seq: int, mesh, how: str, s: Any) -> tuple:
     """(the step, its argument specs, their shardings, tokens per step, the model's FLOPs per step) of ``mode``,
-    split as ``s.mesh`` says (auto: train steps fsdp, serving tensor parallel); ``s``: the step's settings."""
+    split ``how`` (``split_of``) over ``mesh``; ``s``: the step's settings."""
     import jax
     import jax.numpy as jnp
 
     from jaxgpu.kernels import transformer as tf
 
-    how = s.mesh if s.mesh != "auto" else "fsdp" if mode.startswith("train") else "tp"
     if mode.startswith("train"):
         specs = tf.train_specs(c, batch, seq, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
         sh = (tf.shard_specs(specs[0], mesh, how), tf.shard_specs(specs[1], mesh, how),
@@ -610,7 +636,8 @@ def _collectives(ks: list, hw: hardware.Hardware, devices: int) -> tuple[float, 
         if k.name.startswith(op + "-done"):
             continue
         started = k.name.startswith(op + "-start")
-        moved = k.count * k.bytes * _LINK_SHARE[op](devices) * (_START_SHARE[op](devices) if started else 1.0)
+        g = k.group or devices  # a 2-D mesh's collectives run within a group of its devices: the share is the group's
+        moved = k.count * k.bytes * _LINK_SHARE[op](g) * (_START_SHARE[op](g) if started else 1.0)
         n, b = counts.get(op, (0, 0.0))
         counts[op] = (n + k.count, b + moved)
         t = moved / link if link else 0.0

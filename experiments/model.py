@@ -274,8 +274,10 @@ def table(plans, tokens: float | None = None, prices: dict | None = None, err: f
             rows.append([p.gpu, str(p.devices)] + ["-"] * (len(rows[0]) - 3) + [f"cannot run: {p.reason}"])
             continue
         gpus = f"{p.nodes} x {p.devices}" if p.nodes > 1 else str(p.devices)
-        if fewest:  # the fewest that hold it and how they split it, or none of the counts does
-            gpus = f"{gpus} ({p.mesh})" if p.fits else f"more than {gpus}"
+        if fewest and not p.fits:  # none of the counts holds it
+            gpus = f"more than {gpus}"
+        elif fewest or "x" in p.mesh:  # how they split it: the fewest's mesh, or a 2-D mesh's shape at this count
+            gpus = f"{gpus} ({p.mesh})"
         rows.append([p.gpu, gpus, labels.si(p.bytes_per_device, "B"), labels.si(p.estimate_bytes, "B"),
                      "yes" if p.fits else "no",
                      labels.si(p.seconds, "s"), f"{labels.si(p.lower_s, 's')}-{labels.si(p.upper_s, 's')}",

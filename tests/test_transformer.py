@@ -294,7 +294,7 @@ def test_the_command_splits_a_step_fsdp_tp_as_the_library_does(tmp_path):
            "--d-model", "256", "--heads", "8", "--kv-heads", "2", "--ffn", "512", "--vocab", "1000"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stderr.startswith("written: "), proc.stderr
-    assert "fsdp+tp mesh (tp 2)" in proc.stdout
+    assert "fsdp+tp mesh (tp 2)" in proc.stdout and "4 (fsdp 2 x tp 2)" in proc.stdout  # the grid at each count
     got = json.loads((tmp_path / "plan.json").read_text())
     assert [g["mesh"] for g in got] == ["fsdp 2 x tp 2", "fsdp 4 x tp 2"]
     c = tf.Config("described", 2, 256, 8, 2, 512, 1000, 2048, "llama")

@@ -86,7 +86,7 @@ def test_one_layer_agrees_with_a_float64_reference(c):
 
 
 def _mesh(n, how="fsdp"):
-    return tf.make_mesh(jax.devices()[:n], how)
+    return tf.mesh_for(jax.devices()[:n], how)
 
 
 @pytest.mark.parametrize("how", ["fsdp", "tp", "fsdp+tp"])
@@ -145,7 +145,7 @@ def test_an_fsdp_tp_mesh_cuts_each_layer_both_ways_and_the_batch_over_its_groups
     experts = tf.shard_specs(tf.param_specs(MOE)["layers"], mesh, "fsdp+tp")
     assert all(experts[k].spec[1] == tf.AXIS and tf.MODEL in experts[k].spec for k in ("w_gate", "w_up", "w_down"))
     with pytest.raises(ValueError, match="do not split into tensor-parallel groups of 3"):
-        tf.make_mesh(jax.devices()[:4], "fsdp+tp", tp=3)
+        tf.mesh_for(jax.devices()[:4], "fsdp+tp", tp=3)
     with pytest.raises(ValueError, match="takes a 2-D mesh"):
         tf.shard_specs(tf.param_specs(LLAMA), _mesh(4), "fsdp+tp")
 
@@ -208,7 +208,7 @@ def test_an_fsdp_tp_plan_holds_about_fsdps_bytes_and_runs_its_collectives_in_gro
     four = sizing.plan_model(c, "h100", batch=8, seq=256, devices=8, settings=tf.StepSettings(mesh="fsdp+tp", tp=4))
     assert four.mesh == "fsdp 2 x tp 4" and "fsdp+tp mesh (tp 4)" in four.settings
     devs, label = sizing._devices_for(hardware.GPUS["H100 SXM"], 8)
-    mesh = tf.make_mesh(devs, "fsdp+tp")
+    mesh = tf.mesh_for(devs, "fsdp+tp")
     step, specs, sh, *_ = sizing._step(c, "train", 8, 256, mesh, "fsdp+tp", tf.StepSettings(mesh="fsdp+tp"))
     placed = [jax.tree.map(lambda s, h: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=h), a, b)
               for a, b in zip(specs, sh)]

@@ -566,18 +566,19 @@ def tp_degree(devices: int) -> int:
     return t
 
 
-def make_mesh(devices: Sequence[Any], how: str = "fsdp", tp: int = 0) -> jax.sharding.Mesh:
-    """The mesh ``shard_specs`` splits over: one axis (``AXIS``) for "fsdp" or "tp"; for "fsdp+tp", the devices
-    in groups of ``tp`` (0: ``tp_degree``) along ``MODEL``, the groups along ``AXIS``."""
-    import numpy as np
+def mesh_for(devices: Sequence[Any], how: str = "fsdp", tp: int = 0) -> jax.sharding.Mesh:
+    """The mesh ``shard_specs`` splits a step ``how`` over (``parallel.make_mesh``): one axis (``AXIS``) for "fsdp"
+    or "tp"; for "fsdp+tp", the devices in groups of ``tp`` (0: ``tp_degree``) along ``MODEL``, the groups along
+    ``AXIS``."""
+    from jaxgpu.kernels import parallel
 
-    devs = np.array(list(devices), dtype=object)
+    devs = list(devices)
     if how != "fsdp+tp":
-        return jax.sharding.Mesh(devs, (AXIS,))
-    t = tp or tp_degree(devs.size)
-    if devs.size % t:
-        raise ValueError(f"{devs.size} devices do not split into tensor-parallel groups of {t}")
-    return jax.sharding.Mesh(devs.reshape(devs.size // t, t), (AXIS, MODEL))
+        return parallel.make_mesh(devs, axes=(AXIS,))
+    t = tp or tp_degree(len(devs))
+    if len(devs) % t:
+        raise ValueError(f"{len(devs)} devices do not split into tensor-parallel groups of {t}")
+    return parallel.make_mesh(devs, (len(devs) // t, t), (AXIS, MODEL))
 
 
 def _fsdp_spec(shape: tuple[int, ...], n: int, axis: str = AXIS, taken: tuple = ()) -> jax.sharding.PartitionSpec:
@@ -628,11 +629,11 @@ def _two_d_spec(name: str, shape: tuple[int, ...], data: int, model: int, batch:
 
 def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bool = False) -> Any:
     """``NamedSharding``s for every array of ``tree`` (parameters, optimizer state, a KV cache: arrays or specs)
-    on ``mesh`` (``make_mesh``), split ``how`` ("fsdp", "tp", or "fsdp+tp" on a 2-D mesh); ``batch``: the tree is
+    on ``mesh`` (``mesh_for``), split ``how`` ("fsdp", "tp", or "fsdp+tp" on a 2-D mesh); ``batch``: the tree is
     a batch (tokens), split along its first dimension under fsdp (over the groups under fsdp+tp), whole under tp."""
     P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
     if (how == "fsdp+tp") != (MODEL in mesh.axis_names):
-        raise ValueError(f"a {how} split takes a {'2-D' if how == 'fsdp+tp' else '1-D'} mesh (make_mesh), "
+        raise ValueError(f"a {how} split takes a {'2-D' if how == 'fsdp+tp' else '1-D'} mesh (mesh_for), "
                          f"got axes {mesh.axis_names}")
     n = mesh.devices.size
 

@@ -287,7 +287,7 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     _check_settings(s, mode, hw, batch, c, seq)
     devs, label = _devices_for(hw, devices)
     how = split_of(s, mode)
-    mesh = tf.make_mesh(devs, how, s.tp)
+    mesh = tf.mesh_for(devs, how, s.tp)
     step, specs, sh, tokens, model_flops = _step(c, mode, batch // s.nodes, seq, mesh, how, s)
     placed = [jax.tree.map(lambda s, h: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=h), sp, shd)
               for sp, shd in zip(specs, sh)]

@@ -110,6 +110,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     try:
         from jaxgpu.pricing import sizing
 
+        args.devices_said = args.devices is not None
         said = args.devices or ",".join(map(str, sizing.NODE if args.fit else (1, 8)))
         args.devices = [int(n) for n in said.split(",") if n.strip()]
     except ValueError:
@@ -119,11 +120,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     _check_out_and_gpus(p, args)
     args.prices = _prices(p, args)
     args.settings = _settings(p, args)
-    if args.tp:  # --fit searches the counts a group divides; otherwise each count asked must split so
-        bad = [n for n in args.devices if n % args.tp]
-        if len(bad) == len(args.devices) or (bad and not args.fit):
-            p.error(f"--tp {args.tp}: {', '.join(map(str, bad))} GPUs do not split into groups of {args.tp}")
+    if args.tp:
+        _check_tp(p, args)
     return args
+
+
+def _check_tp(p: cli.Parser, args: argparse.Namespace) -> None:
+    """--tp K: the counts asked split into groups of K; of the default counts (and under --fit) those that do."""
+    fits = [n for n in args.devices if n % args.tp == 0]
+    if not fits:
+        said = "--devices" if args.devices_said else "the default counts"
+        p.error(f"--tp {args.tp}: none of {said} ({', '.join(map(str, args.devices))}) splits into groups of "
+                f"{args.tp}")
+    bad = [n for n in args.devices if n % args.tp]
+    if bad and args.devices_said and not args.fit:
+        p.error(f"--tp {args.tp}: {', '.join(map(str, bad))} GPU{'s' if bad != [1] else ''} do"
+                f"{'es' if bad == [1] else ''} not split into groups of {args.tp}")
+    args.devices = fits
 
 
 def _prices(p: cli.Parser, args: argparse.Namespace) -> dict[str, float]:
@@ -157,6 +170,10 @@ def _settings(p: cli.Parser, args: argparse.Namespace):
     from jaxgpu.pricing import sizing
 
     base = sizing.default_settings(args.mode)  # the mode's own defaults; the flags change what they name
+    if args.tp and args.mesh != "fsdp+tp":
+        p.error("--tp sizes the tensor-parallel groups of the fsdp+tp mesh; give --mesh fsdp+tp too")
+    if args.tp < 0:
+        p.error(f"--tp takes the GPUs of a group, 1 or more, got {args.tp}")
     try:
         return dataclasses.replace(base, remat=args.remat, flash=base.flash and not args.no_flash,
                                    matmul="fp8" if args.fp8 else "bf16",
@@ -166,7 +183,7 @@ def _settings(p: cli.Parser, args: argparse.Namespace):
     except KeyError as err:
         p.error(f"--remat: {err.args[0]}")
     except ValueError as err:
-        p.error(f"--{next((f for f in ('accumulate', 'tp') if f in str(err)), 'nodes')}: {err}")
+        p.error(f"--{'accumulate' if 'accumulate' in str(err) else 'nodes'}: {err}")
 
 
 def _check_out_and_gpus(p: cli.Parser, args: argparse.Namespace) -> None:
@@ -225,8 +242,8 @@ def config(args: argparse.Namespace):
                      max(args.seq, 2048), args.style, head_size=args.head_dim, mlp=args.mlp)
 
 
-COLUMNS = ("gpu", "devices", "mesh", "bytes_per_device", "estimate_bytes", "fits", "seconds", "lower_s", "upper_s",
-           "tokens_per_s", "mfu", "binds", "comm_s", "plan")
+COLUMNS = ("gpu", "devices", "bytes_per_device", "estimate_bytes", "fits", "seconds", "lower_s", "upper_s",
+           "tokens_per_s", "mfu", "binds", "comm_s", "plan", "mesh")
 
 
 # The committed run that checked whole-step prices against published GPU measurements: its median error per kind is
@@ -276,7 +293,7 @@ def table(plans, tokens: float | None = None, prices: dict | None = None, err: f
         gpus = f"{p.nodes} x {p.devices}" if p.nodes > 1 else str(p.devices)
         if fewest and not p.fits:  # none of the counts holds it
             gpus = f"more than {gpus}"
-        elif fewest or "x" in p.mesh:  # how they split it: the fewest's mesh, or a 2-D mesh's shape at this count
+        elif fewest or " x " in p.mesh:  # how they split it: the fewest's mesh, or a 2-D mesh's grid at this count
             gpus = f"{gpus} ({p.mesh})"
         rows.append([p.gpu, gpus, labels.si(p.bytes_per_device, "B"), labels.si(p.estimate_bytes, "B"),
                      "yes" if p.fits else "no",

@@ -256,7 +256,8 @@ def replica_group(rest: str) -> int:
     """The devices of one group of a collective, read off its ``replica_groups`` in each form XLA prints: listed
     (``{{0,2},{1,3}}``), iota (``[2,2]<=[4]``: 2 groups of 2) or a mesh's axes (``mesh['axis_0'=2,'axis_1'=4]
     {'axis_1'}``: the sizes of the axes named); 0 where it names none (every device of the program)."""
-    m = re.search(r"replica_groups=(\{\{[\d,]*\}|\[\d+,(\d+)\]<=|mesh\[([^\]]*)\][^{]*\{([^}]*)\})", rest)
+    m = re.search(r"replica_groups=(\{\{[\d,]*\}|\[\d+,(\d+)\]<=|mesh\[([^\]]*)\]"
+                  r"(?:, device_ids=\((?:[^()]|\([^()]*\))*\))?\s*\{([^}]*)\})", rest)
     if not m:
         return 0
     if m.group(2):

@@ -27,6 +27,9 @@ RECURRENCES = ("scan", "associative_scan", "closed_form")
 # The ways jaxgpu.kernels.parallel runs one train step over several devices, and the collectives it times.
 DP_VARIANTS = ("pmap", "jit_sharding", "shard_map")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "ppermute")
+# The named axes of the meshes jaxgpu.kernels.parallel and jaxgpu.kernels.transformer split over: the batch's,
+# and tensor parallelism's (a layer's products cut over it)
+DATA_AXIS, MODEL_AXIS = "data", "model"
 
 
 def default_sets(m: int, k: int, n: int) -> int:

@@ -42,8 +42,7 @@ from jaxgpu.ground import timing, workload
 from jaxgpu.ground.workload import COLLECTIVES, DP_VARIANTS  # noqa: F401 - part of this module's API
 from jaxgpu.kernels import mlp
 
-DATA = "data"
-MODEL = "model"
+DATA, MODEL = workload.DATA_AXIS, workload.MODEL_AXIS
 
 
 def shard_map(f: Callable, *, mesh: Mesh, in_specs, out_specs) -> Callable:

@@ -23,6 +23,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxgpu.ground.workload import MODEL_AXIS
+
 
 @dataclasses.dataclass(frozen=True)
 class Config:
@@ -530,12 +532,21 @@ def train_step(c: Config, *, compute: Any = jnp.bfloat16, micro_batches: int = 1
 # batch and of each array's largest dimension the tp cut left whole (MaxText's fsdp and tensor axes, and
 # torchtitan's 2-D parallelism, split a model so).
 AXIS = "devices"  # the one axis of a 1-D mesh; of a 2-D mesh, the fsdp (data) axis
-MODEL = "model"  # a 2-D mesh's tensor-parallel axis
+MODEL = MODEL_AXIS  # a 2-D mesh's tensor-parallel axis
 _COLUMNS = ("wqkv", "w_gate", "w_up", "w_qkv", "b_qkv", "w_fc", "b_fc", "head")  # cut along their last dimension
 _ROWS = ("wo", "w_down", "w_o", "w_proj")  # cut along their input dimension (the one after the layer axis)
 
 
 _EXPERTS = ("w_gate", "w_up", "w_down")  # a mixture of experts' matrices, [L, E, ...]: an expert to a device
+
+
+def _is_experts(name: str, shape: tuple[int, ...]) -> bool:
+    return name in _EXPERTS and len(shape) == 4
+
+
+def _is_cache(name: str, shape: tuple[int, ...]) -> bool:
+    """A KV cache's array ([L, B, S, KV heads, hd], or [B, S, KV heads, hd] a layer): unnamed, in a list or tuple."""
+    return not name and len(shape) >= 4
 
 
 def residual_layout(mesh: jax.sharding.Mesh | None) -> Callable | None:
@@ -558,10 +569,11 @@ def residual_layout(mesh: jax.sharding.Mesh | None) -> Callable | None:
 
 def tp_degree(devices: int) -> int:
     """The tensor-parallel group an fsdp+tp mesh of ``devices`` takes when none is named: the largest power of
-    two whose square is at most ``devices`` (2 of 4 or 8, 4 of 16): the squarest mesh, its model axis no longer
-    than its fsdp axis, as a tp group's all-reduces of activations grow with it and fsdp's gathers do not."""
+    two that divides ``devices`` and whose square is at most it (2 of 4, 6 or 8, 4 of 16, 1 of an odd count): the
+    squarest mesh, its model axis no longer than its fsdp axis, as a tp group's all-reduces of activations grow
+    with it and fsdp's gathers do not."""
     t = 1
-    while (2 * t) ** 2 <= devices:
+    while (2 * t) ** 2 <= devices and devices % (2 * t) == 0:
         t *= 2
     return t
 
@@ -611,11 +623,11 @@ def _two_d_spec(name: str, shape: tuple[int, ...], data: int, model: int, batch:
     def whole_if(i, n):
         return i if i is not None and 0 <= i < len(shape) and shape[i] % n == 0 and shape[i] >= n else None
 
-    cache = not name and len(shape) >= 4
+    cache = _is_cache(name, shape)
     cut = None if batch else whole_if(len(shape) - 2, model) if cache else _tp_cut(name, shape, model)
     if batch or cache:
         split = whole_if(0 if batch else len(shape) - 4, data)
-    elif name in _EXPERTS and len(shape) == 4:
+    elif _is_experts(name, shape):
         split = whole_if(1, data)
     else:
         split = None
@@ -630,7 +642,8 @@ def _two_d_spec(name: str, shape: tuple[int, ...], data: int, model: int, batch:
 def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bool = False) -> Any:
     """``NamedSharding``s for every array of ``tree`` (parameters, optimizer state, a KV cache: arrays or specs)
     on ``mesh`` (``mesh_for``), split ``how`` ("fsdp", "tp", or "fsdp+tp" on a 2-D mesh); ``batch``: the tree is
-    a batch (tokens), split along its first dimension under fsdp (over the groups under fsdp+tp), whole under tp."""
+    a batch (tokens), split along its first dimension under fsdp (whole where the devices do not divide it), whole
+    under tp, and under fsdp+tp over the groups, along its sequence where they do not divide the batch."""
     P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
     if (how == "fsdp+tp") != (MODEL in mesh.axis_names):
         raise ValueError(f"a {how} split takes a {'2-D' if how == 'fsdp+tp' else '1-D'} mesh (mesh_for), "
@@ -647,11 +660,11 @@ def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bo
             return NS(mesh, _two_d_spec(name, shape, mesh.shape[AXIS], mesh.shape[MODEL], batch))
         if batch:
             return NS(mesh, P(AXIS) if how == "fsdp" and shape[0] % n == 0 else P())
-        if name in _EXPERTS and len(shape) == 4 and shape[1] % n == 0:  # [L, E, ...]: experts split over devices
+        if _is_experts(name, shape) and shape[1] % n == 0:  # [L, E, ...]: experts split over devices
             return NS(mesh, P(None, AXIS, None, None))
         if how == "fsdp":
             return NS(mesh, _fsdp_spec(shape, n))
-        if not name and len(shape) >= 4 and shape[-2] % n == 0:  # a KV cache [.., S, KV heads, hd]: by heads
+        if _is_cache(name, shape) and shape[-2] % n == 0:  # a KV cache [.., S, KV heads, hd]: by heads
             return NS(mesh, P(*[AXIS if i == len(shape) - 2 else None for i in range(len(shape))]))
         return NS(mesh, _tp_spec(name, shape, n))
 

@@ -41,7 +41,8 @@ def compact(kernels: Iterable[Kernel]) -> list[list]:
     with their launches added: a train step's forty small elementwise fusions become a handful of rows."""
     merged: dict[tuple, Kernel] = {}
     for k in kernels:
-        key = (k.flops, k.bytes, k.is_dot, k.gemm, k.dtype, k.precision, k.scope, k.transcendentals, k.powers)
+        key = (k.flops, k.bytes, k.is_dot, k.gemm, k.dtype, k.precision, k.scope, k.transcendentals, k.powers,
+               k.group)
         seen = merged.get(key)
         merged[key] = k if seen is None else dataclasses.replace(seen, count=seen.count + k.count)
     return [k.to_list() for k in merged.values()]

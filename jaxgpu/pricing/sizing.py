@@ -349,10 +349,10 @@ def fewest(model: str | Any, gpu: str = "H200 SXM", *, counts: Sequence[int] = N
     (``_estimate``) only says which count to compile first, and the counts beside it are compiled until the
     fewest that fits is bracketed (one GPU's share falls as they grow; a count the formula puts past 1.5x the
     card's share, where it has never been that far off, is not compiled). Where the settings leave the mesh to
-    the mode ("auto"), the other mesh (tp to train, fsdp to serve) is tried on fewer GPUs than the first found,
-    and wins where it holds the step on fewer; so is fsdp+tp on the counts of four and more (``tp_degree``'s groups
-    of two or more: a batch too small to split over every GPU still has its activations cut by tp). Arguments as
-    ``plan_model``'s."""
+    the mode ("auto"), the other mesh (tp to train, fsdp to serve) is tried on fewer GPUs than the first found
+    (where none held it, on the most too), and wins where it holds the step on fewer; so is fsdp+tp on the counts
+    of four and more (``tp_degree``'s groups of two or more: a batch too small to split over every GPU still has
+    its activations cut by tp). Arguments as ``plan_model``'s."""
     import dataclasses
 
     from jaxgpu.kernels import transformer as tf
@@ -363,10 +363,12 @@ def fewest(model: str | Any, gpu: str = "H200 SXM", *, counts: Sequence[int] = N
     if not counts:
         raise ValueError(f"none of the counts searched splits into tensor-parallel groups of {s.tp}")
     best, tried = _fewest_on(_config(model), hardware.find_gpu(gpu), counts, m, batch, seq, s)
-    if s.mesh != "auto" or not best.fits:
+    if s.mesh != "auto":
         return best
     for how in [h for h in ("fsdp", "tp", "fsdp+tp") if h != split_of(s, m)]:
-        fewer = [n for n in counts if n < best.devices and (how != "fsdp+tp" or 1 < tf.tp_degree(n) < n)]
+        # fewer GPUs than the fewest found; where none of the counts held it, the most of them too
+        fewer = [n for n in counts if (n < best.devices or not best.fits and n == best.devices)
+                 and (how != "fsdp+tp" or 1 < tf.tp_degree(n) < n)]
         # another mesh only where the mode's own came near on fewer GPUs (within a quarter of the card's share):
         # the meshes split a step's bytes within a few tenths of each other, so beyond that none can hold it
         if not fewer or not any(n in tried and tried[n].bytes_per_device <= 1.25 * best.capacity for n in fewer):

@@ -44,7 +44,8 @@ _NAMES = {
     "pricing.roofline": ("predict", "Prediction", "Roofs", "roofs_for"),
     "pricing.sizing": ("on_gpus", "OnGpus", "GpuRow", "plan_model", "ModelPlan", "model_on_gpus", "NotPriced",
                        "fewest", "fewest_on_gpus", "formula_vs_plan"),
-    "pricing.fit": ("MemoryEstimate", "transformer_inference", "transformer_train", "TRANSFORMERS"),
+    "pricing.fit": ("MemoryEstimate", "transformer_inference", "transformer_prefill", "transformer_train",
+                    "TRANSFORMERS"),
     "records.results": ("DoesNotFit", "Record", "ResultsError", "Run", "Unsupported", "merge", "read_run"),
     "records.figures": ("Table", "Series", "Limit", "line_plot"),
 }

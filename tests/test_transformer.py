@@ -715,6 +715,33 @@ def test_formula_and_plan_agree_within_15_percent_on_every_named_configs_serve_s
         assert said.startswith("the formula counts") and "XLA's plan holds" in said, said
 
 
+def test_a_prefills_formula_counts_one_layers_values_and_the_plan_holds_the_scores_beside_them():
+    """A prompt's layers run in turn: the formula counts the weights and one layer's values. XLA's plan of a flash
+    prefill holds about one layer's float32 scores more (the program computes them whole), which the sentence
+    names: the plan, not the formula, is off there from what a fused kernel holds."""
+    from jaxgpu.pricing import fit, sizing, targets
+
+    t = fit.Transformer("t", 2, 256, 8, 1000, kv_heads=2, ffn=512, gated=True)
+    one = fit.transformer_prefill(t, "bf16", 1024, 4)
+    assert one["weights"] == 2 * t.params
+    assert one["activations"] == 4 * 1024 * 2 * (3 * 256 + 2 * 256 + 2 * 64 + 3 * 512)
+    assert fit.transformer_prefill(t, "bf16", 1024, 4, flash=False)["activations"] == (
+        one["activations"] + 4 * 4 * 8 * 1024 * 1024)  # float32 scores
+    if why := targets.unavailable():
+        pytest.skip(why)
+    c = tf.Config("described", 2, 256, 8, 2, 512, 1000, 2048, "llama")
+    for seq in (256, 2048):
+        p = sizing.plan_model(c, "h100", mode="prefill", batch=4, seq=seq, devices=1)
+        assert set(p.estimate_parts) == {"weights", "activations"} and p.scores_bytes == 4 * 8 * seq * seq * 4
+        extra = p.memory_split["temporaries"] - p.estimate_parts["activations"]
+        assert 0.7 * p.scores_bytes < extra < 1.2 * p.scores_bytes, (seq, extra, p.scores_bytes)
+        assert "attention scores" in sizing.formula_vs_plan(p)
+    off = sizing.plan_model(c, "h100", mode="prefill", batch=4, seq=2048, devices=1,
+                            settings=tf.StepSettings(flash=False))
+    assert off.scores_bytes == 0 and "attention scores" not in sizing.formula_vs_plan(off)
+    assert off.estimate_bytes == pytest.approx(off.bytes_per_device, rel=0.15)  # without flash both count them
+
+
 def test_the_formula_and_its_difference_from_the_plan_are_printed_beside_it():
     from jaxgpu.pricing import sizing, targets
 

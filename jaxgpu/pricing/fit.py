@@ -222,6 +222,20 @@ def transformer_train(t: Transformer, preset: str = "bf16", seq: int = 2048, bat
     return {"state": t.params * per_param, "activations": acts}
 
 
+def transformer_prefill(t: Transformer, preset: str = "bf16", seq: int = 2048, batch: int = 1,
+                        flash: bool = True) -> dict[str, int]:
+    """Bytes to run a ``seq``-token prompt through every layer: the weights, and one layer's values at a time (the
+    layers run in turn; nothing is kept for a backward pass): its input and normed input, q, k and v, the
+    attention's output and projection, the MLP's first matrices' outputs and the activation's (each of the top_k
+    experts' for a mixture), in 2-byte values; without ``flash`` the scores too, in float32 (the softmax and the
+    product that reads it fuse, on XLA:GPU's plan: no second copy; a fused attention kernel holds none)."""
+    d, f = t.d_model, t.mlp_width
+    per_token = 2 * (3 * d + 2 * t.q_dim + 2 * t.kv_dim + (3 if t.gated else 2) * f * (t.top_k if t.experts > 1 else 1))
+    seen = min(seq, 2 * t.window) if t.window else seq
+    scores = 0 if flash else 4 * t.heads * seq * seen
+    return {"weights": t.params * BYTES[preset], "activations": batch * (seq * per_token + scores)}
+
+
 def transformer_inference(t: Transformer, preset: str = "bf16", seq: int = 2048, batch: int = 1) -> dict[str, int]:
     """Bytes to serve: weights at the preset's width and the KV cache (its key/value heads' width a token, kept in
     bf16 for 8-bit weights)."""

@@ -214,6 +214,8 @@ class ModelPlan:
     estimate_parts: dict = dataclasses.field(default_factory=dict)  # estimate_bytes by the formula's components
     time_split: dict = dataclasses.field(default_factory=dict)  # the step's device seconds by kind (``KINDS``)
     mesh: str = ""  # how its GPUs split the step: "fsdp", "tp" or "fsdp 4 x tp 2" (``mesh_words``)
+    # one layer's attention scores in float32 a GPU: held in XLA's plan of a flash step, never by the fused kernel
+    scores_bytes: float = 0.0
 
     @property
     def capacity(self) -> float:
@@ -310,7 +312,18 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
                      tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, p.plan, label,
                      *_matmul_shares(rest, roofs), s.words(), between, s.nodes, overlapped, split,
                      {k: v / devices for k, v in est.items()}, {**_by_kind(rest, roofs), "collectives": comm},
-                     mesh_words(how, mesh))
+                     mesh_words(how, mesh), _scores_bytes(c, mode, batch, seq, s) / devices)
+
+
+def _scores_bytes(c, mode: str, batch: int, seq: int, s) -> float:
+    """One layer's attention scores in float32 over the whole batch (a node's micro-batch): what XLA's plan of a flash
+    step holds while a layer computes them, as the program writes them whole, and the fused kernel whose time the
+    step is priced at never holds. 0 in a decode step, and without flash (the formula counts them there)."""
+    if mode == "serve" or not s.flash:
+        return 0.0
+    seen = min(seq, 2 * c.window) if c.window else seq
+    micro = batch // s.nodes // s.accumulate if mode.startswith("train") else batch
+    return 4.0 * c.heads * seq * seen * micro
 
 
 def split_of(s: Any, mode: str) -> str:
@@ -334,6 +347,8 @@ def _estimate(c, mode: str, batch: int, seq: int, s) -> dict[str, float]:
     micro = batch // s.nodes // s.accumulate  # the sequences whose activations a GPU's node holds at once
     if mode.startswith("train"):
         return fit.transformer_train(_fit_shape(c), "bf16", seq, micro, flash=s.flash)
+    if mode == "prefill":
+        return fit.transformer_prefill(_fit_shape(c), "bf16", seq, batch, flash=s.flash)
     return fit.transformer_inference(_fit_shape(c), "bf16", seq, batch)
 
 
@@ -492,6 +507,11 @@ def _compiled(step, placed: list, label: str, options: dict | None = None) -> tu
 MEMORY_PARTS = ("arguments", "outputs", "temporaries", "aliased")
 
 
+# why XLA's plan of a flash step holds the attention's scores that the formula leaves out
+_UNFUSED = (", which the program computes whole and the fused kernel whose time the step is priced at never holds: "
+            "at long context the plan overstates what a GPU needs")
+
+
 def formula_vs_plan(p: ModelPlan) -> str:
     """Where ``jaxgpu.pricing.fit``'s formula and XLA's plan of the step part, per device, in a sentence: what each
     counts and, where they differ by more than a tenth, which side holds the difference and why."""
@@ -517,7 +537,16 @@ def formula_vs_plan(p: ModelPlan) -> str:
                      "backward pass")
         elif acts > 1.1 * f["activations"]:
             text += (": more than the count, which leaves out the logits over the vocabulary and the backward "
-                     "pass's scratch")
+                     "pass's scratch" + (f", and one layer's attention scores ({si(p.scores_bytes, 'B')} in float32)"
+                                         + _UNFUSED if p.scores_bytes else ""))
+        return text + "."
+    if p.mode == "prefill":
+        text = (f"the formula counts {si(f['weights'], 'B')} of weights and {si(f['activations'], 'B')} for one "
+                f"layer's values at a time; XLA's plan holds {si(held, 'B')} between steps and {si(temp, 'B')} of "
+                "temporaries")
+        if p.scores_bytes and temp > 1.1 * f["activations"] + 0.5 * p.scores_bytes:
+            text += f": more than the count, by about one layer's attention scores ({si(p.scores_bytes, 'B')} in " \
+                    "float32)" + _UNFUSED
         return text + "."
     text = (f"the formula counts {si(f['weights'], 'B')} of weights and {si(f['kv_cache'], 'B')} of KV cache; XLA's "
             f"plan holds {si(held, 'B')} between steps and {si(temp, 'B')} of temporaries")

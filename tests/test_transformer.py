@@ -715,10 +715,11 @@ def test_formula_and_plan_agree_within_15_percent_on_every_named_configs_serve_s
         assert said.startswith("the formula counts") and "XLA's plan holds" in said, said
 
 
-def test_a_prefills_formula_counts_one_layers_values_and_the_plan_holds_the_scores_beside_them():
+def test_a_prefills_formula_counts_one_layers_values_and_the_plan_holds_the_scores_beside_them(monkeypatch):
     """A prompt's layers run in turn: the formula counts the weights and one layer's values. XLA's plan of a flash
-    prefill holds about one layer's float32 scores more (the program computes them whole), which the sentence
-    names: the plan, not the formula, is off there from what a fused kernel holds."""
+    prefill as written holds about one layer's float32 scores more (the program computes them whole), which the
+    sentence names; the plan of its twin that runs the attention a block of queries at a time holds a block's, and
+    is the one read where the scores come to a twentieth of the plan. The time is the step's own either way."""
     from jaxgpu.pricing import fit, sizing, targets
 
     t = fit.Transformer("t", 2, 256, 8, 1000, kv_heads=2, ffn=512, gated=True)
@@ -730,16 +731,46 @@ def test_a_prefills_formula_counts_one_layers_values_and_the_plan_holds_the_scor
     if why := targets.unavailable():
         pytest.skip(why)
     c = tf.Config("described", 2, 256, 8, 2, 512, 1000, 2048, "llama")
-    for seq in (256, 2048):
-        p = sizing.plan_model(c, "h100", mode="prefill", batch=4, seq=seq, devices=1)
-        assert set(p.estimate_parts) == {"weights", "activations"} and p.scores_bytes == 4 * 8 * seq * seq * 4
-        extra = p.memory_split["temporaries"] - p.estimate_parts["activations"]
-        assert 0.7 * p.scores_bytes < extra < 1.2 * p.scores_bytes, (seq, extra, p.scores_bytes)
-        assert "attention scores" in sizing.formula_vs_plan(p)
+    with monkeypatch.context() as m:
+        m.setattr(sizing, "SCORES_SHARE", float("inf"))  # the step as written
+        for seq in (256, 2048):
+            p = sizing.plan_model(c, "h100", mode="prefill", batch=4, seq=seq, devices=1)
+            assert set(p.estimate_parts) == {"weights", "activations"} and p.scores_bytes == 4 * 8 * seq * seq * 4
+            extra = p.memory_split["temporaries"] - p.estimate_parts["activations"]
+            assert 0.7 * p.scores_bytes < extra < 1.2 * p.scores_bytes, (seq, extra, p.scores_bytes)
+            assert p.query_block == 0 and "attention scores" in sizing.formula_vs_plan(p)
+    blocked = sizing.plan_model(c, "h100", mode="prefill", batch=4, seq=2048, devices=1)
+    assert 0 < blocked.query_block < 2048 and blocked.seconds == p.seconds
+    block_scores = p.scores_bytes * blocked.query_block / 2048  # what a block holds at once, not a layer's
+    assert blocked.bytes_per_device < p.bytes_per_device - p.scores_bytes + 2 * block_scores
+    said = sizing.formula_vs_plan(blocked)
+    assert f"run {blocked.query_block} queries at a time" in said and "more than the count" not in said
     off = sizing.plan_model(c, "h100", mode="prefill", batch=4, seq=2048, devices=1,
                             settings=tf.StepSettings(flash=False))
-    assert off.scores_bytes == 0 and "attention scores" not in sizing.formula_vs_plan(off)
+    assert off.scores_bytes == 0 and off.query_block == 0 and "attention scores" not in sizing.formula_vs_plan(off)
     assert off.estimate_bytes == pytest.approx(off.bytes_per_device, rel=0.15)  # without flash both count them
+
+
+@pytest.mark.parametrize("mask_rank", [2, 3])
+def test_attention_a_block_of_queries_at_a_time_is_the_same_attention(mask_rank):
+    q = jax.random.normal(jax.random.key(0), (2, 32, 4, 16))
+    k, v = (jax.random.normal(jax.random.key(i), (2, 32, 2, 16)) for i in (1, 2))
+    mask = jnp.tril(jnp.ones((32, 32), bool))
+    mask = mask if mask_rank == 2 else jnp.broadcast_to(mask, (2, 32, 32)) & (jax.random.uniform(
+        jax.random.key(3), (2, 32, 32)) > 0.2) | jnp.eye(32, dtype=bool)
+    whole = lambda q, k, v: tf._attention(q, k, v, mask, flash=True).sum()  # noqa: E731
+    blocks = lambda q, k, v: (tf._attention(q, k, v, mask, flash=True, query_block=8) ** 1).sum()  # noqa: E731
+    for a, b in zip(jax.grad(whole, (0, 1, 2))(q, k, v), jax.grad(blocks, (0, 1, 2))(q, k, v)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(tf._attention(q, k, v, mask, True, 8)),
+                               np.asarray(tf._attention(q, k, v, mask, True)), rtol=1e-5, atol=1e-6)
+    c = tf.Config("t", 2, 64, 4, 2, 128, 256, 64, "llama")
+    params, tokens = tf.init(c, jax.random.key(0)), jax.random.randint(jax.random.key(3), (2, 33), 0, c.vocab)
+    run = lambda s: jax.jit(jax.value_and_grad(lambda p: tf.loss(c, p, tokens, compute=jnp.float32, s=s)))(params)  # noqa: E731
+    (l1, g1), (l2, g2) = run(tf.StepSettings()), run(tf.StepSettings(query_block=8))
+    assert float(l2) == pytest.approx(float(l1), rel=1e-6)
+    for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g2)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-7)
 
 
 def test_the_formula_and_its_difference_from_the_plan_are_printed_beside_it():

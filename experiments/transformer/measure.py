@@ -93,7 +93,10 @@ def plan(name: str, mode: str, n: int, cfg, ctx) -> dict[str, float]:
            # 1 where tensor parallelism can cut the attention by heads over n devices; else XLA keeps it whole
            "heads_split": float(c.heads % n == 0 and c.kv_heads % n == 0),
            "remat": float(st.remat != "none"), "flash": float(st.flash), "scanned": float(st.scan),
-           "fp8": float(st.matmul == "fp8")}
+           "fp8": float(st.matmul == "fp8"),
+           # where one layer's scores were a twentieth of the plan: bytes_compiled is of the step's twin whose attention
+           # runs this many queries at a time (what a fused kernel holds nearer); 0: of the step as written
+           "query_block": float(p.query_block)}
     out.update({f"fits_{gb}gb": float(p.bytes_per_device <= sizing.USABLE_FRACTION * gb * 1e9) for gb in CARDS_GB})
     # XLA's memory split and the predicted time by kind of kernel: the step figure of the report's section
     out.update({f"memory_{part}_bytes": v for part, v in p.memory_split.items()})

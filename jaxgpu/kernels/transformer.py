@@ -232,6 +232,10 @@ class StepSettings:
         "fsdp+tp" (both, on a 2-D mesh: groups of ``tp`` GPUs cut each layer's products as tp does, and the
         groups split the batch and the rest of each array as fsdp does), or "auto": fsdp to train, tp to serve.
       tp: with the fsdp+tp mesh, the GPUs of a tensor-parallel group; 0: ``tp_degree``'s choice for the count.
+      query_block: with flash, the attention run a block of this many queries at a time, each block's scores
+        recomputed in the backward pass (0: all at once). The same arithmetic; what changes is what XLA's memory
+        plan holds: a block's scores, not a layer's, nearer what a fused kernel holds (which holds none).
+        ``jaxgpu.pricing.sizing.plan_model`` reads a long context's memory off such a twin of the step.
     """
 
     remat: str = "none"
@@ -243,6 +247,7 @@ class StepSettings:
     weights: str = "bf16"
     mesh: str = "auto"
     tp: int = 0
+    query_block: int = 0
 
     def __post_init__(self):
         if self.mesh not in MESHES:
@@ -268,7 +273,8 @@ class StepSettings:
                 + (f", {self.accumulate} micro-batches" if self.accumulate > 1 else "")
                 + (f", {self.weights} weights" if self.weights != "bf16" else "")
                 + (f", {self.mesh} mesh" if self.mesh != "auto" else "")
-                + (f" (tp {self.tp})" if self.tp else ""))
+                + (f" (tp {self.tp})" if self.tp else "")
+                + (f", attention in blocks of {self.query_block} queries" if self.query_block else ""))
 
 
 def _mm(a, b, matmul: str = "bf16"):
@@ -302,15 +308,29 @@ def _fp8_mm_bwd(res, g):
 _fp8_mm.defvjp(_fp8_mm_fwd, _fp8_mm_bwd)
 
 
-def _attention(q, k, v, mask, flash: bool = False):
+def _attention(q, k, v, mask, flash: bool = False, query_block: int = 0):
     """q [B, T, H, hd], k/v [B, S, KV, hd]; heads grouped over the KV heads; softmax in float32; ``mask``
     [T, S] or [B, T, S]. ``flash``: the same arithmetic under the name ``FLASH_SCOPE``, which
-    ``jaxgpu.pricing.roofline`` prices as one fused attention kernel (as FlashAttention or cuDNN run it)."""
+    ``jaxgpu.pricing.roofline`` prices as one fused attention kernel (as FlashAttention or cuDNN run it);
+    ``query_block`` (with flash): a block of that many queries at a time (``StepSettings.query_block``)."""
+    if flash and query_block and q.shape[1] > query_block and q.shape[1] % query_block == 0:
+        return _attention_in_blocks(q, k, v, mask, query_block)
     if flash:
         # as FlashAttention's backward pass does, the scores are recomputed from q and k rather than saved:
         # what the pass keeps for the backward is q, k and v (the scores never reach memory in the fused kernel)
         return jax.checkpoint(functools.partial(_attention_math, flash=True))(q, k, v, mask)
     return _attention_math(q, k, v, mask, False)
+
+
+def _attention_in_blocks(q, k, v, mask, block: int):
+    """``_attention`` with flash, ``block`` queries at a time: a scan whose body is checkpointed, so the backward pass
+    recomputes one block's scores at a time as well, rather than keep every block's."""
+    b, t, h, hd = q.shape
+    n = t // block
+    qs = q.reshape(b, n, block, h, hd).swapaxes(0, 1)
+    ms = mask.reshape(n, block, -1) if mask.ndim == 2 else mask.reshape(b, n, block, -1).swapaxes(0, 1)
+    body = jax.checkpoint(lambda _, qm: (None, _attention_math(qm[0], k, v, qm[1], flash=True)))
+    return jax.lax.scan(body, None, (qs, ms))[1].swapaxes(0, 1).reshape(b, t, -1)
 
 
 def _windowed(q, k, v, window: int, flash: bool):
@@ -356,9 +376,9 @@ def _geglu(g, u):
     return jax.nn.gelu(g, approximate=True) * u
 
 
-def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False, matmul="bf16"):
+def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False, matmul="bf16", query_block=0):
     """One layer on x [B, T, d]; with ``cache`` (k, v of [B, S, KV, hd]) the new keys are written at ``index``;
-    ``matmul``: the products' type (``_mm``)."""
+    ``matmul``: the products' type (``_mm``); ``query_block``: ``_attention``'s."""
     b, t, _ = x.shape
     hd = c.head_dim
     if c.style == "gpt2":
@@ -380,7 +400,7 @@ def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False
     if cache is None and c.window and t > c.window and t % c.window == 0:
         a = _windowed(q, k, v, c.window, flash)
     else:
-        a = _attention(q, k, v, mask, flash)
+        a = _attention(q, k, v, mask, flash, query_block)
     if c.style == "gpt2":
         x = x + (_mm(a, w["w_o"], matmul) + w["b_o"])
         h = _norm(x, w["ln2_g"], w["ln2_b"], c.style)
@@ -442,7 +462,8 @@ def _hidden(c: Config, p: dict, tokens: jax.Array, flash: bool, s: StepSettings 
         mask = mask & (jnp.arange(t)[:, None] - jnp.arange(t)[None, :] < c.window)
 
     def layer(x, w):
-        return layout(_block(c, x, w, positions, mask, flash=s.flash, matmul=s.matmul)[0]), None
+        return layout(_block(c, x, w, positions, mask, flash=s.flash, matmul=s.matmul,
+                             query_block=s.query_block)[0]), None
 
     if s.remat != "none":  # each layer's backward recomputes what the policy does not save
         layer = jax.checkpoint(layer, policy=getattr(jax.checkpoint_policies, s.remat))

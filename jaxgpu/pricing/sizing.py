@@ -216,6 +216,7 @@ class ModelPlan:
     mesh: str = ""  # how its GPUs split the step: "fsdp", "tp" or "fsdp 4 x tp 2" (``mesh_words``)
     # one layer's attention scores in float32 a GPU: held in XLA's plan of a flash step, never by the fused kernel
     scores_bytes: float = 0.0
+    query_block: int = 0  # bytes_per_device is of the step's twin that runs its attention this many queries at a time
 
     @property
     def capacity(self) -> float:
@@ -275,8 +276,6 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
         without a network in the table).
       RuntimeError: no XLA:GPU plan can be had here (the gpu-compile extra is missing) and ``devices`` > 1.
     """
-    import jax
-
     from jaxgpu.kernels import transformer as tf
     from jaxgpu.pricing import roofline
 
@@ -291,11 +290,11 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     how = split_of(s, mode)
     mesh = tf.mesh_for(devs, how, s.tp)
     step, specs, sh, tokens, model_flops = _step(c, mode, batch // s.nodes, seq, mesh, how, s)
-    placed = [jax.tree.map(lambda s, h: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=h), sp, shd)
-              for sp, shd in zip(specs, sh)]
     roofs = roofline.roofs_for(hw)
-    (nbytes, split), hidden, exposed, counts, rest, p = _priced(step, placed, label, hw, roofs, devices,
+    (nbytes, split), hidden, exposed, counts, rest, p = _priced(step, _placed(specs, sh), label, hw, roofs, devices,
                                                                 triton=s.weights != "bf16")
+    scores = _scores_bytes(c, mode, batch, seq, s) / devices
+    nbytes, split, block = _blocked_memory(c, mode, batch // s.nodes, seq, mesh, how, s, label, scores, nbytes, split)
     between = _internode_s(c, mode, hw, devices, s.nodes)
     est = _estimate(c, mode, batch, seq, s)
     # XLA:GPU's latency-hiding schedule starts an async collective early and waits for it late: only what outlasts
@@ -312,7 +311,44 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
                      tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, p.plan, label,
                      *_matmul_shares(rest, roofs), s.words(), between, s.nodes, overlapped, split,
                      {k: v / devices for k, v in est.items()}, {**_by_kind(rest, roofs), "collectives": comm},
-                     mesh_words(how, mesh), _scores_bytes(c, mode, batch, seq, s) / devices)
+                     mesh_words(how, mesh), scores, block)
+
+
+def _placed(specs, shardings) -> list:
+    """The step's argument specs with their shardings: what it is lowered for, nothing allocated."""
+    import jax
+
+    return [jax.tree.map(lambda a, h: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=h), sp, sh)
+            for sp, sh in zip(specs, shardings)]
+
+
+# one layer's attention scores past this share of a flash step's plan (and past a block's): its memory is read off
+# a twin of the step whose attention runs a block of queries at a time, a block's scores QUERY_BLOCK_BYTES a GPU at most
+SCORES_SHARE = 0.05
+QUERY_BLOCK_BYTES = 256e6
+
+
+def _blocked_memory(c, mode: str, batch: int, seq: int, mesh, how: str, s, label: str, scores: float,
+                    nbytes: float, split: dict) -> tuple[float, dict, int]:
+    """(bytes a GPU, their split, the query block) of the step's memory. XLA's plan of a flash step may hold one
+    layer's attention scores as the program computes them (``scores`` a GPU; Llama 7B's 16k-token prefill on one
+    H100: 35.2 GB of temporaries, 34.4 GB of them), which the fused kernel whose time the step is priced at never
+    holds. Where they come to ``SCORES_SHARE`` of the plan and more than a block's, a twin of the step that runs
+    its attention a block of queries at a time (``StepSettings.query_block``: the same arithmetic, a block's
+    scores held at once, as a fused kernel tiles it) is planned too, and kept where it holds half the scores less
+    or more (XLA fuses some steps' scores away itself). The time stays the step's own."""
+    import dataclasses
+
+    if scores < max(SCORES_SHARE * nbytes, QUERY_BLOCK_BYTES) or c.window:
+        return nbytes, split, 0
+    block = seq // 2
+    while block % 2 == 0 and block > 128 and scores * block / seq > QUERY_BLOCK_BYTES:
+        block //= 2
+    twin = dataclasses.replace(s, query_block=block)
+    step, specs, sh, *_ = _step(c, mode, batch, seq, mesh, how, twin)
+    got, _, twin_split = _compiled(step, _placed(specs, sh), label, {})
+    # kept where it holds less by half the scores or more: the plan as written held them at once
+    return (got, twin_split, block) if got < nbytes - 0.5 * scores else (nbytes, split, 0)
 
 
 def _scores_bytes(c, mode: str, batch: int, seq: int, s) -> float:
@@ -508,8 +544,7 @@ MEMORY_PARTS = ("arguments", "outputs", "temporaries", "aliased")
 
 
 # why XLA's plan of a flash step holds the attention's scores that the formula leaves out
-_UNFUSED = (", which the program computes whole and the fused kernel whose time the step is priced at never holds: "
-            "at long context the plan overstates what a GPU needs")
+_UNFUSED = ", which the program computes whole and a fused kernel never holds"
 
 
 def formula_vs_plan(p: ModelPlan) -> str:
@@ -522,6 +557,10 @@ def formula_vs_plan(p: ModelPlan) -> str:
         return ""
     held = m["arguments"] + m["outputs"] - m["aliased"]  # what stays between steps: weights, state, cache, tokens
     temp = m["temporaries"]
+    whole = p.scores_bytes if not p.query_block else 0.0  # scores the plan read holds at once
+    twin = (f" XLA's plan is of the step with its attention run {p.query_block} queries at a time, as a fused kernel "
+            f"tiles it: as written, the step would hold a layer's scores ({si(p.scores_bytes, 'B')} in float32) at "
+            "once." if p.query_block else "")
     if p.mode.startswith("train"):
         # the formula's 18 bytes a parameter: fp32 weights, gradients and two moments, a bf16 copy; XLA keeps the
         # weights and moments between steps and the gradients and the copy (6 of the 18) among its temporaries
@@ -537,17 +576,17 @@ def formula_vs_plan(p: ModelPlan) -> str:
                      "backward pass")
         elif acts > 1.1 * f["activations"]:
             text += (": more than the count, which leaves out the logits over the vocabulary and the backward "
-                     "pass's scratch" + (f", and one layer's attention scores ({si(p.scores_bytes, 'B')} in float32)"
-                                         + _UNFUSED if p.scores_bytes else ""))
-        return text + "."
+                     "pass's scratch" + (f", and one layer's attention scores ({si(whole, 'B')} in float32)"
+                                         + _UNFUSED if whole else ""))
+        return text + "." + twin
     if p.mode == "prefill":
         text = (f"the formula counts {si(f['weights'], 'B')} of weights and {si(f['activations'], 'B')} for one "
                 f"layer's values at a time; XLA's plan holds {si(held, 'B')} between steps and {si(temp, 'B')} of "
                 "temporaries")
-        if p.scores_bytes and temp > 1.1 * f["activations"] + 0.5 * p.scores_bytes:
-            text += f": more than the count, by about one layer's attention scores ({si(p.scores_bytes, 'B')} in " \
+        if whole and temp > 1.1 * f["activations"] + 0.5 * whole:
+            text += f": more than the count, by about one layer's attention scores ({si(whole, 'B')} in " \
                     "float32)" + _UNFUSED
-        return text + "."
+        return text + "." + twin
     text = (f"the formula counts {si(f['weights'], 'B')} of weights and {si(f['kv_cache'], 'B')} of KV cache; XLA's "
             f"plan holds {si(held, 'B')} between steps and {si(temp, 'B')} of temporaries")
     if temp > 0.05 * held:

@@ -740,15 +740,41 @@ def test_a_prefills_formula_counts_one_layers_values_and_the_plan_holds_the_scor
             assert 0.7 * p.scores_bytes < extra < 1.2 * p.scores_bytes, (seq, extra, p.scores_bytes)
             assert p.query_block == 0 and "attention scores" in sizing.formula_vs_plan(p)
     blocked = sizing.plan_model(c, "h100", mode="prefill", batch=4, seq=2048, devices=1)
-    assert 0 < blocked.query_block < 2048 and blocked.seconds == p.seconds
+    # the largest block of 2,048 whose scores (537 MB a layer) a GPU holds in about 256 MB: 512 queries
+    assert blocked.query_block == 512 and blocked.seconds == p.seconds and blocked.written_bytes == p.bytes_per_device
     block_scores = p.scores_bytes * blocked.query_block / 2048  # what a block holds at once, not a layer's
     assert blocked.bytes_per_device < p.bytes_per_device - p.scores_bytes + 2 * block_scores
     said = sizing.formula_vs_plan(blocked)
-    assert f"run {blocked.query_block} queries at a time" in said and "more than the count" not in said
+    assert f"run {blocked.query_block} queries at a time" in said and "by about a block's attention scores" in said
     off = sizing.plan_model(c, "h100", mode="prefill", batch=4, seq=2048, devices=1,
                             settings=tf.StepSettings(flash=False))
     assert off.scores_bytes == 0 and off.query_block == 0 and "attention scores" not in sizing.formula_vs_plan(off)
     assert off.estimate_bytes == pytest.approx(off.bytes_per_device, rel=0.15)  # without flash both count them
+    asked = sizing.plan_model(c, "h100", mode="prefill", batch=4, seq=2048, devices=1,
+                              settings=tf.StepSettings(query_block=256))  # blocks the user set: no twin, a block's
+    assert asked.query_block == 256 and asked.written_bytes == 0 and asked.scores_bytes == p.scores_bytes / 8
+
+
+def test_a_layers_scores_a_gpu_are_cut_only_by_the_axes_that_cut_the_attention():
+    from jaxgpu.pricing import fit, sizing
+
+    assert [fit.keys_seen(s, w) for s, w in ((8192, 0), (32768, 1024), (8192, 8192), (3000, 1024))] == [
+        8192, 2048, 8192, 3000]  # banded only over whole windows past one
+    flash = tf.StepSettings()
+    c = tf.CONFIGS["gpt2-1.5b"]  # 25 heads: tp over 8 GPUs keeps the attention whole on each
+    whole = 4.0 * 25 * 1024 * 1024 * 32
+    assert sizing._scores_bytes(c, "prefill", 32, 1024, flash, "tp", {tf.AXIS: 8}) == whole
+    assert sizing._scores_bytes(c, "prefill", 32, 1024, flash, "fsdp", {tf.AXIS: 8}) == whole / 8
+    assert sizing._scores_bytes(c, "prefill", 4, 1024, flash, "fsdp", {tf.AXIS: 8}) == whole / 32 * 4  # not split
+    llama = tf.CONFIGS["llama-7b"]  # 32 heads: tp cuts them; fsdp+tp's groups cut a batch of 1 by its queries
+    one = 4.0 * 32 * 4096 * 4096
+    assert sizing._scores_bytes(llama, "prefill", 1, 4096, flash, "tp", {tf.AXIS: 8}) == one / 8
+    assert sizing._scores_bytes(llama, "prefill", 1, 4096, flash, "fsdp+tp", {tf.AXIS: 4, tf.MODEL: 2}) == one / 8
+    assert sizing._scores_bytes(llama, "train", 8, 4096, dataclasses.replace(flash, accumulate=2), "fsdp",
+                                {tf.AXIS: 8}) == 4 * one / 1  # 4 sequences a micro-batch do not split over 8
+    assert sizing._scores_bytes(llama, "prefill", 1, 4096, dataclasses.replace(flash, query_block=512), "fsdp",
+                                {tf.AXIS: 1}) == one / 8  # a block's
+    assert sizing._scores_bytes(llama, "serve", 8, 4096, tf.StepSettings(flash=False, scan=False), "tp", {}) == 0
 
 
 @pytest.mark.parametrize("mask_rank", [2, 3])
@@ -759,7 +785,8 @@ def test_attention_a_block_of_queries_at_a_time_is_the_same_attention(mask_rank)
     mask = mask if mask_rank == 2 else jnp.broadcast_to(mask, (2, 32, 32)) & (jax.random.uniform(
         jax.random.key(3), (2, 32, 32)) > 0.2) | jnp.eye(32, dtype=bool)
     whole = lambda q, k, v: tf._attention(q, k, v, mask, flash=True).sum()  # noqa: E731
-    blocks = lambda q, k, v: (tf._attention(q, k, v, mask, flash=True, query_block=8) ** 1).sum()  # noqa: E731
+    blocks = lambda q, k, v: tf._attention(q, k, v, mask, flash=True, query_block=8).sum()  # noqa: E731
+    assert "scan" in str(jax.make_jaxpr(blocks)(q, k, v)) and "scan" not in str(jax.make_jaxpr(whole)(q, k, v))
     for a, b in zip(jax.grad(whole, (0, 1, 2))(q, k, v), jax.grad(blocks, (0, 1, 2))(q, k, v)):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(tf._attention(q, k, v, mask, True, 8)),

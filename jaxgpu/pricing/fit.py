@@ -201,6 +201,13 @@ TRANSFORMERS = (
 GPU_MEMORY_GB = (24, 40, 80, 141)
 
 
+def keys_seen(seq: int, window: int = 0) -> int:
+    """The keys a query's scores are computed against: every token's, or with a sliding ``window`` over a sequence of
+    whole windows (past one), its block's and the one before (jaxgpu.kernels.transformer runs them banded; other
+    lengths are masked, their scores whole)."""
+    return 2 * window if window and seq > window and seq % window == 0 else seq
+
+
 def transformer_train(t: Transformer, preset: str = "bf16", seq: int = 2048, batch: int = 1,
                       flash: bool = False) -> dict[str, int]:
     """Bytes to train with Adam: state (master weights, grads, moments, compute copy) and activations.
@@ -214,8 +221,7 @@ def transformer_train(t: Transformer, preset: str = "bf16", seq: int = 2048, bat
     d, f = t.d_model, t.mlp_width
     # a mixture of experts keeps its MLP's values for each of the top_k experts a token went through
     per_token = 10 * d + 4 * t.q_dim + 4 * t.kv_dim + (8 if t.gated else 4) * f * (t.top_k if t.experts > 1 else 1)
-    seen = min(seq, 2 * t.window) if t.window else seq  # keys a query's block scores (banded: its block and the last)
-    scores = 0 if flash else 5 * t.heads * seq * seen * batch
+    scores = 0 if flash else 5 * t.heads * seq * keys_seen(seq, t.window) * batch
     acts = t.layers * (seq * batch * per_token + scores)
     if BYTES[preset] == 4:
         acts *= 2  # the formula counts 2-byte activations
@@ -231,8 +237,7 @@ def transformer_prefill(t: Transformer, preset: str = "bf16", seq: int = 2048, b
     product that reads it fuse, on XLA:GPU's plan: no second copy; a fused attention kernel holds none)."""
     d, f = t.d_model, t.mlp_width
     per_token = 2 * (3 * d + 2 * t.q_dim + 2 * t.kv_dim + (3 if t.gated else 2) * f * (t.top_k if t.experts > 1 else 1))
-    seen = min(seq, 2 * t.window) if t.window else seq
-    scores = 0 if flash else 4 * t.heads * seq * seen
+    scores = 0 if flash else 4 * t.heads * seq * keys_seen(seq, t.window)
     return {"weights": t.params * BYTES[preset], "activations": batch * (seq * per_token + scores)}
 
 

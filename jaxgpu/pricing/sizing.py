@@ -217,6 +217,7 @@ class ModelPlan:
     # one layer's attention scores in float32 a GPU: held in XLA's plan of a flash step, never by the fused kernel
     scores_bytes: float = 0.0
     query_block: int = 0  # bytes_per_device is of the step's twin that runs its attention this many queries at a time
+    written_bytes: float = 0.0  # where it is, the bytes a GPU of the step as written (which holds a layer's scores)
 
     @property
     def capacity(self) -> float:
@@ -293,8 +294,9 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
     roofs = roofline.roofs_for(hw)
     (nbytes, split), hidden, exposed, counts, rest, p = _priced(step, _placed(specs, sh), label, hw, roofs, devices,
                                                                 triton=s.weights != "bf16")
-    scores = _scores_bytes(c, mode, batch, seq, s) / devices
-    nbytes, split, block = _blocked_memory(c, mode, batch // s.nodes, seq, mesh, how, s, label, scores, nbytes, split)
+    scores = _scores_bytes(c, mode, batch, seq, s, how, dict(mesh.shape))
+    nbytes, split, block, written = _blocked_memory(c, mode, batch // s.nodes, seq, mesh, how, s, label, scores,
+                                                    nbytes, split)
     between = _internode_s(c, mode, hw, devices, s.nodes)
     est = _estimate(c, mode, batch, seq, s)
     # XLA:GPU's latency-hiding schedule starts an async collective early and waits for it late: only what outlasts
@@ -311,7 +313,7 @@ def plan_model(model: str | Any, gpu: str = "H200 SXM", *, train: bool = True, b
                      tokens / seconds, model_flops / seconds / peak if peak else 0.0, counts, p.plan, label,
                      *_matmul_shares(rest, roofs), s.words(), between, s.nodes, overlapped, split,
                      {k: v / devices for k, v in est.items()}, {**_by_kind(rest, roofs), "collectives": comm},
-                     mesh_words(how, mesh), scores, block)
+                     mesh_words(how, mesh), scores, block, written)
 
 
 def _placed(specs, shardings) -> list:
@@ -326,11 +328,13 @@ def _placed(specs, shardings) -> list:
 # a twin of the step whose attention runs a block of queries at a time, a block's scores QUERY_BLOCK_BYTES a GPU at most
 SCORES_SHARE = 0.05
 QUERY_BLOCK_BYTES = 256e6
+MIN_QUERY_BLOCK = 128  # queries a block at least (a block's scores may then pass QUERY_BLOCK_BYTES)
 
 
 def _blocked_memory(c, mode: str, batch: int, seq: int, mesh, how: str, s, label: str, scores: float,
-                    nbytes: float, split: dict) -> tuple[float, dict, int]:
-    """(bytes a GPU, their split, the query block) of the step's memory. XLA's plan of a flash step may hold one
+                    nbytes: float, split: dict) -> tuple[float, dict, int, float]:
+    """(bytes a GPU, their split, the query block, the bytes of the step as written where the twin's are read)
+    of the step's memory. XLA's plan of a flash step may hold one
     layer's attention scores as the program computes them (``scores`` a GPU; Llama 7B's 16k-token prefill on one
     H100: 35.2 GB of temporaries, 34.4 GB of them), which the fused kernel whose time the step is priced at never
     holds. Where they come to ``SCORES_SHARE`` of the plan and more than a block's, a twin of the step that runs
@@ -339,27 +343,44 @@ def _blocked_memory(c, mode: str, batch: int, seq: int, mesh, how: str, s, label
     or more (XLA fuses some steps' scores away itself). The time stays the step's own."""
     import dataclasses
 
-    if scores < max(SCORES_SHARE * nbytes, QUERY_BLOCK_BYTES) or c.window:
-        return nbytes, split, 0
-    block = seq // 2
-    while block % 2 == 0 and block > 128 and scores * block / seq > QUERY_BLOCK_BYTES:
-        block //= 2
-    twin = dataclasses.replace(s, query_block=block)
-    step, specs, sh, *_ = _step(c, mode, batch, seq, mesh, how, twin)
+    from jaxgpu.pricing import fit
+
+    banded = fit.keys_seen(seq, c.window) < seq  # a sliding window's blocks already hold t x 2 windows of scores
+    if s.query_block or banded or scores < max(SCORES_SHARE * nbytes, QUERY_BLOCK_BYTES):
+        return nbytes, split, s.query_block, 0.0
+    want = max(MIN_QUERY_BLOCK, int(seq * QUERY_BLOCK_BYTES / scores))
+    block = next((b for b in range(min(want, seq // 2), 0, -1) if seq % b == 0), 0)
+    if block < MIN_QUERY_BLOCK // 8:  # a prime length: no block worth a scan
+        return nbytes, split, 0, 0.0
+    step, specs, sh, *_ = _step(c, mode, batch, seq, mesh, how, dataclasses.replace(s, query_block=block))
     got, _, twin_split = _compiled(step, _placed(specs, sh), label, {})
     # kept where it holds less by half the scores or more: the plan as written held them at once
-    return (got, twin_split, block) if got < nbytes - 0.5 * scores else (nbytes, split, 0)
+    return (got, twin_split, block, nbytes) if got < nbytes - 0.5 * scores else (nbytes, split, 0, 0.0)
 
 
-def _scores_bytes(c, mode: str, batch: int, seq: int, s) -> float:
-    """One layer's attention scores in float32 over the whole batch (a node's micro-batch): what XLA's plan of a flash
-    step holds while a layer computes them, as the program writes them whole, and the fused kernel whose time the
-    step is priced at never holds. 0 in a decode step, and without flash (the formula counts them there)."""
+def _scores_bytes(c, mode: str, batch: int, seq: int, s, how: str, shape: dict) -> float:
+    """One layer's attention scores in float32 a GPU: what XLA's plan of a flash step may hold while a layer computes
+    them, as the program writes them whole, and the fused kernel whose time the step is priced at never holds. Cut by
+    the axes that cut the attention (``shape``: the mesh's axis sizes): fsdp's by the batch, or by the queries where
+    the groups of fsdp+tp split the sequence; tp's by the heads where both kinds of head divide. A step already in
+    blocks of queries (``StepSettings.query_block``) holds a block's. 0 in a decode step, and without flash (the
+    formula counts them there)."""
+    from jaxgpu.kernels import transformer as tf
+    from jaxgpu.pricing import fit
+
     if mode == "serve" or not s.flash:
         return 0.0
-    seen = min(seq, 2 * c.window) if c.window else seq
     micro = batch // s.nodes // s.accumulate if mode.startswith("train") else batch
-    return 4.0 * c.heads * seq * seen * micro
+    whole = 4.0 * c.heads * seq * fit.keys_seen(seq, c.window) * micro
+    cut = 1
+    data = shape.get(tf.AXIS, 1) if how != "tp" else 1
+    if micro % data == 0 or (how == "fsdp+tp" and seq % data == 0):
+        cut *= data
+    model = shape.get(tf.MODEL, 1) if how == "fsdp+tp" else shape.get(tf.AXIS, 1) if how == "tp" else 1
+    if c.heads % model == 0 and c.kv_heads % model == 0:
+        cut *= model
+    block = s.query_block if s.query_block and seq % s.query_block == 0 else seq
+    return whole / cut * block / seq
 
 
 def split_of(s: Any, mode: str) -> str:
@@ -557,10 +578,13 @@ def formula_vs_plan(p: ModelPlan) -> str:
         return ""
     held = m["arguments"] + m["outputs"] - m["aliased"]  # what stays between steps: weights, state, cache, tokens
     temp = m["temporaries"]
-    whole = p.scores_bytes if not p.query_block else 0.0  # scores the plan read holds at once
+    # the scores the plan read may hold at once: not where a twin in blocks was tried (read, or shown not to hold less)
+    tried = p.query_block or p.scores_bytes >= max(SCORES_SHARE * p.bytes_per_device, QUERY_BLOCK_BYTES)
+    whole = 0.0 if tried else p.scores_bytes
     twin = (f" XLA's plan is of the step with its attention run {p.query_block} queries at a time, as a fused kernel "
-            f"tiles it: as written, the step would hold a layer's scores ({si(p.scores_bytes, 'B')} in float32) at "
-            "once." if p.query_block else "")
+            f"tiles it: as written, the step holds {si(p.written_bytes - p.bytes_per_device, 'B')} more a GPU, as it "
+            f"computes each layer's attention scores whole ({si(p.scores_bytes, 'B')} in float32)."
+            if p.written_bytes else "")
     if p.mode.startswith("train"):
         # the formula's 18 bytes a parameter: fp32 weights, gradients and two moments, a bf16 copy; XLA keeps the
         # weights and moments between steps and the gradients and the copy (6 of the 18) among its temporaries
@@ -575,17 +599,24 @@ def formula_vs_plan(p: ModelPlan) -> str:
             text += (": fewer than the count, as the step recomputes its norms, MLP activation and loss in the "
                      "backward pass")
         elif acts > 1.1 * f["activations"]:
+            near = 0.5 * whole < acts - f["activations"] < 1.5 * whole  # the excess is about the scores
             text += (": more than the count, which leaves out the logits over the vocabulary and the backward "
                      "pass's scratch" + (f", and one layer's attention scores ({si(whole, 'B')} in float32)"
-                                         + _UNFUSED if whole else ""))
+                                         + _UNFUSED if near else ""))
         return text + "." + twin
     if p.mode == "prefill":
         text = (f"the formula counts {si(f['weights'], 'B')} of weights and {si(f['activations'], 'B')} for one "
                 f"layer's values at a time; XLA's plan holds {si(held, 'B')} between steps and {si(temp, 'B')} of "
                 "temporaries")
-        if whole and temp > 1.1 * f["activations"] + 0.5 * whole:
+        block = p.scores_bytes * p.query_block / p.seq if p.written_bytes else 0.0  # the twin's block holds these
+        if 0.5 * whole < temp - f["activations"] < 1.5 * whole:
             text += f": more than the count, by about one layer's attention scores ({si(whole, 'B')} in " \
                     "float32)" + _UNFUSED
+        elif 0.5 * block < temp - f["activations"] < 1.5 * block:
+            text += f": more than the count, by about a block's attention scores ({si(block, 'B')} in float32)"
+        elif temp > 1.5 * f["activations"]:
+            text += (": more than the count, which leaves out the logits, the copies XLA makes between layouts and, "
+                     "split over GPUs, the values a split keeps whole on each")
         return text + "." + twin
     text = (f"the formula counts {si(f['weights'], 'B')} of weights and {si(f['kv_cache'], 'B')} of KV cache; XLA's "
             f"plan holds {si(held, 'B')} between steps and {si(temp, 'B')} of temporaries")

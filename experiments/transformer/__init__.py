@@ -82,9 +82,11 @@ def _params(name: str) -> float:
 
 
 # version 3: the formula beside the plan (bytes_predicted) counts key/value heads, the MLP's width, a gated MLP's
-# third matrix and an untied output head (jaxgpu.pricing.fit.Transformer); version 2 counted 12 L d^2 + V d
+# third matrix and an untied output head (jaxgpu.pricing.fit.Transformer); version 2 counted 12 L d^2 + V d.
+# version 4: a collective is priced at its replica group's share, and where a flash step's plan holds a layer's
+# attention scores, bytes_compiled is of its twin that runs the attention a block of queries at a time (query_block)
 EXPERIMENT = Experiment(
-    name="transformer", benchmark_version=3, config=Config, profiles=PROFILES, cases=cases,
+    name="transformer", benchmark_version=4, config=Config, profiles=PROFILES, cases=cases,
     compiled_cases=compiled_cases,
     description="decoder-only transformers from GPT-2 124M to Llama 70B: train and serve steps measured here at "
                 "the smallest sizes, every size compiled for 1 and 8 GPUs (memory per device, fits, collectives, "

@@ -75,7 +75,7 @@ def compiled(sec: figures.Section, pairs: list[labels.Pair]) -> None:
     models = labels.first_seen(x.params["model"] for _, x in plans)
     sec.plots.insert(0, figures.Plot("transformer_memory", _figure(by, models, gpu), _takeaway(by, models, gpu)))
     parts = _parts(by, run.hardware.memory_gb if run.hardware else None)
-    if parts:  # records of benchmark_version 3 carry XLA's memory split and the time by kind of kernel
+    if parts:  # records of benchmark_version 3 and later carry XLA's memory split and the time by kind of kernel
         sec.plots.insert(1, figures.Plot("transformer_parts", figures.step_figure(
             parts, f"Where a 7B model's memory and time go, compiled for {gpu} (predicted, not run)", shares=True),
             _parts_takeaway(parts, gpu)))

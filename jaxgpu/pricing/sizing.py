@@ -217,7 +217,7 @@ class ModelPlan:
     # one layer's attention scores in float32 a GPU: held in XLA's plan of a flash step, never by the fused kernel
     scores_bytes: float = 0.0
     query_block: int = 0  # bytes_per_device is of the step's twin that runs its attention this many queries at a time
-    written_bytes: float = 0.0  # where it is, the bytes a GPU of the step as written (which holds a layer's scores)
+    written_bytes: float = 0.0  # where a twin in blocks was planned, the bytes a GPU of the step as written
 
     @property
     def capacity(self) -> float:
@@ -333,7 +333,7 @@ MIN_QUERY_BLOCK = 128  # queries a block at least (a block's scores may then pas
 
 def _blocked_memory(c, mode: str, batch: int, seq: int, mesh, how: str, s, label: str, scores: float,
                     nbytes: float, split: dict) -> tuple[float, dict, int, float]:
-    """(bytes a GPU, their split, the query block, the bytes of the step as written where the twin's are read)
+    """(bytes a GPU, their split, the query block, the bytes of the step as written where a twin was planned)
     of the step's memory. XLA's plan of a flash step may hold one
     layer's attention scores as the program computes them (``scores`` a GPU; Llama 7B's 16k-token prefill on one
     H100: 35.2 GB of temporaries, 34.4 GB of them), which the fused kernel whose time the step is priced at never
@@ -355,7 +355,7 @@ def _blocked_memory(c, mode: str, batch: int, seq: int, mesh, how: str, s, label
     step, specs, sh, *_ = _step(c, mode, batch, seq, mesh, how, dataclasses.replace(s, query_block=block))
     got, _, twin_split = _compiled(step, _placed(specs, sh), label, {})
     # kept where it holds less by half the scores or more: the plan as written held them at once
-    return (got, twin_split, block, nbytes) if got < nbytes - 0.5 * scores else (nbytes, split, 0, 0.0)
+    return (got, twin_split, block, nbytes) if got < nbytes - 0.5 * scores else (nbytes, split, 0, nbytes)
 
 
 def _scores_bytes(c, mode: str, batch: int, seq: int, s, how: str, shape: dict) -> float:
@@ -579,12 +579,12 @@ def formula_vs_plan(p: ModelPlan) -> str:
     held = m["arguments"] + m["outputs"] - m["aliased"]  # what stays between steps: weights, state, cache, tokens
     temp = m["temporaries"]
     # the scores the plan read may hold at once: not where a twin in blocks was tried (read, or shown not to hold less)
-    tried = p.query_block or p.scores_bytes >= max(SCORES_SHARE * p.bytes_per_device, QUERY_BLOCK_BYTES)
-    whole = 0.0 if tried else p.scores_bytes
+    whole = 0.0 if p.query_block or p.written_bytes else p.scores_bytes
+    read = p.query_block and p.written_bytes  # the twin's plan is the one read
     twin = (f" XLA's plan is of the step with its attention run {p.query_block} queries at a time, as a fused kernel "
             f"tiles it: as written, the step holds {si(p.written_bytes - p.bytes_per_device, 'B')} more a GPU, as it "
             f"computes each layer's attention scores whole ({si(p.scores_bytes, 'B')} in float32)."
-            if p.written_bytes else "")
+            if read else "")
     if p.mode.startswith("train"):
         # the formula's 18 bytes a parameter: fp32 weights, gradients and two moments, a bf16 copy; XLA keeps the
         # weights and moments between steps and the gradients and the copy (6 of the 18) among its temporaries
@@ -608,7 +608,7 @@ def formula_vs_plan(p: ModelPlan) -> str:
         text = (f"the formula counts {si(f['weights'], 'B')} of weights and {si(f['activations'], 'B')} for one "
                 f"layer's values at a time; XLA's plan holds {si(held, 'B')} between steps and {si(temp, 'B')} of "
                 "temporaries")
-        block = p.scores_bytes * p.query_block / p.seq if p.written_bytes else 0.0  # the twin's block holds these
+        block = p.scores_bytes * p.query_block / p.seq if read else 0.0  # the twin's block holds these
         if 0.5 * whole < temp - f["activations"] < 1.5 * whole:
             text += f": more than the count, by about one layer's attention scores ({si(whole, 'B')} in " \
                     "float32)" + _UNFUSED

@@ -18,9 +18,10 @@ from experiments.harness.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 REASON = targets.unavailable()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=f"compile-only GPU tests: {REASON}")
+compile_only = pytest.mark.skipif(REASON is not None, reason=f"compile-only GPU tests: {REASON}")
 
 
+@compile_only
 def test_the_target_configs_describe_the_gpus():
     for name, t in targets.TARGETS.items():
         (dev,) = targets.devices(name, 1)
@@ -41,6 +42,7 @@ def compiled_run(tmp_path_factory):
     return results.read_run(out)
 
 
+@compile_only
 def test_every_experiments_gpu_programs_compile_for_the_h200(compiled_run):
     import experiments
 
@@ -60,6 +62,7 @@ def _plans(run, experiment, **params):
                                                                          v in params.items())]
 
 
+@compile_only
 def test_fp8_e4m3_stays_fp8_on_hopper_and_e5m2_is_widened(compiled_run):
     n = max(r.params["n"] for r in _plans(compiled_run, "precision"))
     (e4m3,) = _plans(compiled_run, "precision", preset="fp8_e4m3", n=n)
@@ -68,6 +71,7 @@ def test_fp8_e4m3_stays_fp8_on_hopper_and_e5m2_is_widened(compiled_run):
     assert "calls_cublaslt_f8" not in e5m2.metrics and e5m2.metrics["upcast_bits"] == 16  # cuBLASLt refuses e5m2 x e5m2
 
 
+@compile_only
 def test_the_data_parallel_step_holds_one_all_reduce_of_the_gradients(compiled_run):
     for r in _plans(compiled_run, "data_parallel", variant="jit_sharding"):
         if r.params["devices"] == 1:
@@ -78,12 +82,14 @@ def test_the_data_parallel_step_holds_one_all_reduce_of_the_gradients(compiled_r
         assert r.metrics["gradient_bytes"] <= r.metrics["all_reduce_bytes"] <= r.metrics["gradient_bytes"] + 8
 
 
+@compile_only
 def test_tensor_parallel_bytes_per_device_fall_with_device_count(compiled_run):
     by_m = sorted((r.params["model"], r.metrics["bytes_compiled"]) for r in _plans(compiled_run, "tensor_parallel",
                                                                                  data=1))
     assert len(by_m) >= 3 and all(b < a for (_, a), (_, b) in zip(by_m, by_m[1:])), by_m
 
 
+@compile_only
 def test_the_merged_report_says_what_was_compiled_and_names_the_libraries(compiled_run, tmp_path):
     from experiments import report
 
@@ -97,6 +103,7 @@ def _cli(*args):
                           timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 
 
+@compile_only
 @pytest.mark.slow
 def test_compile_for_on_the_command_line(tmp_path):
     proc = _cli("--compile-for", "h200", "--only", "compiler,data_parallel", "--profile", "tiny", "--out",
@@ -109,6 +116,7 @@ def test_compile_for_on_the_command_line(tmp_path):
     assert "compiled, not run" in (tmp_path / "run" / "report.md").read_text()
 
 
+@compile_only
 def test_a_gpu_train_steps_flops_are_counted_from_its_hlo_library_gemms_included():
     # XLA's cost analysis counts each cuBLAS custom call as -1 FLOPs: the count comes from the program's shapes
     import jax
@@ -142,6 +150,7 @@ def test_a_gpu_train_steps_flops_are_counted_from_its_hlo_library_gemms_included
     assert timing.work_counts(Compiled()) == (flops, nbytes, "hlo")
 
 
+@compile_only
 def test_xla_gpu_plans_an_h100_and_an_h200_alike():
     # both are sm_90 with 132 SMs: the frozen H100 predictions price each CPU case on the H200's plan
     # (experiments.reporting.frozen), which holds only while XLA:GPU's plans of the study's kinds of program agree
@@ -169,6 +178,7 @@ def test_xla_gpu_plans_an_h100_and_an_h200_alike():
             assert h100[1] == h200[1]
 
 
+@compile_only
 def test_a_plan_asked_again_is_read_from_the_cache_not_compiled(tmp_path, monkeypatch):
     """The model command's plans are kept in the user's cache folder, keyed by the program, the target, the
     options and JAX: the same step asked again compiles nothing; another GPU or another step does."""
@@ -198,6 +208,7 @@ def test_a_plan_asked_again_is_read_from_the_cache_not_compiled(tmp_path, monkey
     targets.plan_cache.cache_clear()
 
 
+@compile_only
 def test_the_plan_cache_keeps_to_its_size_and_can_be_turned_off(tmp_path):
     import os
     import time
@@ -213,3 +224,24 @@ def test_the_plan_cache_keeps_to_its_size_and_can_be_turned_off(tmp_path):
     off = targets.PlanCache(tmp_path / "off", limit_bytes=0)
     off.put("a", plan)
     assert off.get("a") is None and not (tmp_path / "off").exists()
+
+
+@pytest.mark.parametrize("installed, plugin, cuda", [
+    ({"jax-cuda12-plugin": "JAX"}, "jax-cuda12-plugin", "12.8.0"),
+    ({"jax-cuda13-plugin": "JAX"}, "jax-cuda13-plugin", "13.0.0"),  # the lent GPU machine's
+    ({"jax-cuda12-plugin": "0.0.1", "jax-cuda13-plugin": "JAX"}, "jax-cuda13-plugin", "13.0.0"),
+])
+def test_either_cuda_plugin_at_jaxs_version_compiles(monkeypatch, installed, plugin, cuda):
+    import jax
+
+    versions = {k: jax.__version__ if v == "JAX" else v for k, v in installed.items()}
+    monkeypatch.setattr(targets, "_version", lambda name: versions.get(name, ""))
+    assert targets.unavailable() is None and targets.plugin() == plugin
+    assert f'runtime_version: "{cuda}"' in targets.config_text(targets.target("h200"))
+
+
+def test_a_plugin_that_cannot_compile_is_named(monkeypatch):
+    monkeypatch.setattr(targets, "_version", lambda name: "0.0.1" if name == "jax-cuda13-plugin" else "")
+    assert "jax-cuda13-plugin 0.0.1 does not match jax" in targets.unavailable()
+    monkeypatch.setattr(targets, "_version", lambda name: "")
+    assert "the CUDA plugin is not installed" in targets.unavailable() and targets.plugin() is None

@@ -11,7 +11,7 @@ library choice, not a performance figure.
 
 The target configs are written here from the GPUs' published figures (``GpuTarget``) and
 rendered in the text form of XLA's ``GpuTargetConfigProto``; each entry names its sources.
-The plugin, jax and jaxlib must be one version (``unavailable`` says when they are not).
+The plugin (CUDA 12 or 13), jax and jaxlib must be one version (``unavailable`` says when they are not).
 """
 
 from __future__ import annotations
@@ -69,10 +69,11 @@ TARGETS: dict[str, GpuTarget] = {t.name: t for t in (
               40 * 2**20, 164 * 1024, 163 * 1024, "A100 datasheet (80GB SXM), Ampere whitepaper, CUDA guide (cc 8.0)"),
 )}
 
-# The CUDA and cuDNN versions the plan assumes: the cuda12 plugin's family (jax-cuda12-plugin is
-# built against CUDA 12.8 and cuDNN 9). XLA gates features on them (FP8 GEMMs in cuBLASLt need CUDA
-# 12); the lent H200 machine itself runs CUDA 13 with the cuda13 plugin.
-CUDA_VERSION = "12.8.0"
+# The CUDA and cuDNN versions the plan assumes, by the plugin that compiles it (XLA gates features on them: FP8
+# GEMMs in cuBLASLt need CUDA 12). jax-cuda12-plugin is built against CUDA 12.8 and cuDNN 9, the one every
+# committed plan was made with; jax-cuda13-plugin (the lent GPU machine's) against CUDA 13.0 and cuDNN 9.
+CUDA_VERSIONS = {"jax-cuda12-plugin": "12.8.0", "jax-cuda13-plugin": "13.0.0"}
+CUDA_VERSION = CUDA_VERSIONS["jax-cuda12-plugin"]
 CUDNN_VERSION = (9, 8, 0)
 
 
@@ -104,7 +105,8 @@ def config_text(t: GpuTarget) -> str:
     }
     lines = [f"  {k}: {v}" for k, v in fields.items()]
     lines.append(f"  cuda_compute_capability {{ major: {major} minor: {minor}{ext} }}")
-    lines += [f'  runtime_version: "{CUDA_VERSION}"', f'  compile_time_toolkit_version: "{CUDA_VERSION}"',
+    cuda = CUDA_VERSIONS.get(plugin() or "", CUDA_VERSION)
+    lines += [f'  runtime_version: "{cuda}"', f'  compile_time_toolkit_version: "{cuda}"',
               f'  dnn_version: "{dnn}"', f'  name: "{t.device_kind}"']
     major_d, minor_d, patch_d = CUDNN_VERSION
     return ("gpu_device_info {\n" + "\n".join(lines) + "\n}\n" + 'platform_name: "CUDA"\n'
@@ -112,18 +114,27 @@ def config_text(t: GpuTarget) -> str:
             + f'device_description_str: "{t.device_kind}"\n')
 
 
-def unavailable() -> str | None:
-    """Why compiling for a GPU cannot work here, or None when it can."""
-    try:
-        plugin = importlib.metadata.version("jax-cuda12-plugin")
-    except importlib.metadata.PackageNotFoundError:
-        return ("the CUDA plugin is not installed: pip install -e '.[gpu-compile]' "
-                "(jax-cuda12-plugin and jax-cuda12-pjrt at jax's version; no GPU or driver needed)")
+def plugin() -> str | None:
+    """The installed CUDA plugin that compiles here (``jax-cuda12-plugin`` or ``jax-cuda13-plugin``, at jax's own
+    version), or None."""
     import jax
 
-    if plugin != jax.__version__:
-        return f"jax-cuda12-plugin {plugin} does not match jax {jax.__version__}; install them at one version"
-    return None
+    found = [name for name in CUDA_VERSIONS if _version(name) == jax.__version__]
+    return found[0] if found else None
+
+
+def unavailable() -> str | None:
+    """Why compiling for a GPU cannot work here, or None when it can: a CUDA plugin, 12 or 13, at jax's version."""
+    if plugin() is not None:
+        return None
+    import jax
+
+    installed = [f"{name} {_version(name)}" for name in CUDA_VERSIONS if _version(name)]
+    if installed:
+        return f"{' and '.join(installed)} do{'es' if len(installed) == 1 else ''} not match jax {jax.__version__}; " \
+               "install the plugin at jax's version"
+    return ("the CUDA plugin is not installed: pip install -e '.[gpu-compile]' (jax-cuda12-plugin and "
+            "jax-cuda12-pjrt at jax's version, or jax-cuda13-plugin and jax-cuda13-pjrt; no GPU or driver needed)")
 
 
 @functools.lru_cache(maxsize=8)
@@ -209,7 +220,7 @@ def _plan_key(lowered: Any, specs: Sequence[Any], options: dict | None) -> str:
     h = hashlib.sha256(lowered.as_text().encode())
     h.update(json.dumps([kinds, len(devices), {**COMPILE_OPTIONS, **(options or {})}, os.environ.get("XLA_FLAGS", ""),
                          jax.__version__,
-                         *map(_version, ("jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin"))],
+                         *map(_version, ("jaxlib", *CUDA_VERSIONS))],
                         sort_keys=True).encode())
     return h.hexdigest()[:32]
 

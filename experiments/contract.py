@@ -253,6 +253,8 @@ class Experiment:
         start to its end (the same programs timed again: how the machine's speed drifts).
       info: ``info(ctx) -> dict``: facts about the machine worth keeping in run.json (measured runs).
       attachments: ``attachments(ctx, out_dir) -> [paths]``: files a reader can open (measured runs).
+      info_cost: what ``info`` and ``attachments`` do together (their compiles, a peer's import), planned like a case:
+        a measured run calls them before its first case, inside its budget.
       pricing: how the model prices its programs and what its records give the model (``Pricing``).
     """
 
@@ -270,6 +272,7 @@ class Experiment:
     spread: bool = False
     info: Callable[[RunContext], dict[str, Any]] | None = None
     attachments: Callable[[RunContext, Path], list[str]] | None = None
+    info_cost: Cost = Cost.none()
     pricing: Pricing = Pricing()
 
     def config_for(self, profile: str, platform: str) -> Any:

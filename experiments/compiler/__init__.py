@@ -58,5 +58,7 @@ EXPERIMENT = Experiment(
     name="compiler", benchmark_version=2,  # 2: the layer's float64 reference on one BLAS thread
     config=Config, profiles=PROFILES, cases=cases, compiled_cases=compiled_cases,
     info=_measure.info, attachments=_measure.attachments,
+    # each hook compiles both programs (the library calls, then the lowering chain): a kernel and a GEMM, twice
+    info_cost=Cost(compiles=2, gemm_compiles=2, min_iters=0, warmup=0, calls=0),
     description="op-by-op vs jit, compile vs run and amortisation, fusion counts and bytes, library calls, "
                 "lowering chain")

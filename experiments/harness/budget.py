@@ -46,9 +46,17 @@ class Machine:
     device_rng_gbps: float  # jax.random draws on the device
     experiment_setup_s: float  # an experiment's first case: imports, data, first compiles of shared helpers
     startup_s: float  # Python, JAX and the backend starting
+    slowdown: float = 1.0  # every estimate times this: a plan checked against constants that prove too fast
 
     def case_seconds(self, cost: Cost) -> float:
         """Estimated wall seconds of one case."""
+        return self.slowdown * self._case_seconds(cost)
+
+    def setup_seconds(self) -> float:
+        """Estimated wall seconds an experiment's first case adds (imports, data, shared compiles)."""
+        return self.slowdown * self.experiment_setup_s
+
+    def _case_seconds(self, cost: Cost) -> float:
         if cost.on_host:  # numpy or Python on the host: float64-class rates, host memory
             compute = cost.flops / (self.host_gflops * 1e9)
             memory = cost.bytes / (self.host_gbps * 1e9)
@@ -127,7 +135,7 @@ def machine(platform: str, target: str | None = None) -> Machine:
 def experiment_seconds(cases: Sequence[Case], m: Machine) -> float:
     """Estimated seconds of an experiment's cases, with its first-case set-up where a case does any work."""
     work = sum(m.case_seconds(c.cost) for c in cases)
-    return work + (m.experiment_setup_s if work else 0.0)
+    return work + (m.setup_seconds() if work else 0.0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -66,8 +66,9 @@ class _Plan:
     name: str
     exp: Experiment
     cases: list[Case]
-    estimate_s: float
+    estimate_s: float  # its cases and, where a measured run calls them, its info hooks
     config: Any = None
+    info_s: float = 0.0  # its info and attachments hooks, called before any case
 
 
 RestsOn = Callable[[str, dict[str, Any]], bool]
@@ -90,7 +91,8 @@ def _build(s: RunSettings, ctx: RunContext, done: set[str] = frozenset(), rests_
         cases = _still_to_do(name, make(config, ctx), done)
         if rests_on is not None:
             cases = [dataclasses.replace(c, key=rests_on(name, c.params)) for c in cases]
-        plans.append(_Plan(name, exp, cases, budget.experiment_seconds(cases, m), config))
+        info_s = m.case_seconds(exp.info_cost) if not compiled and (exp.info or exp.attachments) else 0.0
+        plans.append(_Plan(name, exp, cases, budget.experiment_seconds(cases, m) + info_s, config, info_s))
     plans.sort(key=lambda p: not p.exp.run_first)
     return plans
 
@@ -153,21 +155,26 @@ class BudgetPlan:
     lines: list[str]
     estimate_s: float
     keys_cut: list[str]
+    key_s: float = 0.0  # the claim-deciding cases' own estimate, with the info hooks and their experiments' set-up
 
 
-def budget_plan(s: RunSettings, *, rests_on: RestsOn, likely: str = "cpu") -> BudgetPlan:
+def budget_plan(s: RunSettings, *, rests_on: RestsOn, likely: str = "cpu", slower: float = 1.0) -> BudgetPlan:
     """The run ``s`` (with its ``budget_s``) would make, walked in the order and with the allowance a real run uses,
-    each case taking its estimated seconds (no JAX is started). A key case left out is named in ``keys_cut``."""
+    each case taking its estimated seconds (no JAX is started), the experiments' info hooks first, as a run calls
+    them. A key case left out is named in ``keys_cut``. ``slower``: every estimate that many times longer (is the
+    plan safe if the machine's constants prove optimistic?)."""
     ctx, m = _dry_context(s, s.planned_platform(likely))
+    m = dataclasses.replace(m, slowdown=slower)
     plans = _build(s, ctx, rests_on=rests_on)
     budget_s = s.budget_s
     allow = _allowances(plans, budget_s, m)
-    elapsed, started = 0.0, set()
+    hooks_s = sum(p.info_s for p in plans)
+    elapsed, started = hooks_s, set()
     taken: dict[str, int] = {p.name: 0 for p in plans}
     cut: list[str] = []
     for p, case in _order(plans, budget_s):
         est = m.case_seconds(case.cost)
-        est += m.experiment_setup_s if est and p.name not in started else 0.0
+        est += m.setup_seconds() if est and p.name not in started else 0.0
         if not p.exp.spread and not allow.take(p.name, case.key, est, elapsed):
             if case.key:
                 cut.append(f"{p.name} {labels.case_label(case.params)}")
@@ -175,13 +182,26 @@ def budget_plan(s: RunSettings, *, rests_on: RestsOn, likely: str = "cpu") -> Bu
         started.add(p.name)
         taken[p.name] += 1
         elapsed += est
+    key_s = _key_seconds(plans, m)
     lines = [f"{p.name:16s} {taken[p.name]:4d} of {len(p.cases):4d} cases"
              + (f", {sum(c.key for c in p.cases)} claim-deciding" if any(c.key for c in p.cases) else "")
              for p in plans if p.cases]
-    lines.append(f"budget {budget_s:.0f} s: estimated {elapsed:.0f} s of measuring on {m.name}; "
+    if hooks_s:
+        lines.append(f"info hooks       {hooks_s:.0f} s ({', '.join(p.name for p in plans if p.info_s)}), before the "
+                     "first case")
+    lines.append(f"claim-deciding cases and the info hooks: estimated {key_s:.0f} s"
+                 + (f" ({key_s / budget_s:.0%} of the budget)" if budget_s else ""))
+    lines.append(f"budget {budget_s:.0f} s: estimated {elapsed:.0f} s of measuring on {m.name}"
+                 + (f", every estimate {slower:g}x" if slower != 1.0 else "") + "; "
                  + (f"{len(cut)} claim-deciding cases would be cut: {'; '.join(cut[:8])}" if cut
                     else "no claim-deciding case is cut"))
-    return BudgetPlan(lines, elapsed, cut)
+    return BudgetPlan(lines, elapsed, cut, key_s)
+
+
+def _key_seconds(plans: list[_Plan], m: budget.Machine) -> float:
+    """What a budgeted run spends before any case that is not claim-deciding: the info hooks, then every key case
+    with its experiment's set-up."""
+    return sum(p.info_s + budget.experiment_seconds([c for c in p.cases if c.key], m) for p in plans)
 
 
 def _order(plans: list[_Plan], budget_s: float | None) -> list[tuple[_Plan, Case]]:
@@ -279,10 +299,13 @@ def _meta(run_id: str, s: RunSettings, setting: _Setting, plans: list[_Plan]) ->
     return meta
 
 
-def _describe_machine(writer: results.RunWriter, plans: list[_Plan], ctx: RunContext, out_dir: Path) -> None:
-    """Each experiment's ``info`` and ``attachments`` hooks, into run.json: facts about the machine that measures."""
+def _describe_machine(writer: results.RunWriter, plans: list[_Plan], ctx: RunContext, out_dir: Path,
+                      spent: dict[str, float]) -> None:
+    """Each experiment's ``info`` and ``attachments`` hooks, into run.json: facts about the machine that measures.
+    Their seconds count in ``spent`` (run.json's timing sets them against the plan's ``info_cost``)."""
     info, attached = {}, {}
     for p in plans if ctx.mode == "measured" else ():
+        t0 = time.perf_counter()
         try:
             if p.exp.info is not None:
                 info[p.name] = p.exp.info(ctx)
@@ -290,6 +313,7 @@ def _describe_machine(writer: results.RunWriter, plans: list[_Plan], ctx: RunCon
                 attached[p.name] = p.exp.attachments(ctx, out_dir)
         except Exception as err:  # noqa: BLE001 - facts about a run must not stop it
             info[p.name] = {"error": results.status_of(err)[1]}
+        spent[p.name] += time.perf_counter() - t0
     writer.update(info={**writer.meta.get("info", {}), **info},
                   attachments={**writer.meta.get("attachments", {}), **attached})
 
@@ -325,7 +349,7 @@ def run_study(s: RunSettings, platform: str, *, rests_on: RestsOn | None = None,
     state, skipped, t_start, why = "interrupted", 0, time.perf_counter(), {}
     bar = None
     try:  # from here every way out leaves run.json saying how the run ended
-        _describe_machine(writer, plans, ctx, out_dir)  # compiles programs: seconds on a fresh GPU
+        _describe_machine(writer, plans, ctx, out_dir, spent)  # compiles programs: seconds on a fresh GPU
         bar = _progress(total, s.progress)
         with writer, timing.profiler_trace(s.trace_dir):
             skipped = _measure_all(plans, ctx, run_id, budget_s, setting.machine, writer, counts, spent, bar, log,
@@ -442,7 +466,7 @@ def _measure_all(plans: list[_Plan], ctx: RunContext, run_id: str, budget_s: flo
     gpus = gpu_targets(ctx.platform, ctx.mode)
     for p, case in _order(plans, budget_s):
         est = machine.case_seconds(case.cost)
-        est += machine.experiment_setup_s if est and p.name not in started else 0.0
+        est += machine.setup_seconds() if est and p.name not in started else 0.0
         needed = results.case_key(p.name, case.needs) if case.needs is not None else None
         # a spread experiment's probes are too small to budget, and what the rest is read against
         if budget_s is not None and not p.exp.spread and (
@@ -496,7 +520,7 @@ class _Allowance:
 def _allowances(plans: list[_Plan], budget_s: float | None, machine: budget.Machine) -> _Allowance | None:
     if budget_s is None:
         return None
-    key_s = sum(budget.experiment_seconds([c for c in p.cases if c.key], machine) for p in plans)
+    key_s = _key_seconds(plans, machine)  # the info hooks too: a run calls them inside its budget
     rest = {p.name: sum(machine.case_seconds(c.cost) for c in p.cases if not c.key) for p in plans}
     left = max(0.0, budget_s - key_s)
     total = sum(rest.values()) or 1.0

@@ -247,3 +247,37 @@ def test_each_rule_applies_the_thresholds_its_text_prints(cid):
                 got = claims.decide(claim, Evidence(pairs), thresholds={**claim.thresholds, name: other})[0]
                 moved |= got.verdict != base
         assert moved, (cid, name)
+
+
+# The GPU check runs the study in parts, each a run of its own: a rule that pairs a GPU run with its CPU run reads,
+# for each of its inputs, the GPU run that holds it (of two tries of one part, the later).
+PART_1 = results.Run(Path("gpu-part-1-try-1"), {**GPU.meta, "run_id": "20261206T120000Z-aaaaaa"}, ())
+PART_2 = results.Run(Path("gpu-part-2-try-1"), {**GPU.meta, "run_id": "20261206T121000Z-bbbbbb"}, ())
+
+
+def _split(pairs, part_of):
+    """``pairs`` with each GPU record moved into the part ``part_of(record)`` names."""
+    return [((part_of(rec) if run is GPU else run), rec) for run, rec in pairs]
+
+
+@pytest.mark.parametrize("cid, part_of", [
+    ("C18", lambda rec: PART_1 if rec.experiment == "precision" else PART_2),  # the product in part 1, the step in 2
+    ("C18", lambda rec: PART_2 if rec.experiment == "precision" else PART_1),
+    ("C05", lambda rec: PART_1 if rec.params["kind"] == "independent" else PART_2),
+    ("C07", lambda rec: PART_2),
+])
+def test_a_rule_reads_each_input_from_the_gpu_run_that_holds_it(cid, part_of):
+    for verdict, pairs in SCENARIOS[cid].items():
+        assert _verdict(cid, _split(pairs, part_of)).verdict == verdict, (cid, verdict)
+
+
+def test_of_two_tries_holding_a_case_the_later_is_read():
+    earlier, later = (results.Run(Path(f"gpu-part-1-try-{i}"), {**GPU.meta, "run_id": f"20261206T12{i}000Z-x"}, ())
+                      for i in (1, 2))
+    sweep = lambda run, frac: _p(run, "precision", {"case": "sweep", "preset": "bf16", "n": 8192, "impl": "jax"},
+                                 {"peak_fraction": frac, **_t(1.0)})
+    steps = c18(0.7, 50)[1:]
+    for first, second in ((earlier, later), (later, earlier)):  # in either order of the merge
+        pairs = [sweep(first, 0.2 if first is earlier else 0.7), sweep(second, 0.2 if second is earlier else 0.7),
+                 *steps]
+        assert _verdict("C18", pairs).verdict == "supported"

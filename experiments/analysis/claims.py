@@ -164,15 +164,16 @@ def _c04(e, th):
                                    f"(elementwise {sp[k]['elementwise_speedup']:.2f}x)")
 
 
-def _side(e: Evidence, backend: str) -> Evidence:
-    """The evidence of the GPU run, or of the CPU run beside it (all of it without a GPU run)."""
-    grun, crun = e.paired()
-    return e.of(grun if backend == "gpu" else crun)
+def _side(e: Evidence, backend: str, experiment: str, **params) -> list:
+    """The ``ok`` records of ``experiment`` with ``params`` on ``backend``: of the GPU run that holds them, or of the
+    CPU run beside it (any run's without a GPU run)."""
+    grun, crun = e.paired(experiment, **params)
+    return e.of(grun if backend == "gpu" else crun).ok(experiment, backend, **params)
 
 
 def _times(e, backend, kind, variant):
     return {r.params["n"]: r.metrics["time_s_median"]
-            for r in _side(e, backend).ok("serial_parallel", backend, kind=kind, variant=variant)}
+            for r in _side(e, backend, "serial_parallel", kind=kind, variant=variant)}
 
 
 def _c05(e, th):
@@ -207,7 +208,7 @@ def _c06(e, th):
 
 
 def _one(e, backend: str, n: int) -> dict:
-    recs = _side(e, backend).ok("serial_parallel", backend, kind="independent", variant="vectorized", n=n)
+    recs = _side(e, backend, "serial_parallel", kind="independent", variant="vectorized", n=n)
     return recs[0].metrics
 
 
@@ -215,7 +216,7 @@ def _c07(e, th):
     # the teacher task: a time to target that grows with the model, tens of seconds on a CPU at the largest
     def times(b):
         return {r.params["width"]: r.metrics["time_s_to_target"]
-                for r in _side(e, b).ok("training", b, case="to_target")}
+                for r in _side(e, b, "training", case="to_target")}
 
     cpu, gpu = times("cpu"), times("gpu")
     both = sorted(set(cpu) & set(gpu))
@@ -507,7 +508,8 @@ def _c17(e, th):
 def _c18(e, th):
     # hardware plus software: the GPU's matmul, through the libraries XLA calls, reaching half the datasheet
     # peak; and the whole train step far faster than on the CPU beside it
-    grun, crun = e.paired()
+    # each from the GPU run that holds it: a GPU check's parts are runs of their own
+    grun, crun = e.paired("precision", case="sweep", impl="jax", preset="bf16")
     if grun is None:
         return _not_run("GPU")
     env = grun.env
@@ -516,8 +518,9 @@ def _c18(e, th):
     sweep = e.of(grun).ok("precision", "gpu", case="sweep", impl="jax", preset="bf16")
     top = max(sweep, key=lambda r: r.params["n"], default=None)
     libs = e.info(grun, "matmul").get("jax_dot", "?")
+    trun, tcpu = e.paired("training", case="throughput", impl="jax")
     thr = {(r.backend, r.params["width"]): r.metrics["samples_per_s"]
-           for side in (grun, crun) for r in e.of(side).ok("training", case="throughput", impl="jax")}
+           for side in (trun, tcpu) for r in e.of(side).ok("training", case="throughput", impl="jax")}
     widths = sorted(w for b, w in thr if b == "gpu" and ("cpu", w) in thr)
     if top is None or "peak_fraction" not in top.metrics or not widths:
         return Verdict("not run", ev + "; needs the GPU run's bf16 matmul and a training width measured on both")

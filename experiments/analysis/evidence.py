@@ -95,11 +95,16 @@ class Evidence:
         ids = {id(r) for r in records}
         return list({id(run): run for run, rec in self._pairs if id(rec) in ids}.values())
 
-    def paired(self) -> tuple[Run | None, Run | None]:
+    def paired(self, experiment: str | None = None, **params: Any) -> tuple[Run | None, Run | None]:
         """(a GPU run, the CPU run beside it: its own host's where the records have one), or (None, None)
-        without a GPU run."""
+        without a GPU run. With ``experiment``: the GPU run that holds its ``ok`` records with ``params`` (a GPU
+        check's parts are runs of their own; of two tries that hold them, the later), else the first GPU run."""
         runs = self.runs
-        gpu = next((r for r in runs if r.env.get("backend") == "gpu"), None)
+        gpus = [r for r in runs if r.env.get("backend") == "gpu"]
+        if experiment is not None:
+            holding = self.runs_of(self.ok(experiment, "gpu", **params))
+            gpus = sorted(holding, key=lambda r: r.meta.get("run_id") or "", reverse=True) or gpus
+        gpu = gpus[0] if gpus else None
         return (gpu, cpu_partner(gpu, runs)) if gpu is not None else (None, None)
 
     def of(self, run: Run | None) -> Evidence:

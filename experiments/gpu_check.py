@@ -1,37 +1,50 @@
 """``python -m experiments.gpu_check --part N ARCHIVE``: the study's GPU check, one part per call.
 
-A GPU machine is lent rarely, for minutes, and hands files back only when a call returns; one lost call must
-not lose what was measured before it. So the check runs in parts, each one short call with an archive of its
-own (``scripts/gpu_check.sh`` is the same command):
+A GPU machine is lent rarely, for minutes (15 in all, its start-ups of 60-120 s included, at most 10 a call), and
+hands files back only when a call returns. So the check runs in parts, each one short call of at most about three
+minutes (``PART_S``) with an archive of its own (``scripts/gpu_check.sh`` is the same command):
 
-- part 1: a preflight (nvidia-smi, versions), then the quick GPU study of every experiment of ``PARTS["1"]``
-  (all but the whole-step ones), key cases first under a budget;
-- part 2: ``PARTS["2"]`` (memory_fit, op_mix, transformer) added to part 1's run folder where it is still on
-  the machine (``--resume`` with ``--only``: run.json's ``sessions`` says what each part ran), else a fresh
-  folder; then the GPU tests;
-- part 3 (optional): the host-CPU study of the same machine (8 host devices);
-- ``all``: every part in one call, for a GPU held longer.
+- parts 1 to 4: the quick GPU study in four runs, the most valuable first (``PARTS``: the summary's rates, then the
+  train step, then the claims' other cases, then memory_fit), each run's claim-deciding cases first under a budget
+  they fill to at most ``KEY_SHARE`` (the dry run holds each part to that, also with every estimate ``--slower``);
+  part 1 starts with the preflight (``python -m experiments.preflight``: every module imports, one program jits on
+  the GPU and matches NumPy, one XLA:GPU plan compiles), so a break with this JAX shows, named, in the first call;
+- part 5: the GPU tests, verbose;
+- part ``host`` (optional): the study on the same machine's CPU (8 host devices);
+- ``all``: every part back to back in one call, for a GPU held longer than a lent machine's call.
 
-Each part is planned to its deadline (``PART_S`` seconds, ``GPU_CHECK_S`` to change it): ``--dry-run --part N``
-prints its steps, the study's plan for the card (an H100 SXM unless ``--target`` says otherwise) and whether
-every claim-deciding case fits the budget. While it runs:
+Each call is one try of its part, with folders of its own: ``ROOT/part-N-try-K/`` holds its step logs, its
+monitor and its run (``gpu-part-N-try-K``, a result folder the report merges), so no two tries or parts share a
+path: the archives of one lease unpack into one folder without losing a record, and a part run again on the same
+root measures anew beside what its earlier tries kept. A part's archive holds every try of that part on this root.
 
-- the archive is rewritten every ``PACK_EVERY_S`` seconds (records so far, each step's console, the machine's
-  log, a summary), written beside and renamed over, so a call cut by its time limit or a SIGKILL of the whole
-  process group still returns a whole archive of what was measured up to a few seconds before;
-- a monitor samples the machine every ``MONITOR_EVERY_S`` seconds into ``monitor.csv`` (host memory, load, disk,
-  and nvidia-smi's GPU memory, temperature, clocks, power); at the end the kernel's lines about the GPU (Xid,
-  NVRM) or memory (out of memory) go into ``kernel.txt`` where they can be read;
-- a watchdog ends each step at its limit (SIGINT to its process group, SIGKILL 5 s later) and moves on without
-  waiting on a process that does not die (one stuck in the driver never lets a ``wait`` return).
+What survives: the archive is rewritten every ``PACK_EVERY_S`` seconds (records so far, each step's console, the
+machine's log and the kernel's lines about the GPU, a summary), written beside and renamed over, and never replaced
+by a partial or oversized one (the device tool returns files of at most 16 MiB). That saves a call cut by its time
+limit, or a SIGKILL of the whole process group, while the machine lives: the archive then holds what was measured
+up to a few seconds before. **A machine that is lost returns nothing**: its archive never comes home. That is why a
+call on a lent machine stays under about three minutes, and why ``--part all`` (one long call) is only for a GPU
+you hold yourself.
+
+While a part runs, a monitor samples the machine every ``MONITOR_EVERY_S`` seconds into ``monitor.csv`` (host
+memory, load, disk, and nvidia-smi's GPU memory, temperature, clocks, power), and ``kernel.txt`` keeps the kernel's
+lines about the GPU (Xid, NVRM) or memory (out of memory), read with every pack; a watchdog ends each step at its
+limit (SIGINT to its process group, SIGKILL 5 s later) and moves on without waiting on a process that does not die
+(one stuck in the driver never lets a ``wait`` return).
+
+``--dry-run --part N`` prints the part's steps, each study's plan for the card (an H100 SXM unless ``--target``
+says otherwise), its claim-deciding cases' own estimate against ``KEY_SHARE`` of the budget, and whether the part
+fits its deadline; ``--slower 1.3`` plans with every estimate 1.3 times longer. The host part is planned with the
+CPU of the machine the dry run runs on, not the GPU machine's.
 
 Exit status: 0 when the part's study finished (complete, or cut cleanly by its budget); 1 when it failed; 3 when
 it overran its limit (its records kept); 130 on SIGINT, 143 on SIGTERM; 2 for bad input. Never 124 or 137,
 which the device tool reads as its own time limit.
 
-Environment: ``GPU_CHECK_S`` (a part's deadline, seconds), ``PYTHON`` (interpreter, default this one),
-``JAXGPU_CHECK_STUDY`` (a command run in place of ``python -m experiments.run``: for the tests' hanging study),
-``JAXGPU_CHECK_ROOT`` (where the check's folders go, default ``reports/runs/gpu-check``).
+Environment: ``GPU_CHECK_S`` (a part's deadline, seconds; for ``all``, the whole call's, shared in proportion),
+``PYTHON`` (interpreter, default this one), ``JAXGPU_CHECK_STUDY`` (a command run in place of ``python -m
+experiments.run``: for the tests' stand-in study), ``JAXGPU_CHECK_PREFLIGHT`` (a command run in place of the
+preflight), ``JAXGPU_CHECK_ROOT`` (where the check's folders go, default ``reports/runs/gpu-check``).
 Nothing here imports JAX.
 """
 
@@ -55,22 +68,37 @@ import experiments
 from experiments import cli
 
 PROG = "python -m experiments.gpu_check"
-PART_S = 240  # a part's deadline: with the machine's start (60-120 s) a lost call leaves time for one more try
-ALL_S = 560  # --part all: the parts back to back inside one ten-minute call
+STUDY_PART_S = 180  # a study part's deadline: three starts and three parts fit a lease's 15 minutes
+TESTS_PART_S = 100
 PACK_EVERY_S = 15  # the archive is never older than this (and the time a pack takes)
 MONITOR_EVERY_S = 10
-PREFLIGHT_S = 10  # nvidia-smi and the versions: no device is started
+PREFLIGHT_S = 30  # part 1's preflight: nvidia-smi, the versions, every import, one program jitted (about 20 s)
+PREFLIGHT_ESTIMATE_S = 20
 RESERVE_S = 8  # kept back from every step for the last pack and the watchdog's kill grace
 STUDY_START_S = 25  # a study's start-up (Python, JAX, CUDA) inside its limit, outside its budget
 TEST_ITEM_S = 2.0  # a GPU test item: a compile or two and a run
-GPU_TESTS_S = 72  # part 2's GPU tests, each bounded by pytest-timeout
+GPU_TESTS_S = TESTS_PART_S - RESERVE_S
 KILL_GRACE_S = 5  # SIGINT, then SIGKILL this much later
 ARCHIVE_MAX_BYTES = 15 * 2**20  # the device tool returns files of at most 16 MiB
 DEFAULT_TARGET = "h100"  # the slower card, and the one a first call gets
+KEY_SHARE = 0.75  # of a study part's budget, at most, for its claim-deciding cases (and the info hooks)
+SLOWER = 1.3  # ... also with every estimate this many times longer (tests/test_gpu_check.py holds the parts to it)
 
-# The whole-step experiments go to part 2: they compile train steps (seconds each, autotuned), and memory_fit
-# must run first in its process (it reads the device's high-water mark), which part 2's fresh process gives it.
-PART_2 = ("memory_fit", "op_mix", "transformer")
+# The GPU study's parts, the most valuable first: the summary's rates and the claims on products, precision,
+# memory and the libraries; the train step (the summary's training rows) with the op mix; the other claims' cases;
+# memory_fit last and alone (it reads the device's high-water mark, so it runs first in a fresh process, and its
+# 7B cases are the longest). Every experiment with GPU cases is in one part (a test keeps it so).
+PARTS: dict[str, tuple[str, ...]] = {
+    "1": ("devices", "matmul", "precision", "bandwidth", "transfer", "compiler", "drift"),
+    "2": ("training", "op_mix"),
+    "3": ("roofline", "inference", "serial_parallel", "transformer", "threads", "collectives", "data_parallel",
+          "tensor_parallel", "distributed"),
+    "4": ("memory_fit",),
+}
+TESTS_PART = "5"
+HOST_PART = "host"
+ORDER = (*PARTS, TESTS_PART, HOST_PART)  # what --part all runs, in this order
+PART_S = {**{p: STUDY_PART_S for p in PARTS}, TESTS_PART: TESTS_PART_S, HOST_PART: STUDY_PART_S}
 GPU_TESTS = ("tests/test_gpu.py", "tests/test_precision.py")
 EXIT = {"ok": 0, "failed": 1, "overran": 3, "SIGINT": 130, "SIGTERM": 143}
 
@@ -81,12 +109,22 @@ def gpu_experiments() -> list[str]:
 
 
 def part_experiments(part: str) -> list[str]:
-    """The experiments a part's GPU study runs."""
-    if part == "1":
-        return [n for n in gpu_experiments() if n not in PART_2]
-    if part == "2":
-        return list(PART_2)
-    return []
+    """The experiments a part's study runs (the host part: those of the host check)."""
+    if part == HOST_PART:
+        return list(experiments.host_check())
+    return list(PARTS.get(part, ()))
+
+
+def try_folder(root: Path, part: str) -> Path:
+    """This call's folder of ``part`` under ``root``: ``part-N-try-K``, K one more than any try there already."""
+    tries = [int(d.name.rsplit("-", 1)[1]) for d in root.glob(f"part-{part}-try-*")
+             if d.is_dir() and d.name.rsplit("-", 1)[1].isdigit()]
+    return root / f"part-{part}-try-{max(tries, default=0) + 1}"
+
+
+def run_folder(folder: Path, part: str) -> Path:
+    """The result folder of a try's study: named for the part and the try, so that merged runs say which."""
+    return folder / f"{'host' if part == HOST_PART else 'gpu'}-{folder.name}"
 
 
 @dataclasses.dataclass
@@ -103,24 +141,32 @@ class Step:
 
 
 class Check:
-    """One call of the check: its folders, its archive, the threads that keep the archive fresh and watch the
-    machine, and the watchdog that runs each step to its limit."""
+    """One call of the check: its try folders (one per part it runs), its archive, the threads that keep the
+    archive fresh and watch the machine, and the watchdog that runs each step to its limit."""
 
-    def __init__(self, part: str, archive: Path, deadline_s: float, root: Path, py: str):
-        self.part, self.archive, self.root, self.py = part, archive, root, py
+    def __init__(self, parts: Sequence[str], archive: Path, deadline_s: float, root: Path, py: str):
+        self.parts, self.archive, self.root, self.py = tuple(parts), archive, root, py
         self.t0 = time.monotonic()
         self.deadline = self.t0 + deadline_s
         self.deadline_s = deadline_s
-        self.logs = root / f"part-{part}"
-        self.logs.mkdir(parents=True, exist_ok=True)
-        self.summary = self.logs / "summary.txt"
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.child: subprocess.Popen | None = None
         self.signal: str | None = None
         self.peak_host_used = 0
-        self._say(f"GPU check part {part}: deadline {deadline_s:.0f} s, python {py}, started "
-                  f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+        self.folder = self.enter(self.parts[0])
+        self._say(f"GPU check part {'all' if len(self.parts) > 1 else self.parts[0]}: deadline {deadline_s:.0f} s, "
+                  f"python {py}, started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+
+    def enter(self, part: str) -> Path:
+        """Starts the next try of ``part``: its folder, where the logs and the run go from now on."""
+        folder = try_folder(self.root, part)
+        folder.mkdir(parents=True)
+        self.folder = folder
+        earlier = sorted(d.name for d in self.root.glob(f"part-{part}-try-*") if d != folder)
+        if earlier:
+            self._say(f"part {part}, try {folder.name.rsplit('-', 1)[1]}: kept beside {', '.join(earlier)}")
+        return folder
 
     # -- time ------------------------------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -131,27 +177,45 @@ class Check:
 
     # -- the record of the call ------------------------------------------------------------------------------
     def _say(self, line: str) -> None:
-        with open(self.summary, "a", encoding="utf-8") as f:
+        with open(self.folder / "summary.txt", "a", encoding="utf-8") as f:
             f.write(line + "\n")
         print(f"gpu_check: {line}", flush=True)
 
-    def pack(self) -> None:
-        """Writes the archive anew from what is on disk now: beside it first, then renamed over it."""
+    def _members(self) -> list[Path]:
+        """The files the archive holds: every try of this call's parts on this root."""
+        files = []
+        for part in self.parts:
+            for folder in sorted(self.root.glob(f"part-{part}-try-*")):
+                files += [f for f in sorted(folder.rglob("*")) if f.is_file() and not f.name.endswith(".tmp")
+                          and "attachments" not in f.relative_to(folder).parts]
+        return files
+
+    def pack(self) -> bool:
+        """Writes the archive anew from what is on disk now (with the kernel's lines as they are now): beside it
+        first, then renamed over it. A pack that failed part-way, or that stays over the size the device tool
+        returns after dropping what can be dropped, leaves the last good archive in place; returns whether it
+        replaced it."""
+        (self.folder / "kernel.txt").write_text(kernel_lines(), encoding="utf-8")
         with self.lock:
             tmp = self.archive.with_name(self.archive.name + ".tmp")
             for skip in ((), (".html", ".png"), (".html", ".png", "plans.jsonl")):  # smaller until it fits
                 try:
                     with tarfile.open(tmp, "w:gz", compresslevel=6) as tar:
-                        for path in sorted(self.root.rglob("*")):
-                            if path.is_file() and not path.name.endswith(skip) and "attachments" not in path.parts \
-                                    and not path.name.endswith(".tmp"):
+                        for path in self._members():
+                            if not path.name.endswith(skip):
                                 tar.add(path, arcname=str(path.relative_to(self.root.parent)))
-                except OSError:
-                    continue  # a file renamed under the walk: the next pack has it
+                except OSError as err:  # a file renamed under the walk, a full disk: the next pack tries again
+                    tmp.unlink(missing_ok=True)
+                    print(f"gpu_check: pack failed, the last archive kept: {err}", flush=True)
+                    return False
                 if tmp.stat().st_size <= ARCHIVE_MAX_BYTES:
-                    break
-            if tmp.exists():
-                os.replace(tmp, self.archive)
+                    os.replace(tmp, self.archive)
+                    return True
+            size = tmp.stat().st_size
+            tmp.unlink(missing_ok=True)
+            print(f"gpu_check: the archive would be {size / 2**20:.1f} MiB, over {ARCHIVE_MAX_BYTES / 2**20:.0f}: "
+                  "the last archive kept", flush=True)
+            return False
 
     def _packer(self) -> None:
         while not self.stopping.wait(PACK_EVERY_S):
@@ -161,17 +225,18 @@ class Check:
                 self._say(f"pack failed: {err}")
 
     def _monitor(self) -> None:
-        path = self.logs / "monitor.csv"
-        with open(path, "a", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(MONITOR_FIELDS)
-            while True:
-                row = machine_sample(self.elapsed())
-                self.peak_host_used = max(self.peak_host_used, row.get("host_used_bytes") or 0)
+        while True:
+            row = machine_sample(self.elapsed())
+            self.peak_host_used = max(self.peak_host_used, row.get("host_used_bytes") or 0)
+            path = self.folder / "monitor.csv"  # the current try's: a call of several parts logs each in its own
+            new = not path.exists()
+            with open(path, "a", newline="", encoding="utf-8") as f:
+                w = csv.writer(f)
+                if new:
+                    w.writerow(MONITOR_FIELDS)
                 w.writerow([row.get(k, "") for k in MONITOR_FIELDS])
-                f.flush()
-                if self.stopping.wait(MONITOR_EVERY_S):
-                    return
+            if self.stopping.wait(MONITOR_EVERY_S):
+                return
 
     def start_threads(self) -> None:
         for target in (self._monitor, self._packer):
@@ -183,7 +248,7 @@ class Check:
         limit = max(1.0, min(step.limit_s, self.left()))
         self._say(f"== {step.name} (limit {limit:.0f} s): {shlex.join(step.argv)}")
         t0 = time.monotonic()
-        log = open(self.logs / f"{step.name}.txt", "ab")
+        log = open(self.folder / f"{step.name}.txt", "ab")
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **step.env}
         try:
             # in this process's group and session: a kill of the whole call (the device tool's, a test's) takes
@@ -241,7 +306,6 @@ class Check:
         self.stopping.set()
         if self.child is not None and self.child.poll() is None:
             self._end_child()
-        (self.logs / "kernel.txt").write_text(kernel_lines(), encoding="utf-8")
         if self.peak_host_used:
             self._say(f"host memory used at its peak: {self.peak_host_used / 1e9:.1f} GB")
         status = self.signal or status
@@ -346,74 +410,79 @@ def kernel_lines() -> str:
 
 # -- the parts ---------------------------------------------------------------------------------------------------
 
-def study_dir(root: Path) -> Path:
-    return root / "study"
-
-
-def study_argv(check_py: str, names: Sequence[str], out: Path, budget_s: float, resume: bool,
-               backend: str = "gpu", extra: Sequence[str] = ()) -> list[str]:
+def study_argv(check_py: str, names: Sequence[str], out: Path, budget_s: float, backend: str = "gpu",
+               extra: Sequence[str] = ()) -> list[str]:
     base = shlex.split(os.environ["JAXGPU_CHECK_STUDY"]) if os.environ.get("JAXGPU_CHECK_STUDY") else \
         [check_py, "-m", "experiments.run"]
-    where = ["--resume", str(out)] if resume else ["--out", str(out), "--backend", backend, "--profile", "quick"]
-    return [*base, *where, "--only", ",".join(names), "--budget-s", f"{budget_s:.0f}", "--no-report",
-            "--no-progress", *extra]
-
-
-_VERSIONS = """\
-import importlib.metadata as m, platform
-print("python", platform.python_version())
-for p in ("jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda12-plugin", "flax", "optax", "numpy", "torch"):
-    try:
-        print(p, m.version(p))
-    except m.PackageNotFoundError:
-        print(p, "not installed")
-"""
+    return [*base, "--out", str(out), "--backend", backend, "--profile", "quick", "--only", ",".join(names),
+            "--budget-s", f"{budget_s:.0f}", "--no-report", "--no-progress", *extra]
 
 
 def preflight_argv(py: str) -> list[str]:
-    """nvidia-smi's view of the card and the installed versions, without starting a device."""
+    """nvidia-smi's view of the card, then ``experiments.preflight`` on the GPU (versions, every import, one program
+    jitted and checked, one XLA:GPU plan)."""
     smi = "nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv"
-    return ["bash", "-c", f"{smi}; {shlex.quote(py)} -c {shlex.quote(_VERSIONS)}"]
+    check = os.environ.get("JAXGPU_CHECK_PREFLIGHT") or shlex.join([py, "-m", "experiments.preflight", "--backend",
+                                                                     "gpu"])
+    return ["bash", "-c", f"{smi}; {check}"]
 
 
 def budget_of(limit_s: float) -> float:
-    return max(5.0, limit_s - STUDY_START_S)
+    """A study's budget inside its step's limit: what is left after its start-up, were that ``SLOWER`` than planned
+    (the budget's clock starts once JAX is up)."""
+    return max(5.0, limit_s - STUDY_START_S * SLOWER)
 
 
-def part_steps(part: str, root: Path, py: str, deadline_s: float) -> list[Step]:
-    """The steps of a part, each with its limit inside the part's deadline."""
-    study = study_dir(root)
-    if part == "1":
-        limit = deadline_s - PREFLIGHT_S - RESERVE_S
-        return [Step("preflight", preflight_argv(py), PREFLIGHT_S),
-                Step("gpu-study", study_argv(py, part_experiments("1"), study, budget_of(limit), False), limit)]
-    if part == "2":
-        tests_s = min(GPU_TESTS_S, 0.3 * deadline_s)
-        limit = deadline_s - PREFLIGHT_S - tests_s - RESERVE_S
-        resume = (study / "run.json").exists()
-        names = part_experiments("2")
-        return [Step("preflight", preflight_argv(py), PREFLIGHT_S),
-                Step("gpu-study", study_argv(py, names, study, budget_of(limit), resume), limit),
-                Step("gpu-tests", [py, "-m", "pytest", "-q", "--backend", "gpu", "-p", "no:cacheprovider", "-m",
-                                   "not slow", "--timeout", "30", *GPU_TESTS], tests_s)]
-    if part == "3":
+def tests_argv(py: str) -> list[str]:
+    # verbose: each test's name and outcome reach the log as it ends, so a cut step still names what failed
+    return [py, "-m", "pytest", "-v", "-rfE", "--backend", "gpu", "-p", "no:cacheprovider", "-m", "not slow",
+            "--timeout", "30", *GPU_TESTS]
+
+
+def part_steps(part: str, folder: Path, py: str, deadline_s: float) -> list[Step]:
+    """The steps of a part's try (its folder ``folder``), each with its limit inside the part's deadline."""
+    run = run_folder(folder, part)
+    if part in PARTS:
+        pre = [Step("preflight", preflight_argv(py), PREFLIGHT_S)] if part == "1" else []
+        limit = deadline_s - sum(s.limit_s for s in pre) - RESERVE_S
+        return [*pre, Step("gpu-study", study_argv(py, part_experiments(part), run, budget_of(limit)), limit)]
+    if part == TESTS_PART:
+        return [Step("gpu-tests", tests_argv(py), deadline_s - RESERVE_S)]
+    if part == HOST_PART:
         limit = deadline_s - RESERVE_S
-        argv = study_argv(py, experiments.host_check(), root / "host", budget_of(limit), False, backend="cpu",
+        argv = study_argv(py, part_experiments(part), run, budget_of(limit), backend="cpu",
                           extra=("--devices", "8", "--allocator", "system"))
         return [Step("host-study", argv, limit)]
     raise ValueError(part)
 
 
-def run_part(part: str, archive: Path, deadline_s: float, root: Path, py: str) -> int:
-    check = Check(part, archive, deadline_s, root, py)
+def parts_of(part: str) -> tuple[str, ...]:
+    return ORDER if part == "all" else (part,)
+
+
+def deadlines(part: str, total_s: float | None) -> dict[str, float]:
+    """Each part's deadline in a call of ``part``: its own ``PART_S`` (``total_s``, where set, shared in proportion
+    to them)."""
+    own = {p: float(PART_S[p]) for p in parts_of(part)}
+    scale = total_s / sum(own.values()) if total_s else 1.0
+    return {p: s * scale for p, s in own.items()}
+
+
+def run_part(part: str, archive: Path, total_s: float | None, root: Path, py: str) -> int:
+    shares = deadlines(part, total_s)
+    check = Check(list(shares), archive, sum(shares.values()), root, py)
     previous = {s: signal.signal(s, check.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     check.start_threads()
     status = "failed"
     try:
-        parts = ("1", "2", "3") if part == "all" else (part,)
-        for i, p in enumerate(parts):
-            share = check.left() + RESERVE_S if part != "all" else (check.left() + RESERVE_S) / (len(parts) - i)
-            status = _run_one(check, p, root, py, share)
+        for i, p in enumerate(shares):
+            if i:
+                check.enter(p)
+            # a part of a longer call gets its share, and what the parts before it left unused
+            left = check.left() + RESERVE_S
+            share = left if i == len(shares) - 1 else min(left, shares[p] + max(0.0, left - sum(
+                list(shares.values())[i:])))
+            status = _run_one(check, p, py, share)
             if check.signal:
                 break
     finally:
@@ -422,66 +491,68 @@ def run_part(part: str, archive: Path, deadline_s: float, root: Path, py: str) -
     return check.finish(status)
 
 
-def _run_one(check: Check, part: str, root: Path, py: str, deadline_s: float) -> str:
+def _run_one(check: Check, part: str, py: str, deadline_s: float) -> str:
     status = "ok"
-    for step in part_steps(part, root, py, deadline_s):
-        if step.name == "gpu-study" and "--resume" in step.argv:
-            check._say(f"part {part} adds {', '.join(part_experiments(part))} to the run in {study_dir(root)}")
+    for step in part_steps(part, check.folder, py, deadline_s):
         rc = check.run(step)
         if check.signal:
             return check.signal
-        if step.name == "gpu-study" and rc == 2 and "--resume" in step.argv:
-            # the folder was recorded on another machine (experiments.run refuses it): a fresh one
-            fresh = study_dir(root).with_name(f"study-{int(time.time())}")
-            check._say(f"the run in {study_dir(root)} is not this machine's; part {part} starts {fresh}")
-            step = dataclasses.replace(step, argv=study_argv(py, part_experiments(part), fresh,
-                                                             budget_of(check.left()), False))
-            rc = check.run(step)
-        if step.name in ("gpu-study", "host-study"):
+        if step.name in ("gpu-study", "host-study", "gpu-tests"):
             status = "ok" if rc == 0 else "overran" if step.overran else "failed"
         elif rc and step.name == "preflight":
-            check._say("preflight failed: nvidia-smi or the versions could not be read (the steps run anyway)")
+            check._say("preflight failed: a check above names what broke (the study runs anyway)")
     return status
 
 
 # -- the dry run ---------------------------------------------------------------------------------------------------
 
-def dry_run(part: str, deadline_s: float, target: str, py: str, n_tests: int) -> list[str]:
-    """The part's plan: its steps with their limits, the study's plan on ``target`` under its budget, whether
-    every claim-deciding case fits, and ``the command: estimated X s, at most Y s``."""
+def dry_run(part: str, total_s: float | None, target: str, py: str, n_tests: int, slower: float = 1.0) -> list[str]:
+    """The call's plan: each part's steps with their limits, each study's plan on ``target`` (the host part's on
+    this CPU) under its budget, its claim-deciding cases' own estimate against ``KEY_SHARE`` of the budget, and
+    ``the command: estimated X s, at most Y s``. ``slower``: every estimate that many times longer."""
     from experiments.analysis import claims
     from experiments.harness import runner
     from experiments.harness.settings import RunSettings
 
     root = Path(os.environ.get("JAXGPU_CHECK_ROOT", "reports/runs/gpu-check"))
-    parts = ("1", "2", "3") if part == "all" else (part,)
-    out, likely, ok = [f"GPU check part {part} for the {target}: deadline {deadline_s:.0f} s"], 0.0, True
-    for p in parts:
-        share = deadline_s / len(parts)
-        for step in part_steps(p, root, py, share):
+    shares = deadlines(part, total_s)
+    times = f", every estimate {slower:g}x" if slower != 1.0 else ""
+    out = [f"GPU check part {part} for the {target}: deadline {sum(shares.values()):.0f} s{times}"]
+    likely, ok = 0.0, True
+    for p, share in shares.items():
+        for step in part_steps(p, root / f"part-{p}-try-1", py, share):
             if step.name in ("gpu-study", "host-study"):
-                names = part_experiments(p) if step.name == "gpu-study" else experiments.host_check()
+                names = part_experiments(p)
                 budget = float(step.argv[step.argv.index("--budget-s") + 1])
-                platform = "gpu" if step.name == "gpu-study" else "cpu"
-                s = RunSettings(tuple(names), backend=platform, budget_s=budget,
-                                target=target if platform == "gpu" else None, devices=8 if platform == "cpu" else None)
-                plan = runner.budget_plan(s, rests_on=claims.rests_on)
-                out.append(f"{p}.{step.name}: {', '.join(names)}; limit {step.limit_s:.0f} s, budget {budget:.0f} s")
+                gpu = step.name == "gpu-study"
+                s = RunSettings(tuple(names), backend="gpu" if gpu else "cpu", budget_s=budget,
+                                target=target if gpu else None, devices=None if gpu else 8)
+                plan = runner.budget_plan(s, rests_on=claims.rests_on, slower=slower)
+                where = "" if gpu else (f"; planned with this machine's CPU ({os.cpu_count()} cores), not the GPU "
+                                        "machine's: a guide only")
+                out.append(f"{p}.{step.name}: {', '.join(names)}; limit {step.limit_s:.0f} s, budget {budget:.0f} s"
+                           + where)
                 out += [f"    {line}" for line in plan.lines]
-                ok &= not plan.keys_cut
-                likely += min(plan.estimate_s, budget) + STUDY_START_S
+                fits = not plan.keys_cut and (not gpu or plan.key_s <= KEY_SHARE * budget)
+                if gpu and plan.key_s > KEY_SHARE * budget:
+                    out.append(f"    the claim-deciding cases take more than {KEY_SHARE:.0%} of the budget "
+                               f"({KEY_SHARE * budget:.0f} s)")
+                ok &= fits
+                likely += min(plan.estimate_s, budget) + STUDY_START_S * slower
             elif step.name == "gpu-tests":
-                est = n_tests * TEST_ITEM_S + 10
+                est = (n_tests * TEST_ITEM_S + 10) * slower
                 out.append(f"{p}.gpu-tests: {n_tests} items of {' '.join(GPU_TESTS)} at about {TEST_ITEM_S:g} s "
                            f"each: estimated {est:.0f} s, limit {step.limit_s:.0f} s")
                 if est > step.limit_s:
                     out.append(f"    the tests may not all run in {step.limit_s:.0f} s")
                 likely += est
             else:
-                out.append(f"{p}.{step.name}: limit {step.limit_s:.0f} s, estimated 3 s")
-                likely += 3
+                est = PREFLIGHT_ESTIMATE_S * slower
+                out.append(f"{p}.{step.name}: limit {step.limit_s:.0f} s, estimated {est:.0f} s")
+                likely += est
     likely += 3  # the last pack
-    out.append(f"the command: estimated {likely:.0f} s, at most {deadline_s:.0f} s (every step at its limit)")
+    out.append(f"the command: estimated {likely:.0f} s, at most {sum(shares.values()):.0f} s (every step at its "
+               "limit)")
     out.append("every claim-deciding case fits its part's budget" if ok
                else "some claim-deciding cases do not fit their part's budget (above)")
     return out
@@ -495,18 +566,26 @@ def count_tests(py: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = cli.Parser(prog=PROG, description="The study's GPU check, one part per call of a lent GPU machine; each part "
+    p = cli.Parser(prog=PROG, description="The study's GPU check, one part per call of a lent GPU machine (about three "
+                   "minutes each; a machine that is lost returns nothing, so never one long call there); each part "
                    "keeps its archive fresh while it runs (see experiments/gpu_check.py).")
     p.add_argument("archive", nargs="?", metavar="ARCHIVE", help="the .tar.gz the part writes (and keeps fresh)")
-    p.add_argument("--part", choices=("1", "2", "3", "all"), required=True, help="which part of the check")
+    p.add_argument("--part", choices=(*ORDER, "all"), required=True,
+                   help="1-4: the GPU study, most valuable first (1 starts with the preflight); 5: the GPU tests; "
+                        "host: the study on the machine's CPU; all: every part in one call, only for a GPU held "
+                        "longer than a lent machine's call")
     p.add_argument("--dry-run", action="store_true", help="print the part's plan; nothing runs")
     p.add_argument("--target", default=DEFAULT_TARGET, help=f"the GPU the dry run plans for (default {DEFAULT_TARGET})")
+    p.add_argument("--slower", type=float, default=1.0, metavar="F",
+                   help="the dry run plans with every estimate F times longer (is there margin?)")
     args = p.parse_args(argv)
     py = os.environ.get("PYTHON") or sys.executable
     env_s = os.environ.get("GPU_CHECK_S", "")
     if env_s and not env_s.isdigit():
         return cli.fail("experiments.gpu_check", f"GPU_CHECK_S must be a whole number of seconds, got {env_s!r}")
-    deadline_s = float(env_s) if env_s else (ALL_S if args.part == "all" else PART_S)
+    if not 0.1 <= args.slower <= 10:
+        return cli.fail("experiments.gpu_check", f"--slower must be between 0.1 and 10, got {args.slower:g}")
+    total_s = float(env_s) if env_s else None
     if args.dry_run:
         from jaxgpu.ground import hardware
 
@@ -514,7 +593,8 @@ def main(argv: list[str] | None = None) -> int:
             target = hardware.find_gpu(args.target).name
         except KeyError as err:
             return cli.fail("experiments.gpu_check", f"--target: {err.args[0]}")
-        print("\n".join(dry_run(args.part, deadline_s, target, py, count_tests(py))))
+        n_tests = count_tests(py) if TESTS_PART in parts_of(args.part) else 0
+        print("\n".join(dry_run(args.part, total_s, target, py, n_tests, args.slower)))
         return 0
     if not args.archive:
         return cli.fail("experiments.gpu_check", "name the archive to write, e.g. \"$OUT/gpu-check-1.tar.gz\"")
@@ -523,8 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         return cli.fail("experiments.gpu_check", f"the archive's folder {archive.parent} does not exist")
     root = Path(os.environ.get("JAXGPU_CHECK_ROOT", "reports/runs/gpu-check"))
     root.mkdir(parents=True, exist_ok=True)
-    return run_part(args.part, archive, deadline_s, root, py)
-
+    return run_part(args.part, archive, total_s, root, py)
 
 
 if __name__ == "__main__":

@@ -123,7 +123,8 @@ def _layer(module: str) -> str:
         return parts[1] if len(parts) > 1 and parts[1] in ROOMS else "library"  # the rooms, and jaxgpu's API
     if module == "experiments":
         return "registry"
-    if module in ("experiments.run", "experiments.report", "experiments.model", "experiments.gpu_check"):
+    if module in ("experiments.run", "experiments.report", "experiments.model", "experiments.gpu_check",
+                  "experiments.preflight"):
         return "command line"
     if module == "experiments.cli":
         return "cli"  # what the command lines share: imports nothing of ours

@@ -23,7 +23,9 @@ def start(s: RunSettings, *, restart: bool = True) -> str:
         not there, XLA:GPU missing for --compile-for.
     """
     if importlib.util.find_spec("jax") is None:
-        raise BadInput("JAX is not installed in this Python; pip install -e . (or -e '.[cuda13]' on a GPU machine)")
+        raise BadInput(f"JAX is not installed in {sys.executable}: install the package (pip install -e .), or where "
+                       "nothing can be installed, run with a Python that has JAX (PYTHONPATH=. python3 -m "
+                       "experiments.run)")
     why = check_out(s.out, resume=s.resume) or _resumed_elsewhere(s.out if s.resume else None)
     if why:
         raise BadInput(why)

@@ -311,3 +311,24 @@ def test_the_preflight_refuses_a_bad_backend_in_one_line():
     proc = subprocess.run([sys.executable, "-m", "experiments.preflight", "--backend", "tpu"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_a_good_archive_is_never_replaced_by_a_partial_or_oversized_one(tmp_path, monkeypatch):
+    root, archive = tmp_path / "gpu-check", tmp_path / "part-1.tar.gz"
+    check = gpu_check.Check(["1"], archive, 180, root, sys.executable)
+    (check.folder / "gpu-part-1-try-1").mkdir()
+    (check.folder / "gpu-part-1-try-1" / "results.jsonl").write_text('{"a": 1}\n')
+    assert check.pack()
+    good = archive.read_bytes()
+    assert any(n.endswith("part-1-try-1/kernel.txt") for n in tarfile.open(archive).getnames())  # with every pack
+    (check.folder / "big.bin").write_bytes(os.urandom(1 << 16))  # incompressible: no smaller archive holds it
+    monkeypatch.setattr(gpu_check, "ARCHIVE_MAX_BYTES", 1 << 14)
+    assert not check.pack() and archive.read_bytes() == good
+    monkeypatch.setattr(gpu_check, "ARCHIVE_MAX_BYTES", 1 << 30)
+
+    def cut(self, *args, **kwargs):
+        raise OSError("file changed as we read it")
+
+    monkeypatch.setattr(tarfile.TarFile, "add", cut)
+    assert not check.pack() and archive.read_bytes() == good
+    assert not list(tmp_path.glob("*.tmp"))

@@ -558,24 +558,49 @@ def test_an_fp8_step_runs_its_products_in_fp8_both_ways_in_xla_gpus_plan():
     assert got["fp8"][1].estimate_s < 0.9 * got["bf16"][1].estimate_s
 
 
-def test_an_async_collective_moves_what_a_synchronous_one_of_its_size_moves():
-    """A -start kernel's result holds its inputs beside its outputs (XLA:GPU's plan): its bytes are not its traffic."""
-    import types
+# One collective of each kind over 8 devices, as XLA:GPU prints its asynchronous start in each JAX version: the
+# result type lists the inputs beside the results, or does not, differently by kind and version (jax 0.10.2's
+# cuda12 plugin and 0.11.2's cuda13 plugin, read off their plans of the same programs).
+_STARTS = {
+    "all-gather": ["(f32[32,512]{1,0}, f32[256,512]{1,0})"],
+    "reduce-scatter": ["((f32[256,512]{1,0}), f32[32,512]{1,0})"],
+    "all-to-all": ["((f32[256,512]{1,0}), f32[256,512]{1,0})"],
+    "collective-permute": ["(f32[256,512]{1,0}, f32[256,512]{1,0})"],
+    "all-reduce": ["f32[256,512]{1,0}", "((f32[256,512]{1,0}), f32[256,512]{1,0})"],  # 0.10.2, 0.11.2
+}
+_INPUTS = {"all-gather": "f32[32,512]{1,0}", "reduce-scatter": "f32[256,512]{1,0}"}
 
-    from jaxgpu.ground import hardware
+
+def _program(op: str, result: str, start: bool) -> str:
+    operand = _INPUTS.get(op, "f32[256,512]{1,0}")
+    done = result.rsplit(", ", 1)[-1].rstrip(")") if result.startswith("(") else result
+    call = (f"  %{op}-start.1 = {result} {op}-start(%p), replica_groups=[1,8]<=[8]\n"
+            f"  ROOT %{op}-done.1 = {done} {op}-done(%{op}-start.1)" if start
+            else f"  ROOT %{op}.1 = {done} {op}(%p), replica_groups=[1,8]<=[8]")
+    head = f"HloModule m, num_partitions=8\n\nENTRY %main (p: {operand}) -> {done} {{\n  %p = {operand} parameter(0)\n"
+    return f"{head}{call}\n}}\n"
+
+
+@pytest.mark.parametrize("op", sorted(_STARTS))
+def test_an_async_collective_moves_what_a_synchronous_one_of_its_size_moves(op):
+    """A -start's result may hold its inputs beside its results (XLA:GPU's plan, by kind and JAX version): its
+    bytes are its results' and inputs', as a synchronous collective's are, and it is priced alike, hidden."""
+    from jaxgpu.ground import hardware, stack
     from jaxgpu.pricing import sizing
 
-    hw, n, size = hardware.GPUS["H100 SXM"], 8, 8.0 * 2**20
-    link = hw.link_gbps / 2 * 1e9
-    for name, sync, started in (("reduce-scatter", size * (1 + 1 / n), size * (2 + 1 / n)),
-                                ("all-gather", size * (1 + 1 / n), size * (1 + 2 / n)),
-                                ("all-to-all", 2 * size, 3 * size)):
-        k = lambda kind, b, op=name: types.SimpleNamespace(name=f"{op}{kind}.1", count=1, bytes=b, group=0)  # noqa: E731
-        hidden, exposed, rest, counts = sizing._collectives([k("-start", started), k("-done", started)], hw, n)
-        _, alone, _, once = sizing._collectives([k("", sync)], hw, n)
-        assert hidden == pytest.approx(alone) and exposed == 0 and rest == [], name
-        assert counts[name] == pytest.approx(once[name]), name
-    assert alone == pytest.approx(2 * size * (n - 1) / (2 * n) / link)  # all-to-all: (n - 1) / n of it leaves
+    hw = hardware.GPUS["H100 SXM"]
+    sync_hlo = _program(op, _STARTS[op][0], start=False)
+    (sync,) = stack.kernels(sync_hlo)
+    _, alone, _, once = sizing._collectives([sync], hw, 8)
+    for result in _STARTS[op]:
+        hlo = _program(op, result, start=True)
+        ks = stack.kernels(hlo)
+        started = [k for k in ks if k.name.startswith(f"{op}-start")]
+        assert started and started[0].bytes == sync.bytes, (op, result, [(k.name, k.bytes) for k in ks], sync.bytes)
+        assert stack.collectives(hlo) == stack.collectives(sync_hlo), (op, result)
+        hidden, exposed, rest, counts = sizing._collectives(ks, hw, 8)
+        assert alone > 0 and hidden == pytest.approx(alone) and exposed == 0 and counts[op] == pytest.approx(once[op])
+        assert all(not k.name.startswith(op) for k in rest)
 
 
 def test_the_settings_reach_every_block_and_mode():

@@ -232,20 +232,56 @@ ELEMENT_BYTES = {"f64": 8, "s64": 8, "u64": 8, "f32": 4, "s32": 4, "u32": 4, "bf
                  "s8": 1, "u8": 1, "pred": 1, "f8e4m3fn": 1, "f8e5m2": 1}
 
 
+def _top_level(types: str) -> list[str]:
+    """The elements of a tuple type (``(a, (b, c), d)`` -> ``a``, ``(b, c)``, ``d``); a plain type alone."""
+    types = types.strip()
+    if not types.startswith("("):
+        return [types]
+    parts, depth, start = [], 0, 1
+    for i, ch in enumerate(types):
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+            if depth == 0:
+                parts.append(types[start:i].strip())
+        elif ch == "," and depth == 1:
+            parts.append(types[start:i].strip())
+            start = i + 1
+    return [p for p in parts if p]
+
+
+def async_results(types: str, operands: int) -> str:
+    """The results of an asynchronous collective's ``-start``, out of its result type, which may list its inputs
+    beside them, differently by collective and by XLA version: ``((inputs), results)`` (reduce-scatter and all-to-all
+    in jax 0.10, all-reduce in 0.11 too), ``(inputs..., results...)`` (all-gather, collective-permute) or the results
+    alone (all-reduce in 0.10)."""
+    parts = _top_level(types)
+    if len(parts) > 1 and parts[0].startswith("("):
+        return ", ".join(parts[1:])
+    if operands and len(parts) == 2 * operands:
+        return ", ".join(parts[operands:])
+    return types
+
+
+def _operand_count(rest: str) -> int:
+    return len(re.findall(r"%([\w.\-]+)", rest.split("),")[0].split(")")[0]))
+
+
 def collectives(optimized_hlo: str) -> dict[str, tuple[int, int]]:
     """The collectives an optimized program holds: kind (all_reduce, all_gather, reduce_scatter,
     all_to_all, collective_permute) -> (how many, bytes of their results). An asynchronous pair
-    counts once (its start); a gather's or permute's start lists its input beside its result, of
-    which the larger (the result) is counted."""
+    counts once (its start), with its results only (``async_results``)."""
     out: dict[str, tuple[int, int]] = {}
     for line in optimized_hlo.splitlines():
         m = _COLLECTIVE.match(line)
         if not m:
             continue
         types, op, start = m.groups()
-        sizes = [ELEMENT_BYTES.get(t, 4) * math.prod(_dims(d) or [1]) for t, d in re.findall(r"(\w+)\[([\d,]*)\]",
-                                                                                             types)]
-        nbytes = max(sizes) if start and op in ("all-gather", "collective-permute") else sum(sizes)
+        if start:
+            types = async_results(types, _operand_count(line[m.end():]))
+        nbytes = sum(ELEMENT_BYTES.get(t, 4) * math.prod(_dims(d) or [1]) for t, d in re.findall(r"(\w+)\[([\d,]*)\]",
+                                                                                                 types))
         key = op.replace("-", "_")
         count, total = out.get(key, (0, 0))
         out[key] = (count + 1, total + nbytes)
@@ -539,6 +575,8 @@ def _walk(body: str, bodies: dict[str, str], mult: int, out: list[Kernel], depth
         if not dtype:
             first = re.match(r"\(?\s*(\w+)\[", types.get(operands[0], "") if operands else result)
             dtype = first.group(1) if first else ""
+        if op.endswith("-start") and _COLLECTIVE.match(line):  # its results, not the inputs it lists beside them
+            result = async_results(result, len(operands))
         nbytes = _fused_bytes(fused, operand_bytes, _type_bytes(result)) if fused else \
             _type_bytes(result) + sum(operand_bytes)
         out.append(Kernel(name, sum(flops.values()), nbytes, is_dot, mult, gemm, dtype, precision, scope,

@@ -157,18 +157,12 @@ def _measured_here(step: Callable, specs: Sequence[Any], target_s: float) -> Gpu
 
 # ---- a transformer on N GPUs ----------------------------------------------------------------------------------
 # How many bytes each device sends over its links for a collective, per byte the kernel list counts for it
-# (operands + results): all-reduce ring 2(n-1)/n of its S, counted 2S; all-gather and reduce-scatter (n-1)/n of the
-# full S, counted S(1 + 1/n); all-to-all (n-1)/n of S, counted 2S; a permute S, counted 2S.
+# (operands + results; an async start's results alone, however XLA's version prints them: stack.async_results):
+# all-reduce ring 2(n-1)/n of its S, counted 2S; all-gather and reduce-scatter (n-1)/n of the full S, counted
+# S(1 + 1/n); all-to-all (n-1)/n of S, counted 2S; a permute S, counted 2S.
 _LINK_SHARE = {"all-reduce": lambda n: (n - 1) / n, "all-gather": lambda n: (n - 1) / (n + 1),
                "reduce-scatter": lambda n: (n - 1) / (n + 1), "all-to-all": lambda n: (n - 1) / (2 * n),
                "collective-permute": lambda n: 0.5}
-# An async collective's ``-start`` holds its inputs in its result beside its outputs, so its kernel's bytes count the
-# inputs twice: the share of them a synchronous one of the same size would count (read off XLA:GPU's plan of an fsdp
-# step over 8 devices: all-gather-start S(1 + 2/n) for S(1 + 1/n), reduce-scatter-start S(2 + 1/n) for S(1 + 1/n),
-# all-to-all-start 3S for 2S; all-reduce-start's result is its output alone)
-_START_SHARE = {"all-reduce": lambda n: 1.0, "all-gather": lambda n: (n + 1) / (n + 2),
-                "reduce-scatter": lambda n: (n + 1) / (2 * n + 1), "all-to-all": lambda n: 2 / 3,
-                "collective-permute": lambda n: 2 / 3}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -738,7 +732,7 @@ def _collectives(ks: list, hw: hardware.Hardware, devices: int) -> tuple[float, 
             continue
         started = k.name.startswith(op + "-start")
         g = k.group or devices  # a 2-D mesh's collectives run within a group of its devices: the share is the group's
-        moved = k.count * k.bytes * _LINK_SHARE[op](g) * (_START_SHARE[op](g) if started else 1.0)
+        moved = k.count * k.bytes * _LINK_SHARE[op](g)  # a start's bytes are its results' (stack.async_results)
         n, b = counts.get(op, (0, 0.0))
         counts[op] = (n + k.count, b + moved)
         t = moved / link if link else 0.0

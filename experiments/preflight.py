@@ -3,7 +3,8 @@
 A lent GPU machine is also the first place the study meets its JAX (0.11 with the CUDA 13 plugin there, 0.10 here),
 so the GPU check's first step asks what would otherwise break minutes into a part, each answer on one line:
 
-- the versions (Python, JAX, jaxlib, the CUDA plugins, NumPy, Flax, Optax, torch);
+- the versions (Python, JAX, jaxlib, the CUDA plugins, NumPy, Flax, Optax, torch), and a CUDA plugin at another
+  version than jaxlib's (which JAX may load for the GPU in place of the right one);
 - every module of ``jaxgpu`` and ``experiments`` imports (a name JAX removed or moved shows here, named), and
   which deprecations those imports raise from the project's own code;
 - one small program jits and runs on the backend and matches NumPy in float64 (a product, a GELU, a sum), with its
@@ -46,6 +47,25 @@ def versions() -> list[str]:
         except importlib.metadata.PackageNotFoundError:
             out.append(f"{name} not installed")
     return out
+
+
+def plugin_clash() -> str | None:
+    """Why the installed CUDA plugins may not give JAX the GPU, or None: a plugin at another version than jaxlib's
+    (pip adds the newest jax-cuda12-plugin, this package's dependency, to a jax[cuda13] install; JAX then finds two
+    plugins for one device type and keeps whichever registers first)."""
+    def version(name: str) -> str:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return ""
+
+    jaxlib = version("jaxlib")
+    odd = [f"{name} {version(name)}" for name in ("jax-cuda12-plugin", "jax-cuda13-plugin")
+           if version(name) and version(name) != jaxlib]
+    if not odd:
+        return None
+    return (f"{', '.join(odd)} beside jaxlib {jaxlib}: JAX may load it for the GPU; uninstall it (with its -pjrt) "
+            "or install it at jaxlib's version")
 
 
 def module_names(root: Path | None = None) -> list[str]:
@@ -197,6 +217,10 @@ def run(backend: str, say: Callable[[str], None] = print) -> int:
     """Every check, each on its line; returns how many failed."""
     for line in versions():
         say(f"version   {line}")
+    bad = 0
+    if clash := plugin_clash():
+        say(f"FAILED    plugins: {clash}")
+        bad += 1
     t0 = time.perf_counter()
     names = module_names()
     failed, deprecated = import_all(names)
@@ -205,7 +229,7 @@ def run(backend: str, say: Callable[[str], None] = print) -> int:
         say(f"FAILED    import {line}")
     for line in deprecated:
         say(f"deprecated {line}")
-    bad = len(failed)
+    bad += len(failed)
     from jaxgpu.ground import devices
 
     try:

@@ -2,6 +2,7 @@
 records and never ends, a "hung" one that ignores signals, and an nvidia-smi shim stand in for a GPU machine."""
 
 import csv
+import importlib.metadata
 import io
 import json
 import os
@@ -332,3 +333,18 @@ def test_a_good_archive_is_never_replaced_by_a_partial_or_oversized_one(tmp_path
     monkeypatch.setattr(tarfile.TarFile, "add", cut)
     assert not check.pack() and archive.read_bytes() == good
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_the_preflight_names_a_cuda_plugin_at_another_version_than_jaxlib(monkeypatch):
+    # pip adds the newest jax-cuda12-plugin (this package's dependency) to a jax[cuda13] install
+    installed = {"jaxlib": "0.11.2", "jax-cuda13-plugin": "0.11.2", "jax-cuda12-plugin": "0.12.0.1"}
+
+    def version(name):
+        if name not in installed:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return installed[name]
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    assert "jax-cuda12-plugin 0.12.0.1 beside jaxlib 0.11.2" in preflight.plugin_clash()
+    installed["jax-cuda12-plugin"] = "0.11.2"
+    assert preflight.plugin_clash() is None

@@ -115,7 +115,15 @@ def test_a_gemm_and_a_stream_case_are_priced_on_the_gpus_plan():
     assert m["gpu_plan"] == float(targets.unavailable() is None)
     assert m["lower_s"] <= m["predicted_s"] <= m["upper_s"]
     if m["gpu_plan"]:
-        assert abs(m["error"]) < 0.25 and m["cpu_plan_error"] > 0.5  # the CPU plan upcasts bf16 in extra kernels
+        assert abs(m["error"]) < 0.25
+        # XLA:CPU of jax 0.10 upcasts a bf16 product in kernels of its own, which the CPU plan then prices; 0.11's
+        # multiplies bf16 as it is, and its plan prices the case about as the GPU's does
+        import jax
+        import jax.numpy as jnp
+
+        spec = jax.ShapeDtypeStruct((1024, 1024), jnp.bfloat16)
+        if " convert(" in jax.jit(jnp.matmul).lower(spec, spec).compile().as_text():
+            assert m["cpu_plan_error"] > 0.5
     s = measure.price("babelstream-a100-copy")
     assert s["bytes_plan"] == pytest.approx(2 * 8 * 2**25)  # float64, both arrays once: lowered under x64
 

@@ -465,9 +465,12 @@ def test_the_settings_price_through_the_public_api():
     with pytest.raises(ValueError, match="batch of 2 does not split into 4 micro-batches"):
         jaxgpu.plan_model(_GEGLU, "h100", batch=4, settings=tf.StepSettings(nodes=2, accumulate=4))
     # micro-batches: the same tokens a step in less memory (each micro-batch's activations, not the batch's)
-    whole = jaxgpu.plan_model(_GEGLU, "h100", batch=16, seq=256, devices=8)
-    four = jaxgpu.plan_model(_GEGLU, "h100", batch=16, seq=256, devices=8, settings=tf.StepSettings(accumulate=4))
-    assert four.bytes_per_device < whole.bytes_per_device and four.tokens_per_s * four.seconds == 16 * 256
+    # a batch of 64 on 8 GPUs: each micro-batch two rows a GPU (a micro-batch of fewer rows than the GPUs splitting
+    # it, XLA 0.11 holds whole on each: its SPMD partitioner's "involuntary full rematerialization")
+    whole = jaxgpu.plan_model(_GEGLU, "h100", batch=64, seq=256, devices=8)
+    four = jaxgpu.plan_model(_GEGLU, "h100", batch=64, seq=256, devices=8, settings=tf.StepSettings(accumulate=4))
+    assert four.bytes_per_device < whole.bytes_per_device
+    assert four.tokens_per_s * four.seconds == pytest.approx(64 * 256)
     assert four.memory_split["temporaries"] < 0.6 * whole.memory_split["temporaries"]  # as XLA's plan reports them
     assert "4 micro-batches" in four.settings
 
@@ -490,10 +493,12 @@ def test_llama_7b_fits_8_h100s_at_16_x_4096_when_the_weights_products_are_saved(
     assert saved.seconds < plans["nothing_saveable"].seconds  # recomputing less costs less
 
 
-def test_the_model_command_prices_a_decode_step_as_the_published_set_does():
-    """XLA:GPU's plan of a scanned decode copies each layer's weights out of the stack (its dynamic-slice fusions):
-    the published serving runs hold each layer apart, and so do plan_model's decode steps by default, so the
-    command and the validation set price the same program."""
+def test_the_model_command_prices_a_decode_step_as_the_published_set_does(monkeypatch):
+    """XLA:GPU's plan of a scanned decode (jax 0.10) copies each layer's weights out of the stack (its dynamic-slice
+    fusions): the published serving runs hold each layer apart, and so do plan_model's decode steps by default, so
+    the command and the validation set price the same program. (jax 0.11's plan reads each layer's weights from the
+    stack in place, its GEMMs inside the dynamic-slice fusions, and prices the scanned step near the unrolled one.)"""
+    from jaxgpu.ground import stack
     from jaxgpu.pricing import published, roofline, sizing, targets
 
     if why := targets.unavailable():
@@ -504,9 +509,24 @@ def test_the_model_command_prices_a_decode_step_as_the_published_set_does():
     plan = sizing.plan_model("llama-7b", "A100 80GB", train=False, batch=1, seq=case.program[3], devices=1)
     assert "unrolled layers" in plan.settings and plan.plan == "xla:gpu a100"
     assert plan.seconds == pytest.approx(checked, rel=0.10)
+    compile_plan, hlos = targets.compile_plan, []
+
+    def kept(*args, **kwargs):
+        plan = compile_plan(*args, **kwargs)
+        hlos.append(plan.hlo)
+        return plan
+
+    monkeypatch.setattr(targets, "compile_plan", kept)
     scanned = sizing.plan_model("llama-7b", "A100 80GB", train=False, batch=1, seq=case.program[3], devices=1,
                                 settings=tf.StepSettings(scan=True, flash=False))
-    assert scanned.seconds > 2 * plan.seconds  # the copies of every layer's weights, in XLA:GPU's own plan
+    # the weights a layer's products read, and how: copied out of the stack by a kernel of their own, or in place
+    ks = stack.kernels(hlos[-1])
+    copies = sum(k.bytes * k.count for k in ks if not k.is_dot and "dynamic_slice" in k.name)
+    if copies > 10e9:  # 13.5 GB of weights, read and written again: the copies of every layer's weights
+        assert scanned.seconds > 2 * plan.seconds
+    else:
+        assert any(k.is_dot and "dynamic_slice" in k.name for k in ks)  # the GEMMs slice the stack themselves
+        assert scanned.seconds == pytest.approx(plan.seconds, rel=0.2)
 
 
 def test_async_collectives_run_under_the_compute_and_only_the_rest_is_added():
@@ -555,7 +575,10 @@ def test_an_fp8_step_runs_its_products_in_fp8_both_ways_in_xla_gpus_plan():
         assert name == "xla:gpu h100"
         got[mm] = ({k.dtype for k in ks if k.is_dot}, roofline.price(ks, roofline.roofs_for(hw), loop_steps=steps))
     assert got["bf16"][0] == {"bf16"} and {"f8e4m3fn", "f8e5m2"} <= got["fp8"][0]
-    assert got["fp8"][1].estimate_s < 0.9 * got["bf16"][1].estimate_s
+    # the products at twice the rate; the step gains less, its memory traffic left (XLA 0.11's plan of the bf16 step
+    # moves less than 0.10's, its GEMMs reading each layer's weights in place: 0.91x there, 0.83x on 0.10)
+    assert got["fp8"][1].compute_s < 0.6 * got["bf16"][1].compute_s
+    assert got["fp8"][1].estimate_s < 0.95 * got["bf16"][1].estimate_s
 
 
 # One collective of each kind over 8 devices, as XLA:GPU prints its asynchronous start in each JAX version: the
@@ -762,8 +785,11 @@ def test_a_prefills_formula_counts_one_layers_values_and_the_plan_holds_the_scor
             p = sizing.plan_model(c, "h100", mode="prefill", batch=4, seq=seq, devices=1)
             assert set(p.estimate_parts) == {"weights", "activations"} and p.scores_bytes == 4 * 8 * seq * seq * 4
             extra = p.memory_split["temporaries"] - p.estimate_parts["activations"]
-            assert 0.7 * p.scores_bytes < extra < 1.2 * p.scores_bytes, (seq, extra, p.scores_bytes)
-            assert p.query_block == 0 and "attention scores" in sizing.formula_vs_plan(p)
+            assert extra > 0.7 * p.scores_bytes, (seq, extra, p.scores_bytes)
+            assert p.query_block == 0
+        # at 2,048 tokens the scores are most of it (at 256, XLA 0.11's plan holds 21 MB of its own beside 8 MB of
+        # them, 0.10's none): the excess is about a layer's scores, and the sentence names them
+        assert extra < 1.2 * p.scores_bytes and "attention scores" in sizing.formula_vs_plan(p)
     blocked = sizing.plan_model(c, "h100", mode="prefill", batch=4, seq=2048, devices=1)
     # the largest block of 2,048 whose scores (537 MB a layer) a GPU holds in about 256 MB: 512 queries
     assert blocked.query_block == 512 and blocked.seconds == p.seconds and blocked.written_bytes == p.bytes_per_device
@@ -875,11 +901,12 @@ def test_fit_finds_the_fewest_gpus_whose_plan_holds_the_step_or_says_more_than(m
     # the mesh left to the mode: tp is tried on fewer GPUs too, and kept only where it holds the step on fewer
     tp2 = sizing.plan_model(c, "h100", train=True, batch=8, seq=256, devices=2,
                             settings=tf.StepSettings(mesh="tp")).bytes_per_device
-    assert tp2 < every[2]  # on two GPUs this decoder's tp split holds less than its fsdp split
+    # on two GPUs, which split holds less is XLA's plan's to say (tp on jax 0.10, fsdp on 0.11); with the card
+    # between the two, two GPUs hold the step on that one, and only there
     monkeypatch.setattr(sizing, "USABLE_FRACTION", (tp2 + every[2]) / 2 / 80e9)
-    assert sizing.fewest(c, "h100", train=True, batch=8, seq=256, settings=fsdp).devices == 4
+    assert sizing.fewest(c, "h100", train=True, batch=8, seq=256, settings=fsdp).devices == (4 if tp2 < every[2] else 2)
     p = sizing.fewest(c, "h100", train=True, batch=8, seq=256)
-    assert p.fits and p.devices == 2 and p.mesh == "tp"
+    assert p.fits and p.devices == 2 and p.mesh == ("tp" if tp2 < every[2] else "fsdp")
     # fsdp+tp, on four GPUs and more, where the mode's own came near there: kept where it alone holds the step
     both4, tp4 = (sizing.plan_model(c, "h100", train=True, batch=8, seq=256, devices=4,
                                     settings=tf.StepSettings(mesh=m)).bytes_per_device for m in ("fsdp+tp", "tp"))

@@ -367,6 +367,7 @@ class Kernel:
 
 
 _FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy-start", "copy-done", "after-all",
+         "fusion-done",  # an async fusion's end (jax 0.11): its work is its start's
          "partition-id", "replica-id", "add-dependency", "opt-barrier", "optimization-barrier"}
 _LINE = re.compile(r"\s*(?:ROOT\s+)?%?([\w.\-]+) = (.+?) ([\w\-]+)\((.*)$")
 _COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) \([^\n]*\{\n(.*?)\n\}", re.M | re.S)
@@ -453,7 +454,10 @@ def _fused_bytes(body: str, operand_bytes: list[float], result_bytes: float) -> 
         return ELEMENT_BYTES.get(ins["dtype"], 4) * math.prod(ins["shape"] or [1])
 
     root = next((i for i in instrs if i["root"]), instrs[-1] if instrs else None)
-    in_place = root is not None and root["op"] == "dynamic-update-slice" and root["operands"]
+    # what the fusion gives back: its root, or each element of a root tuple (a GEMM's product beside its workspace)
+    outs = [by.get(o) for o in root["operands"]] if root is not None and root["op"] == "tuple" else [root]
+    updates = [o for o in outs if o is not None and o["op"] == "dynamic-update-slice" and len(o["operands"]) > 1]
+    in_place = bool(updates)
     total = 0.0
     for idx, nbytes in enumerate(operand_bytes):
         name = src = params.get(idx)
@@ -463,14 +467,24 @@ def _fused_bytes(body: str, operand_bytes: list[float], result_bytes: float) -> 
             use = users.get(src, [])
         if use and all(u["op"] in ("dynamic-slice", "slice") and u["operands"][0] == src for u in use):
             total += min(nbytes, sum(size(u) for u in use))
-        elif in_place and any(u is root and u["operands"][0] == src for u in use):
+        elif in_place and any(u is d and u["operands"][0] == src for u in use for d in updates):
             continue
         else:
             total += nbytes
-    if in_place:
-        update = by.get(root["operands"][1])
-        return total + (size(update) if update else result_bytes)
+    if in_place:  # each update written into its buffer, and the fusion's other outputs but a GEMM's workspace
+        written = [by.get(d["operands"][1]) for d in updates]
+        if not all(written):
+            return total + result_bytes
+        others = [o for o in outs if o is not None and o not in updates and not _workspace(o, by)]
+        return total + sum(map(size, written)) + sum(map(size, others))
     return total + result_bytes
+
+
+def _workspace(ins: dict, by: dict[str, dict]) -> bool:
+    """Whether an instruction is a library GEMM's scratch workspace (its result's s8 element): not memory traffic."""
+    src = by.get(ins["operands"][0]) if ins["op"] == "get-tuple-element" and ins["operands"] else None
+    return ins["dtype"] == "s8" and src is not None and src["op"] == "custom-call" and bool(_GEMM_CALL.search(
+        src["attrs"]))
 
 
 def kernels(optimized_hlo: str) -> list[Kernel]:
@@ -566,6 +580,11 @@ def _walk(body: str, bodies: dict[str, str], mult: int, out: list[Kernel], depth
         fused = bodies.get(called.group(1), "") if called else ""
         if fused and "op_name=" not in rest:
             scope = _body_scope(fused)
+        if fused and op in ("fusion", "fusion-start") and _GEMM_CALL.search(fused):
+            # a library GEMM inside a fusion (jax 0.11's dynamic-slice fusion: cuBLAS reads a layer's slice of a
+            # stacked operand, or writes into one, in place): the product's work and shape, its workspace left out
+            out.append(_gemm_fusion(name, fused, operand_bytes, mult, scope))
+            continue
         # an unfused instruction (XLA:CPU's plain dot, whose operands are other kernels' results) is read with the
         # shapes of what it reads: alone, its line has none, and a 1024^3 product counted as its output's size
         flops = op_flops(fused) if fused else op_flops(line, defined)
@@ -575,13 +594,28 @@ def _walk(body: str, bodies: dict[str, str], mult: int, out: list[Kernel], depth
         if not dtype:
             first = re.match(r"\(?\s*(\w+)\[", types.get(operands[0], "") if operands else result)
             dtype = first.group(1) if first else ""
-        if op.endswith("-start") and _COLLECTIVE.match(line):  # its results, not the inputs it lists beside them
-            result = async_results(result, len(operands))
+        if op == "fusion-start" or (op.endswith("-start") and _COLLECTIVE.match(line)):
+            result = async_results(result, len(operands))  # its results, not the inputs it lists beside them
         nbytes = _fused_bytes(fused, operand_bytes, _type_bytes(result)) if fused else \
             _type_bytes(result) + sum(operand_bytes)
         out.append(Kernel(name, sum(flops.values()), nbytes, is_dot, mult, gemm, dtype, precision, scope,
                           transcendental_ops(fused or line), power_ops(fused or line),
                           replica_group(rest) if _COLLECTIVE.match(line) else 0))
+
+
+def _gemm_fusion(name: str, fused: str, operand_bytes: list[float], mult: int, scope: str) -> Kernel:
+    """The kernel of a fusion around a library GEMM: the GEMM's FLOPs, shape, input type and precision; the bytes the
+    fusion moves (``_fused_bytes``: a sliced operand's slice read, an in-place update's update written), of which
+    the product is the output."""
+    instrs = parse(fused)
+    by = {i["name"]: i for i in instrs}
+    shapes = {n: i["shape"] for n, i in by.items()}
+    call = next(i for i in instrs if i["op"] == "custom-call" and _GEMM_CALL.search(i["attrs"]))
+    lhs = by.get(call["operands"][0]) if call["operands"] else None
+    product = ELEMENT_BYTES.get(call["dtype"], 4) * math.prod(call["shape"] or [1])
+    return Kernel(name, library_gemm_flops(call, shapes), _fused_bytes(fused, operand_bytes, product), True, mult,
+                  _gemm_of_call(call["attrs"], call["operands"], shapes), lhs["dtype"] if lhs else "",
+                  dot_precision(call["attrs"]), scope)
 
 
 def _body_scope(fused: str) -> str:

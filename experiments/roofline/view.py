@@ -31,7 +31,7 @@ def figure(groups: dict[str, tuple[list[results.Record], object]],
     allocator = allocator or {}
     fig = figures.Figure(figsize=(7.0, 6.0), dpi=100)  # the legend below the axes: the points reach every corner
     ax = fig.add_subplot()
-    notes, named = [], []  # the kernel kinds named on the figure: (kind, x, y)
+    notes, named, texts = [], [], []  # the kernel kinds named on the figure: (kind, x, y), and their labels
     xs = [2.0**e for e in range(-4, 13)]
     for label, (recs, hw) in groups.items():
         bw, peak = roof(recs)
@@ -49,8 +49,8 @@ def figure(groups: dict[str, tuple[list[results.Record], object]],
                 beside = [k for k, x, y in named if 2 / 3 < xi / x < 1.5 and 2 / 3 < yi / y < 1.5]
                 if kind not in beside:  # the same kind's point of another run just beside it: named once
                     # a label under its point; above it where another kind's label is just beside
-                    ax.annotate(kind, (xi, yi), fontsize=7, xytext=(4, 6 if beside else -8),
-                                textcoords="offset points")
+                    texts.append(ax.annotate(kind, (xi, yi), fontsize=7, xytext=(4, 6 if beside else -8),
+                                             textcoords="offset points"))
                     named.append((kind, xi, yi))
         if bw and peak:
             ax.plot(xs, [min(peak, bw * x) for x in xs], "--", color=color, linewidth=1, gid=gid,
@@ -62,6 +62,7 @@ def figure(groups: dict[str, tuple[list[results.Record], object]],
         notes.append(_takeaway(opener, recs, bw, peak, hw, allocator.get(label), how))
     figures.finish(fig, ax, xlabel="arithmetic intensity (FLOP per byte of memory traffic)", ylabel="GFLOP/s",
               title="roofline: measured points against the roof", logx=True, logy=True, legend="below")
+    figures.unclash(fig, texts)  # two kinds' points close together (a tiny run's matvec and power, say)
     return fig, notes
 
 

@@ -212,6 +212,23 @@ def finish(fig: Figure, ax, *, xlabel: str | None = None, ylabel: str | None = N
     return fig
 
 
+def unclash(fig: Figure, texts: list, step: float = 9.0, tries: int = 8) -> None:
+    """Moves each annotation placed in offset points (``xytext``) that overlaps one placed before it away from it,
+    ``step`` points at a time, until it stands clear (or ``tries`` run out): labels of points that lie close together,
+    where no fixed offset keeps them apart for every run's numbers. Call it once the layout is final."""
+    fig.draw_without_rendering()
+    placed = []
+    for t in texts:
+        for _ in range(tries):
+            box = t.get_window_extent()
+            hit = next((b for b in placed if box.overlaps(b)), None)
+            if hit is None:
+                break
+            dx, dy = t.xyann
+            t.xyann = (dx, dy + (step if box.y0 + box.y1 >= hit.y0 + hit.y1 else -step))
+        placed.append(t.get_window_extent())
+
+
 def bar_style(color: str, run: Run | None = None) -> dict[str, Any]:
     """A bar's look: solid where it was measured, hatched where compiled and not run, light with a dashed
     edge where predicted."""

@@ -84,7 +84,7 @@ def _member(archive: Path, suffix: str) -> str:
 
 @pytest.mark.slow
 def test_a_killed_part_leaves_its_records_and_a_hung_one_packs_by_its_deadline(tmp_path):
-    # both at once, to spend the 70 s once: (a) a study that never ends, the whole call SIGKILLed 70 s in;
+    # both at once, to spend the 45 s once: (a) a study that never ends, the whole call SIGKILLed 45 s in;
     # (b) a study that ignores every signal, in a part whose deadline is 30 s
     killed_argv, killed_env, killed_archive, _ = _setup(tmp_path / "a")
     hung_argv, hung_env, hung_archive, hung_root = _setup(tmp_path / "b", hang=True, deadline_s=30)
@@ -95,7 +95,7 @@ def test_a_killed_part_leaves_its_records_and_a_hung_one_packs_by_its_deadline(t
                             text=True, start_new_session=True)
     out, _ = hung.communicate(timeout=120)
     hung_s = time.time() - t0
-    time.sleep(max(0.0, 70 - (time.time() - t0)))
+    time.sleep(max(0.0, 45 - (time.time() - t0)))
     kill_at = time.time()
     os.killpg(killed.pid, signal.SIGKILL)  # the whole call: the check, its threads and the study
     killed.wait(timeout=10)
@@ -109,8 +109,9 @@ def test_a_killed_part_leaves_its_records_and_a_hung_one_packs_by_its_deadline(t
     assert not left.stdout.split(), "nothing of the hung step runs on after the part"
 
     records = _records(killed_archive)
-    before = [r for r in records if r["written_at"] <= kill_at - 35]
-    assert before and len(before) >= 5 * (70 - 35 - 15), len(before)  # a record every 0.2 s, from start-up on
+    # the archive is at most PACK_EVERY_S (15 s) and a pack old: whatever was written 25 s before the kill is in it
+    before = [r for r in records if r["written_at"] <= kill_at - 25]
+    assert before and len(before) >= 5 * (45 - 25 - 10), len(before)  # a record every 0.2 s, from start-up on
     written = {r["i"] for r in records}
     assert all(i in written for i in range(max(r["i"] for r in before) + 1))  # none missing before the cut
     monitor = list(csv.DictReader(io.StringIO(_member(killed_archive, "part-1-try-1/monitor.csv"))))
@@ -156,21 +157,22 @@ def _fresh_env():
     return {**os.environ, "PYTHON": sys.executable, "JAX_PLATFORMS": "cuda"}
 
 
+@pytest.fixture(scope="module")
+def gpu_test_items():
+    return gpu_check.count_tests(sys.executable)
+
+
 @pytest.mark.parametrize("slower", [1.0, gpu_check.SLOWER])
 @pytest.mark.parametrize("part", [*gpu_check.PARTS, gpu_check.TESTS_PART])
-def test_each_part_plans_at_most_180_s_on_an_h100_its_key_cases_within_three_quarters(part, slower):
-    proc = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run", "--part", part, "--slower", str(slower)],
-                          cwd=ROOT, env=_fresh_env(), capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr
-    assert "for the H100 SXM" in proc.stdout
-    likely, most = map(float, re.search(r"the command: estimated (\d+) s, at most (\d+) s", proc.stdout).groups())
-    assert likely <= most <= 180, proc.stdout
-    assert proc.stdout.strip().endswith("every claim-deciding case fits its part's budget"), proc.stdout
+def test_each_part_plans_at_most_180_s_on_an_h100_its_key_cases_within_three_quarters(part, slower, gpu_test_items):
+    out = "\n".join(gpu_check.dry_run(part, None, "H100 SXM", sys.executable, gpu_test_items, slower))
+    likely, most = map(float, re.search(r"the command: estimated (\d+) s, at most (\d+) s", out).groups())
+    assert likely <= most <= 180, out
+    assert out.strip().endswith("every claim-deciding case fits its part's budget"), out
     if part in gpu_check.PARTS:
-        assert "no claim-deciding case is cut" in proc.stdout, proc.stdout
-        share = re.search(r"claim-deciding cases and the info hooks: estimated \d+ s \((\d+)% of the budget",
-                          proc.stdout).group(1)
-        assert int(share) <= 100 * gpu_check.KEY_SHARE, proc.stdout
+        assert "no claim-deciding case is cut" in out, out
+        share = re.search(r"info hooks: estimated \d+ s \((\d+)% of the budget", out).group(1)
+        assert int(share) <= 100 * gpu_check.KEY_SHARE, out
 
 
 # The claim-deciding cases of the quick GPU study per experiment, as they stood when the parts were cut to 180 s: a
@@ -193,10 +195,12 @@ def test_the_parts_plan_every_claim_deciding_case_of_the_quick_configs():
     assert planned == KEY_CASES
 
 
-def test_the_host_part_says_it_is_planned_on_this_cpu():
-    proc = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run", "--part", "host"], cwd=ROOT,
-                          env=_fresh_env(), capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0 and "planned with this machine's CPU" in proc.stdout, proc.stdout
+def test_the_command_plans_a_part_for_the_h100_and_the_host_part_on_this_cpu():
+    for part, says in (("1", "every claim-deciding case fits its part's budget"),
+                       ("host", "planned with this machine's CPU")):
+        proc = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run", "--part", part, "--slower", "1.3"],
+                              cwd=ROOT, env=_fresh_env(), capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0 and "for the H100 SXM" in proc.stdout and says in proc.stdout, proc.stdout
 
 
 def test_the_budget_plan_names_a_key_case_it_would_cut():

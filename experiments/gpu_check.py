@@ -69,7 +69,7 @@ from experiments import cli
 
 PROG = "python -m experiments.gpu_check"
 STUDY_PART_S = 180  # a study part's deadline: three starts and three parts fit a lease's 15 minutes
-TESTS_PART_S = 100
+TESTS_PART_S = 100  # the GPU tests: 26 items at about 2 s each, and a margin
 PACK_EVERY_S = 15  # the archive is never older than this (and the time a pack takes)
 MONITOR_EVERY_S = 10
 PREFLIGHT_S = 30  # part 1's preflight: nvidia-smi, the versions, every import, one program jitted (about 20 s)
@@ -77,7 +77,6 @@ PREFLIGHT_ESTIMATE_S = 20
 RESERVE_S = 8  # kept back from every step for the last pack and the watchdog's kill grace
 STUDY_START_S = 25  # a study's start-up (Python, JAX, CUDA) inside its limit, outside its budget
 TEST_ITEM_S = 2.0  # a GPU test item: a compile or two and a run
-GPU_TESTS_S = TESTS_PART_S - RESERVE_S
 KILL_GRACE_S = 5  # SIGINT, then SIGKILL this much later
 ARCHIVE_MAX_BYTES = 15 * 2**20  # the device tool returns files of at most 16 MiB
 DEFAULT_TARGET = "h100"  # the slower card, and the one a first call gets

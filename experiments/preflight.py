@@ -53,15 +53,13 @@ def plugin_clash() -> str | None:
     """Why the installed CUDA plugins may not give JAX the GPU, or None: a plugin at another version than jaxlib's
     (pip adds the newest jax-cuda12-plugin, this package's dependency, to a jax[cuda13] install; JAX then finds two
     plugins for one device type and keeps whichever registers first)."""
-    def version(name: str) -> str:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            return ""
+    from jaxgpu.pricing import targets
 
-    jaxlib = version("jaxlib")
-    odd = [f"{name} {version(name)}" for name in ("jax-cuda12-plugin", "jax-cuda13-plugin")
-           if version(name) and version(name) != jaxlib]
+    try:
+        jaxlib = importlib.metadata.version("jaxlib")
+    except importlib.metadata.PackageNotFoundError:
+        jaxlib = ""
+    odd = [f"{name} {v}" for name, v in targets.installed_plugins().items() if v != jaxlib]
     if not odd:
         return None
     return (f"{', '.join(odd)} beside jaxlib {jaxlib}: JAX may load it for the GPU; uninstall it (with its -pjrt) "

@@ -114,12 +114,17 @@ def config_text(t: GpuTarget) -> str:
             + f'device_description_str: "{t.device_kind}"\n')
 
 
+def installed_plugins() -> dict[str, str]:
+    """The CUDA plugins installed here, by name, with their versions (none: an empty dict)."""
+    return {name: v for name in CUDA_VERSIONS if (v := _version(name))}
+
+
 def plugin() -> str | None:
     """The installed CUDA plugin that compiles here (``jax-cuda12-plugin`` or ``jax-cuda13-plugin``, at jax's own
     version), or None."""
     import jax
 
-    found = [name for name in CUDA_VERSIONS if _version(name) == jax.__version__]
+    found = [name for name, v in installed_plugins().items() if v == jax.__version__]
     return found[0] if found else None
 
 
@@ -129,7 +134,7 @@ def unavailable() -> str | None:
         return None
     import jax
 
-    installed = [f"{name} {_version(name)}" for name in CUDA_VERSIONS if _version(name)]
+    installed = [f"{name} {v}" for name, v in installed_plugins().items()]
     if installed:
         return f"{' and '.join(installed)} do{'es' if len(installed) == 1 else ''} not match jax {jax.__version__}; " \
                "install the plugin at jax's version"

@@ -112,6 +112,20 @@ def multi_device() -> list[str]:
     return [n for n in names() if load(n).multi_device]
 
 
+def reads_processes(selected) -> list[str]:
+    """Of ``selected``, the experiments that read ``--processes`` (``Experiment.processes``)."""
+    return [n for n in selected if load(n).processes is not None]
+
+
+def gpu_parts() -> dict[int, list[str]]:
+    """The GPU check's parts and the experiments each measures (``Experiment.gpu_part``), the first part first."""
+    out: dict[int, list[str]] = {}
+    for n in names():
+        if load(n).gpu_part:
+            out.setdefault(load(n).gpu_part, []).append(n)
+    return dict(sorted(out.items()))
+
+
 def host_check() -> list[str]:
     """The experiments the GPU check also runs on the lent machine's CPU (``Experiment.in_host_check``)."""
     return [n for n in names() if load(n).in_host_check]

@@ -249,6 +249,11 @@ class Experiment:
         (split over host devices sharing the cores; a fresh process per host allocator): a GPU
         prediction gives them no twin.
       in_host_check: the GPU check (scripts/gpu_check.sh) also runs it on the lent machine's CPU.
+      gpu_part: the part of the GPU check that measures it on the lent GPU, the most valuable first (1: the summary's
+        rates and the claims on products, precision, memory and the libraries; 2: the train step; 3: the other
+        claims' cases; 4: alone, as it reads the device's high-water mark); 0: it has no case on a measured GPU.
+      processes: reads ``--processes`` (a job over that many processes): ``processes(cfg, n) -> why not`` (None
+        where ``n`` processes can run ``cfg``'s job).
       spread: its cases are measured in groups of one ``moment`` param, spread evenly through the run from its
         start to its end (the same programs timed again: how the machine's speed drifts).
       info: ``info(ctx) -> dict``: facts about the machine worth keeping in run.json (measured runs).
@@ -269,6 +274,8 @@ class Experiment:
     multi_device: bool = False
     host_only: frozenset[str] = frozenset()
     in_host_check: bool = True
+    gpu_part: int = 0
+    processes: Callable[[Any, int], str | None] | None = None
     spread: bool = False
     info: Callable[[RunContext], dict[str, Any]] | None = None
     attachments: Callable[[RunContext, Path], list[str]] | None = None

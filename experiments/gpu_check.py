@@ -64,6 +64,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from jaxgpu.pricing import targets
+
 import experiments
 from experiments import cli
 
@@ -79,21 +81,15 @@ STUDY_START_S = 25  # a study's start-up (Python, JAX, CUDA) inside its limit, o
 TEST_ITEM_S = 2.0  # a GPU test item: a compile or two and a run
 KILL_GRACE_S = 5  # SIGINT, then SIGKILL this much later
 ARCHIVE_MAX_BYTES = 15 * 2**20  # the device tool returns files of at most 16 MiB
-DEFAULT_TARGET = "h100"  # the slower card, and the one a first call gets
+DEFAULT_TARGET = targets.lent_target()  # the slower card, and the one a first call gets
 KEY_SHARE = 0.75  # of a study part's budget, at most, for its claim-deciding cases (and the info hooks)
 SLOWER = 1.3  # ... also with every estimate this many times longer (tests/test_gpu_check.py holds the parts to it)
 
-# The GPU study's parts, the most valuable first: the summary's rates and the claims on products, precision,
-# memory and the libraries; the train step (the summary's training rows) with the op mix; the other claims' cases;
-# memory_fit last and alone (it reads the device's high-water mark, so it runs first in a fresh process, and its
-# 7B cases are the longest). Every experiment with GPU cases is in one part (a test keeps it so).
-PARTS: dict[str, tuple[str, ...]] = {
-    "1": ("devices", "matmul", "precision", "bandwidth", "transfer", "compiler", "drift"),
-    "2": ("training", "op_mix"),
-    "3": ("roofline", "inference", "serial_parallel", "transformer", "threads", "collectives", "data_parallel",
-          "tensor_parallel", "distributed"),
-    "4": ("memory_fit",),
-}
+# The GPU study's parts, the most valuable first, as the experiments say (``Experiment.gpu_part``): the summary's
+# rates and the claims on products, precision, memory and the libraries; the train step with the op mix; the other
+# claims' cases; memory_fit last and alone (it reads the device's high-water mark, so it runs first in a fresh
+# process, and its 7B cases are the longest). Every experiment with GPU cases is in one part (a test keeps it so).
+PARTS: dict[str, tuple[str, ...]] = {str(k): tuple(v) for k, v in experiments.gpu_parts().items()}
 TESTS_PART = "5"
 HOST_PART = "host"
 ORDER = (*PARTS, TESTS_PART, HOST_PART)  # what --part all runs, in this order
@@ -103,8 +99,8 @@ EXIT = {"ok": 0, "failed": 1, "overran": 3, "SIGINT": 130, "SIGTERM": 143}
 
 
 def gpu_experiments() -> list[str]:
-    """The experiments a GPU study runs: those with cases on a measured GPU (gpu_model times nothing there)."""
-    return [n for n in experiments.names() if n != "gpu_model"]
+    """The experiments a GPU study runs: those with cases on a measured GPU (``Experiment.gpu_part``)."""
+    return [n for n in experiments.names() if experiments.load(n).gpu_part]
 
 
 def part_experiments(part: str) -> list[str]:

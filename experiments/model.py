@@ -21,7 +21,9 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from experiments import cli
 
@@ -87,56 +89,91 @@ def parser() -> cli.Parser:
     return p
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line, checked; bad input exits 2 with one line."""
+@dataclasses.dataclass(frozen=True)
+class Asked:
+    """What the command is asked, decided once from its command line (``parse_args``): the decoder (a name of
+    ``MODELS``, or a ``Decoder`` described or read from a config.json, whose unread fields ``unread`` names), the
+    step (``mode``, ``batch``, ``seq``, ``settings``), where (``devices`` counts, ``gpus`` by the table's names, all
+    where None; ``fit``: the fewest of the counts), and what to add (time to ``tokens``, ``prices``, files at
+    ``out``). ``listing``: --list, nothing else read."""
+
+    decoder: Any = None
+    mode: str = "train"
+    batch: int = 8
+    seq: int = 2048
+    devices: tuple[int, ...] = (1, 8)
+    devices_said: bool = False
+    fit: bool = False
+    gpus: tuple[str, ...] | None = None
+    settings: Any = None
+    tokens: float | None = None
+    generate: int = 256
+    prices: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    out: str | None = None
+    config_path: str | None = None
+    unread: tuple[str, ...] = ()
+    listing: bool = False
+
+    @property
+    def named(self) -> bool:
+        """The decoder has a name of its own (--model or --config), not the described one's."""
+        return isinstance(self.decoder, str) or self.config_path is not None
+
+
+def parse_args(argv: list[str] | None = None) -> Asked:
+    """The command line, checked, as one frozen ``Asked``; bad input exits 2 with one line."""
     p = parser()
     args = p.parse_args(argv)
-    dims = [args.layers, args.d_model, args.heads, args.kv_heads, args.ffn, args.vocab]
     if args.list:
-        return args
+        return Asked(listing=True)
+    dims = [args.layers, args.d_model, args.heads, args.kv_heads, args.ffn, args.vocab]
     if sum(bool(x) for x in (args.model, args.config, any(d is not None for d in dims))) > 1:
         p.error("name one decoder: --model, --config PATH, or --layers ... --vocab")
-    if args.config:
-        args.described = _read_config(p, args)
-    elif not args.model and not all(d is not None for d in dims):
+    if not args.config and not args.model and not all(d is not None for d in dims):
         p.error("name a model (--model llama-7b; --list shows them) or describe one with all of --layers, "
                 "--d-model, --heads, --kv-heads, --ffn and --vocab")
     if args.bf16 and (args.serve or args.prefill):
         p.error("--bf16 sets a train step's weights; serving already keeps them in bf16")
-    args.mode = "serve" if args.serve else "prefill" if args.prefill else "train_bf16" if args.bf16 else "train"
+    mode = "serve" if args.serve else "prefill" if args.prefill else "train_bf16" if args.bf16 else "train"
     for name in ("batch", "seq"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    try:
-        from jaxgpu.pricing import sizing
+    devices = _devices(p, args)
+    gpus = _check_out_and_gpus(p, args)
+    decoder, unread = _read_config(p, args) if args.config else (args.model or _described(args), ())
+    settings = _settings(p, args, mode)
+    return Asked(decoder=decoder, mode=mode, batch=args.batch, seq=args.seq,
+                 devices=_check_tp(p, args, devices) if args.tp else devices, devices_said=args.devices is not None,
+                 fit=args.fit, gpus=gpus, settings=settings, tokens=args.tokens, generate=args.generate,
+                 prices=_prices(p, args), out=args.out, config_path=args.config, unread=tuple(unread))
 
-        args.devices_said = args.devices is not None
-        said = args.devices or ",".join(map(str, sizing.NODE if args.fit else (1, 8)))
-        args.devices = [int(n) for n in said.split(",") if n.strip()]
+
+def _devices(p: cli.Parser, args: argparse.Namespace) -> tuple[int, ...]:
+    """--devices as counts (default 1,8; with --fit, the counts of one node)."""
+    from jaxgpu.pricing import planner
+
+    said = args.devices or ",".join(map(str, planner.NODE if args.fit else (1, 8)))
+    try:
+        devices = tuple(int(n) for n in said.split(",") if n.strip())
     except ValueError:
         p.error(f"--devices takes counts like 1,8, got {args.devices!r}")
-    if not args.devices or min(args.devices) < 1 or max(args.devices) > 64:
-        p.error(f"--devices takes counts from 1 to 64, got {args.devices}")
-    _check_out_and_gpus(p, args)
-    args.prices = _prices(p, args)
-    args.settings = _settings(p, args)
-    if args.tp:
-        _check_tp(p, args)
-    return args
+    if not devices or min(devices) < 1 or max(devices) > 64:
+        p.error(f"--devices takes counts from 1 to 64, got {list(devices)}")
+    return devices
 
 
-def _check_tp(p: cli.Parser, args: argparse.Namespace) -> None:
+def _check_tp(p: cli.Parser, args: argparse.Namespace, devices: tuple[int, ...]) -> tuple[int, ...]:
     """--tp K: the counts asked split into groups of K; of the default counts (and under --fit) those that do."""
-    fits = [n for n in args.devices if n % args.tp == 0]
+    fits = tuple(n for n in devices if n % args.tp == 0)
     if not fits:
-        said = "--devices" if args.devices_said else "the default counts"
-        p.error(f"--tp {args.tp}: none of {said} ({', '.join(map(str, args.devices))}) splits into groups of "
+        said = "--devices" if args.devices is not None else "the default counts"
+        p.error(f"--tp {args.tp}: none of {said} ({', '.join(map(str, devices))}) splits into groups of "
                 f"{args.tp}")
-    bad = [n for n in args.devices if n % args.tp]
-    if bad and args.devices_said and not args.fit:
+    bad = [n for n in devices if n % args.tp]
+    if bad and args.devices is not None and not args.fit:
         p.error(f"--tp {args.tp}: {', '.join(map(str, bad))} GPU{'s' if bad != [1] else ''} do"
                 f"{'es' if bad == [1] else ''} not split into groups of {args.tp}")
-    args.devices = fits
+    return fits
 
 
 def _prices(p: cli.Parser, args: argparse.Namespace) -> dict[str, float]:
@@ -166,10 +203,10 @@ def _prices(p: cli.Parser, args: argparse.Namespace) -> dict[str, float]:
     return out
 
 
-def _settings(p: cli.Parser, args: argparse.Namespace):
-    from jaxgpu.pricing import sizing
+def _settings(p: cli.Parser, args: argparse.Namespace, mode: str):
+    from jaxgpu.pricing import planner
 
-    base = sizing.default_settings(args.mode)  # the mode's own defaults; the flags change what they name
+    base = planner.default_settings(mode)  # the mode's own defaults; the flags change what they name
     if args.tp and args.mesh != "fsdp+tp":
         p.error("--tp sizes the tensor-parallel groups of the fsdp+tp mesh; give --mesh fsdp+tp too")
     if args.tp < 0:
@@ -186,7 +223,8 @@ def _settings(p: cli.Parser, args: argparse.Namespace):
         p.error(f"--{'accumulate' if 'accumulate' in str(err) else 'nodes'}: {err}")
 
 
-def _check_out_and_gpus(p: cli.Parser, args: argparse.Namespace) -> None:
+def _check_out_and_gpus(p: cli.Parser, args: argparse.Namespace) -> tuple[str, ...] | None:
+    """--out's folder writable and --gpus as the table's names (None: every GPU); a described decoder's sizes."""
     if args.out:  # checked before minutes of compiling, not after
         parent = Path(args.out).parent
         try:
@@ -198,7 +236,7 @@ def _check_out_and_gpus(p: cli.Parser, args: argparse.Namespace) -> None:
     from jaxgpu.ground import hardware
 
     try:
-        args.gpus = [hardware.find_gpu(g).name for g in args.gpus.split(",")] if args.gpus else None
+        gpus = tuple(hardware.find_gpu(g).name for g in args.gpus.split(",")) if args.gpus else None
     except KeyError as err:
         p.error(f"--gpus: {err.args[0]}")
     if (args.model or args.config) and (args.head_dim is not None or args.mlp != "swiglu"):
@@ -207,11 +245,12 @@ def _check_out_and_gpus(p: cli.Parser, args: argparse.Namespace) -> None:
         if (args.head_dim is None and args.d_model % args.heads) or args.heads % args.kv_heads:
             p.error(f"--d-model ({args.d_model}) must split into --heads ({args.heads}) unless --head-dim is given, "
                     f"and those into --kv-heads ({args.kv_heads})")
+    return gpus
 
 
-def _read_config(p: cli.Parser, args: argparse.Namespace):
-    """The decoder a config.json describes; bad or unhonourable fields are one line, exit 2."""
-    from jaxgpu.kernels import transformer as tf
+def _read_config(p: cli.Parser, args: argparse.Namespace) -> tuple[Any, list[str]]:
+    """(the decoder a config.json describes, its fields not read); bad or unhonourable fields are one line, exit 2."""
+    from jaxgpu.ground import decoders
 
     path = Path(args.config)
     try:
@@ -223,27 +262,26 @@ def _read_config(p: cli.Parser, args: argparse.Namespace):
     if not isinstance(d, dict):
         p.error(f"--config: {path} holds no object of fields")
     try:
-        c, unread = tf.from_hf_config(d, path.parent.name or path.stem)
+        c, unread = decoders.from_hf_config(d, path.parent.name or path.stem)
     except ValueError as err:
         p.error(f"--config: {err}")
-    args.unread = unread
-    return c
+    return c, unread
 
 
-def config(args: argparse.Namespace):
-    """The decoder the command line names or describes."""
-    from jaxgpu.kernels import transformer as tf
+def _described(args: argparse.Namespace):
+    """The decoder --layers ... --vocab describe."""
+    from jaxgpu.ground import decoders
 
-    if getattr(args, "described", None) is not None:
-        return args.described
-    if args.model:
-        return args.model
-    return tf.Config("described", args.layers, args.d_model, args.heads, args.kv_heads, args.ffn, args.vocab,
-                     max(args.seq, 2048), args.style, head_size=args.head_dim, mlp=args.mlp)
+    return decoders.Decoder("described", args.layers, args.d_model, args.heads, args.kv_heads, args.ffn, args.vocab,
+                            max(args.seq, 2048), args.style, head_size=args.head_dim, mlp=args.mlp)
 
 
-COLUMNS = ("gpu", "devices", "bytes_per_device", "estimate_bytes", "fits", "seconds", "lower_s", "upper_s",
-           "tokens_per_s", "mfu", "binds", "comm_s", "plan", "mesh")
+# --out's CSV: its columns (a plan's fields) and what each holds
+COLUMNS = {"gpu": "the card", "devices": "GPUs a node", "bytes_per_device": "XLA's plan, a GPU",
+           "estimate_bytes": "the formula's, a GPU", "fits": "within JAX's 75% of the card",
+           "seconds": "predicted step", "lower_s": "its lower bound", "upper_s": "its upper bound",
+           "tokens_per_s": "predicted", "mfu": "model FLOPs over the GPUs' peak", "binds": "what the step waits on",
+           "comm_s": "collectives beyond the compute", "plan": "the program priced", "mesh": "how the GPUs split it"}
 
 
 # The committed run that checked whole-step prices against published GPU measurements: its median error per kind is
@@ -315,13 +353,13 @@ def table(plans, tokens: float | None = None, prices: dict | None = None, err: f
 def formula_lines(plans) -> list[str]:
     """Per device count, where the package's formula (the "formula" column) and XLA's plan ("per GPU") part, said
     of the first GPU priced: what the compiler's plan knows that the formula does not."""
-    from jaxgpu.pricing import sizing
+    from jaxgpu.pricing import planner
 
     out, said = [], set()
     for p in plans:
-        if hasattr(p, "memory_split") and p.devices not in said and sizing.formula_vs_plan(p):
+        if hasattr(p, "memory_split") and p.devices not in said and planner.formula_vs_plan(p):
             said.add(p.devices)
-            out.append(f"per GPU on {p.devices} {p.gpu}: " + sizing.formula_vs_plan(p))
+            out.append(f"per GPU on {p.devices} {p.gpu}: " + planner.formula_vs_plan(p))
     return out
 
 
@@ -333,19 +371,19 @@ def _duration(s: float) -> str:
     return f"{s:.3g} s"
 
 
-def _plans(args: argparse.Namespace) -> list | str:
+def _plans(a: Asked) -> list | str:
     """The step's plans for each GPU and device count, or what was wrong in one line."""
     from jaxgpu.ground import devices
 
-    devices.configure("cpu", max(args.devices))  # compile on this CPU; its host devices stand in without the extra
-    from jaxgpu.pricing import sizing
+    devices.configure("cpu", max(a.devices))  # compile on this CPU; its host devices stand in without the extra
+    from jaxgpu.pricing import planner
 
     try:
-        if args.fit:
-            return sizing.fewest_on_gpus(config(args), mode=args.mode, batch=args.batch, seq=args.seq,
-                                         counts=args.devices, gpus=args.gpus, settings=args.settings)
-        return sizing.model_on_gpus(config(args), mode=args.mode, batch=args.batch, seq=args.seq,
-                                    devices=args.devices, gpus=args.gpus, settings=args.settings)
+        if a.fit:
+            return planner.fewest_on_gpus(a.decoder, mode=a.mode, batch=a.batch, seq=a.seq, counts=a.devices,
+                                          gpus=a.gpus, settings=a.settings)
+        return planner.model_on_gpus(a.decoder, mode=a.mode, batch=a.batch, seq=a.seq, devices=a.devices,
+                                     gpus=a.gpus, settings=a.settings)
     except KeyError as err:
         return err.args[0]
     except ValueError as err:
@@ -362,53 +400,57 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = parse_args(argv)
-    if args.list:
-        from jaxgpu.kernels import transformer as tf
+    a = parse_args(argv)
+    if a.listing:
+        from jaxgpu.ground import decoders
 
-        for c in tf.CONFIGS.values():
+        for c in decoders.MODELS.values():
             print(f"{c.name:12s} {c.style:6s} {c.layers:3d} layers, width {c.d_model:5d}, {c.heads} heads "
                   f"({c.kv_heads} KV), ffn {c.ffn}, vocab {c.vocab}, {c.params() / 1e9:.2f} B parameters")
         return 0
-    plans = _plans(args)
+    plans = _plans(a)
     if isinstance(plans, str):
         return cli.fail(cli.name(COMMAND), plans)
-    checked = band(args.mode) if args.tokens else None
-    args.prefills = _prefills(args, plans) if args.tokens and args.mode == "serve" else {}
-    rows = table(plans, args.tokens, args.prices, checked[0] if checked else None, fewest=args.fit,
-                 prefills=args.prefills)
+    checked = band(a.mode) if a.tokens else None
+    prefills = _prefills(a, plans) if a.tokens and a.mode == "serve" else {}
+    rows = table(plans, a.tokens, a.prices, checked[0] if checked else None, fewest=a.fit, prefills=prefills)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",
-            "serve": "decode step"}[args.mode]
-    name = plans[0].model if (args.model or args.config) and plans else "described decoder"  # the table's spelling
-    print(f"{name}, one {what}, batch {args.batch} x {args.seq:,} tokens, "
-          f"{args.settings.words()} (compiled for each GPU on this CPU, predicted, not run)"
-          + (f"; per GPU the fewest of {', '.join(map(str, args.devices))} that hold it" if args.fit else "") + ":")
+            "serve": "decode step"}[a.mode]
+    name = plans[0].model if a.named and plans else "described decoder"  # the table's spelling
+    print(f"{name}, one {what}, batch {a.batch} x {a.seq:,} tokens, "
+          f"{a.settings.words()} (compiled for each GPU on this CPU, predicted, not run)"
+          + (f"; per GPU the fewest of {', '.join(map(str, a.devices))} that hold it" if a.fit else "") + ":")
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     for line in formula_lines(plans):
         print(line)
-    if getattr(args, "unread", None):
-        print(f"{args.config}: fields not read, which the plan does not reflect: {', '.join(args.unread)}")
-    if args.tokens:
-        kind = "training" if args.mode.startswith("train") else "decode and prefill"
-        print(f"time to {args.tokens:,.0f} tokens at the predicted step time; " + (
-            f"in brackets, the median error of {checked[1]} published {kind} steps priced so ({checked[0]:.0%}, "
+    from jaxgpu.ground import hardware
+
+    for hw in {p.gpu: hardware.find_gpu(p.gpu) for p in plans}.values():
+        if hw.lacks:  # what the card could run that no step here is priced in
+            print(f"the {hw.name} also has {hw.lacks}.")
+    if a.unread:
+        print(f"{a.config_path}: fields not read, which the plan does not reflect: {', '.join(a.unread)}")
+    if a.tokens:
+        kind = "training steps" if a.mode.startswith("train") else "decode and prefill steps"
+        print(f"time to {a.tokens:,.0f} tokens at the predicted step time; " + (
+            f"in brackets, the median error of {checked[1]} published {kind} priced so ({checked[0]:.0%}, "
             "reports/priced-published)" if checked else "no published check of such steps in this checkout")
-              + (f"; each sequence's {args.seq:,}-token prompt prefilled once (bf16 weights) for every "
-               f"{args.generate:,} tokens it generates" if args.mode == "serve" else "") + ".")
-    if args.out:
-        out = Path(args.out)
+              + (f"; each sequence's {a.seq:,}-token prompt prefilled once (bf16 weights) for every "
+               f"{a.generate:,} tokens it generates" if a.mode == "serve" else "") + ".")
+    if a.out:
+        out = Path(a.out)
         try:
             with open(out.with_suffix(".csv"), "w", newline="") as f:
                 w = csv.writer(f)
-                extra = ("to_tokens_s", "prefill_s", "gpu_hours", "cost_usd") if args.tokens else ()
-                w.writerow(COLUMNS + extra)
-                w.writerows([[getattr(p, c, "") for c in COLUMNS] + [_tokens_of(p, args).get(c, "") for c in extra]
-                             for p in plans])
-            out.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(p) | _tokens_of(p, args)
+                extra = ("to_tokens_s", "prefill_s", "gpu_hours", "cost_usd") if a.tokens else ()
+                w.writerow((*COLUMNS, *extra))
+                w.writerows([[getattr(p, c, "") for c in COLUMNS]
+                             + [_tokens_of(p, a, prefills).get(c, "") for c in extra] for p in plans])
+            out.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(p) | _tokens_of(p, a, prefills)
                                                             for p in plans], indent=1) + "\n")
-            _figure(plans, f"{name}, one {what}, batch {args.batch} x {args.seq:,} (compiled, predicted, not run)"
+            _figure(plans, f"{name}, one {what}, batch {a.batch} x {a.seq:,} (compiled, predicted, not run)"
                     ).savefig(out.with_suffix(".png"), dpi=150, metadata={"Software": None})
         except OSError as err:  # the input was fine: the machine could not take the write
             print(f"{cli.name(COMMAND)}: error: cannot write {out}: {err.strerror or err}", file=sys.stderr)
@@ -418,10 +460,10 @@ def _main(argv: list[str] | None) -> int:
     return 0
 
 
-def _tokens_of(p, args: argparse.Namespace) -> dict[str, float]:
-    if not (args.tokens and hasattr(p, "seconds")):
+def _tokens_of(p, a: Asked, prefills: dict) -> dict[str, float]:
+    if not (a.tokens and hasattr(p, "seconds")):
         return {}
-    return to_tokens(p, args.tokens, args.prices.get(p.gpu), *args.prefills.get((p.gpu, p.devices), (None, None)))
+    return to_tokens(p, a.tokens, a.prices.get(p.gpu), *prefills.get((p.gpu, p.devices), (None, None)))
 
 
 def _figure(plans, title: str):
@@ -431,18 +473,18 @@ def _figure(plans, title: str):
     return figures.step_figure([p for p in plans if hasattr(p, "seconds")], title)
 
 
-def _prefills(args: argparse.Namespace, plans) -> dict:
+def _prefills(a: Asked, plans) -> dict:
     """{(gpu, devices): (the prefill plan of a decode's batch of prompts, tokens each sequence generates)}: what a
     decode's time to N tokens adds for its prompts (bf16 weights: a prefill of int8 or fp8 weights is not built)."""
-    from jaxgpu.pricing import sizing
+    from jaxgpu.pricing import planner
     from jaxgpu.records.results import Unsupported
 
     out = {}
     for p in plans:
         if hasattr(p, "seconds"):
             try:
-                out[(p.gpu, p.devices)] = (sizing.plan_model(config(args), p.gpu, mode="prefill", batch=p.batch,
-                                                             seq=p.seq, devices=p.devices), args.generate)
+                out[(p.gpu, p.devices)] = (planner.plan_model(a.decoder, p.gpu, mode="prefill", batch=p.batch,
+                                                              seq=p.seq, devices=p.devices), a.generate)
             except (KeyError, ValueError, Unsupported):  # a prompt this card cannot plan: the decode's time alone
                 continue
     return out

@@ -202,7 +202,7 @@ def check_gpu_plan() -> str:
 
     if why := targets.unavailable():
         return f"skipped: {why}"
-    dev = targets.devices("h100")[0]
+    dev = targets.devices(targets.lent_target())[0]
     plan = targets.compile_plan(_program, targets.spec((256, 512), "float32", dev),
                                 targets.spec((512, 128), "float32", dev))
     m = plan.metrics()

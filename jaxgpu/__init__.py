@@ -32,6 +32,7 @@ _NAMES = {
     "ground.hardware": ("find_gpu", "GPUS", "Hardware", "cpu_estimate", "for_device", "gpu_spec"),
     "ground.data": ("Dataset", "digits", "synthetic"),
     "ground.stack": ("op_flops",),
+    "ground.decoders": ("Decoder", "MODELS", "StepSettings", "from_hf_config"),
     "kernels.matmul": ("MamfResult", "MatmulResult", "bench_jax", "bench_numpy", "bench_torch", "mamf_search",
                        "operands", "worked_example"),
     "kernels.stream": ("bench_stream", "bench_transfer", "stream_arrays"),
@@ -40,12 +41,11 @@ _NAMES = {
     "kernels.parallel": ("loss_trajectory", "trajectory_error", "CollectiveResult", "DataParallel", "TensorParallel",
                          "bench_collective", "data_parallel", "make_mesh", "tensor_parallel"),
     "kernels.distributed": ("DistributedFailure", "DistributedResult"),
-    "kernels.transformer": ("StepSettings", "from_hf_config"),
     "pricing.roofline": ("predict", "Prediction", "Roofs", "roofs_for"),
-    "pricing.sizing": ("on_gpus", "OnGpus", "GpuRow", "plan_model", "ModelPlan", "model_on_gpus", "NotPriced",
-                       "fewest", "fewest_on_gpus", "formula_vs_plan"),
-    "pricing.fit": ("MemoryEstimate", "transformer_inference", "transformer_prefill", "transformer_train",
-                    "TRANSFORMERS"),
+    "pricing.sizing": ("on_gpus", "OnGpus", "GpuRow"),
+    "pricing.planner": ("plan_model", "ModelPlan", "model_on_gpus", "NotPriced", "fewest", "fewest_on_gpus",
+                        "formula_vs_plan"),
+    "pricing.fit": ("MemoryEstimate", "transformer_inference", "transformer_prefill", "transformer_train"),
     "records.results": ("DoesNotFit", "Record", "ResultsError", "Run", "Unsupported", "merge", "read_run"),
     "records.figures": ("Table", "Series", "Limit", "line_plot"),
 }
@@ -72,7 +72,18 @@ def _module(name: str):
     raise AttributeError(f"module 'jaxgpu' has no attribute {name!r}")
 
 
+# Public names that moved, found with a warning: name -> (what it is now, how to get it)
+_MOVED = {"TRANSFORMERS": ("the classic shapes of jaxgpu.MODELS (jaxgpu.pricing.fit.CLASSIC names them)",
+                           lambda: importlib.import_module("jaxgpu.pricing.fit").classic())}
+
+
 def __getattr__(name: str):
+    if name in _MOVED:
+        import warnings
+
+        now, get = _MOVED[name]
+        warnings.warn(f"jaxgpu.{name} is now {now}", DeprecationWarning, stacklevel=2)
+        return get()
     if name not in _EXPORTS:
         return _module(name)
     module, attr = _EXPORTS[name]

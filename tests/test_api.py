@@ -1,5 +1,7 @@
 from pathlib import Path
 
+import pytest
+
 import jaxgpu
 
 
@@ -46,3 +48,19 @@ def test_the_api_page_lists_every_public_name():
     page = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
     missing = [n for n in jaxgpu.__all__ if f"`{n}" not in page and f"{n}(" not in page and f", `{n}`" not in page]
     assert not missing, f"docs/api.md does not mention {missing}"
+
+
+@pytest.mark.parametrize("module, name, now", [
+    ("jaxgpu.kernels.transformer", "Config", "Decoder"), ("jaxgpu.kernels.transformer", "CONFIGS", "MODELS"),
+    ("jaxgpu.kernels.transformer", "REMAT_POLICIES", "decoders"),
+    ("jaxgpu.kernels.transformer", "mesh_for", "mesh_for"), ("jaxgpu.pricing.sizing", "plan_model", "plan_model"),
+    ("jaxgpu.pricing.sizing", "KINDS", "KINDS"),
+    ("jaxgpu.pricing.fit", "TRANSFORMERS", "CLASSIC"), ("jaxgpu", "TRANSFORMERS", "CLASSIC")])
+def test_a_moved_name_still_resolves_with_a_warning_naming_its_new_home(module, name, now):
+    import importlib
+
+    with pytest.warns(DeprecationWarning, match=now):
+        value = getattr(importlib.import_module(module), name)
+    assert value is not None
+    if name == "TRANSFORMERS":
+        assert [t.name for t in value] == ["1B", "7B", "13B", "70B"]

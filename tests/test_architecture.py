@@ -234,11 +234,13 @@ def test_the_records_and_the_harness_import_no_plotting_and_no_jax(tmp_path):
 
 def _names_experiments(path: Path) -> list[str]:
     """Where a module names a registered experiment in a string: comparing a record's experiment with it, reading an
-    experiment's records by it. A string used as a record parameter's key (``params["devices"]``,
-    ``params.get("devices")``) is a parameter that shares the name, not the experiment."""
+    experiment's records by it. A string used as a key (``params["devices"]``, ``params.get("devices")``, a key of
+    a ``{"devices": ...}`` table) is a parameter or field that shares the name, not the experiment."""
     tree = ast.parse(path.read_text())
     keys = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            keys |= {id(k) for k in node.keys if k is not None}
         if isinstance(node, ast.Subscript):
             keys.add(id(node.slice))
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "get" and node.args:
@@ -248,18 +250,22 @@ def _names_experiments(path: Path) -> list[str]:
 
 
 def test_no_shared_module_names_an_experiment():
-    """What an experiment is (its pricing, its headline, its noise) lives in its folder: the analysis and the report
-    fold over the registry. The claims are the one exception: their reads are declared and tested."""
-    found = [hit for pkg in ("analysis", "reporting") for path in sorted((ROOT / "experiments" / pkg).glob("*.py"))
-             if path.name != "claims.py" for hit in _names_experiments(path)]
+    """What an experiment is (its pricing, its headline, its noise, its part of the GPU check) lives in its folder: the
+    analysis, the report, the harness and the commands fold over the registry. The claims are the one exception:
+    their reads are declared and tested; the registry itself names each once."""
+    shared = [path for pkg in ("analysis", "reporting", "harness")
+              for path in (ROOT / "experiments" / pkg).glob("*.py")]
+    commands = [path for path in (ROOT / "experiments").glob("*.py") if path.name != "__init__.py"]
+    found = [hit for path in sorted(shared + commands) if path.name != "claims.py" for hit in _names_experiments(path)]
     assert not found, found
 
 
 def test_the_name_check_sees_a_name():
     probe = ROOT / "tests" / "_probe_names.py"
     try:
-        probe.write_text('def f(r, p):\n    return r.experiment == "matmul" and p["devices"] and p.get("drift")\n')
-        assert _names_experiments(probe) == ["_probe_names.py:2 'matmul'"]
+        probe.write_text('def f(r, p):\n    return r.experiment == "matmul" and p["devices"] and p.get("drift") and '
+                         '{"threads": 1} and ("training", 2)\n')
+        assert _names_experiments(probe) == ["_probe_names.py:2 'matmul'", "_probe_names.py:2 'training'"]
     finally:
         probe.unlink()
 
@@ -365,3 +371,53 @@ def test_a_deprecated_call_from_the_projects_code_fails_and_one_from_elsewhere_d
         (tmp_path / f"{module}.py").write_text(call)
         with (pytest.raises if ours else pytest.warns)(DeprecationWarning):
             importlib.import_module(module)
+
+
+LONGEST_MODULE = 600  # lines a library module may take: past it, it holds more than one concern
+
+
+def test_no_library_module_is_longer_than_its_concern():
+    long = [f"{path.relative_to(ROOT)} ({n} lines)" for name, path in _modules().items()
+            if name.startswith("jaxgpu") and (n := len(path.read_text().splitlines())) > LONGEST_MODULE]
+    assert not long, long
+
+
+def _decoder_classes(path: Path) -> tuple[list[str], list[str]]:
+    """(the dataclasses of ``path`` with ``layers`` and ``d_model`` fields; the classes or names made of ``Decoder``:
+    a subclass, or an assignment of the class to another name)."""
+    described, made = [], []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ClassDef):
+            fields = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+            if {"layers", "d_model"} <= fields:
+                described.append(f"{path.relative_to(ROOT)}:{node.name}")
+            if any(getattr(b, "id", getattr(b, "attr", None)) == "Decoder" for b in node.bases):
+                made.append(f"{path.relative_to(ROOT)}:{node.name}")
+        elif isinstance(node, ast.Assign) and getattr(node.value, "id", getattr(node.value, "attr", None)) == "Decoder":
+            made.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return described, made
+
+
+def test_one_dataclass_describes_a_decoder_and_it_needs_no_jax(tmp_path):
+    found = [_decoder_classes(path) for path in sorted((ROOT / "jaxgpu").rglob("*.py"))]
+    assert [d for ds, _ in found for d in ds] == ["jaxgpu/ground/decoders.py:Decoder"]
+    assert not [m for _, ms in found for m in ms]  # no subclass or alias of it
+    assert not [p for p in (ROOT / "jaxgpu").rglob("*.py") if "_fit_shape" in p.read_text()]
+    (tmp_path / "sitecustomize.py").write_text(f"import sys\nfor m in {HEAVY!r}:\n    sys.modules[m] = None\n")
+    code = ("from jaxgpu.ground import decoders\nfrom jaxgpu.pricing import fit\n"
+            "m = decoders.find('Llama3-8B')\nprint(m.params(), fit.transformer_train(m)['state'] > 0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0 and proc.stdout.split() == ["8030261248", "True"], proc.stderr[-2000:]
+
+
+def test_the_probe_sees_a_second_decoder_and_an_alias():
+    probe = ROOT / "tests" / "_probe_decoder.py"
+    try:
+        probe.write_text("import dataclasses\nfrom jaxgpu.ground.decoders import Decoder\n\n\n@dataclasses.dataclass\n"
+                         "class Shape:\n    layers: int\n    d_model: int\n\n\nclass Mine(Decoder):\n    pass\n\n\n"
+                         "Config = Decoder\n")
+        assert _decoder_classes(probe) == (["tests/_probe_decoder.py:Shape"],
+                                           ["tests/_probe_decoder.py:Mine", "tests/_probe_decoder.py:15"])
+    finally:
+        probe.unlink()

@@ -320,3 +320,28 @@ def test_a_resumed_run_json_that_cannot_be_read_back_is_one_line(tmp_path, confi
     (tmp_path / "run.json").write_text('{"schema": 1, "config": ' + config + "}")
     (tmp_path / "results.jsonl").write_text("")
     _one_line_error(_run("experiments.run", "--resume", str(tmp_path), "--dry-run"), "its config cannot be read back")
+
+
+def test_a_resumed_set_run_measures_only_the_overridden_cases(tmp_path, capsys):
+    """``--set`` is read back on ``--resume``: the cases still to measure are the ones the run's records were
+    measured with, never the profile's own under a run.json that states the overridden ones."""
+    from experiments import run
+    from experiments.harness import runner
+
+    out = tmp_path / "run"
+    asked = ["--only", "matmul", "--profile", "tiny", "--set", "matmul.sizes=(48,)", "--no-report", "--no-progress"]
+    runner.run_study(run.parse_args([*asked, "--backend", "cpu", "--out", str(out)]), "cpu", log=lambda m: None)
+    lines = (out / "results.jsonl").read_text().splitlines()
+    (out / "results.jsonl").write_text(lines[0] + "\n")  # killed after its first record
+    again = run.parse_args(["--resume", str(out), "--no-report", "--no-progress"])
+    assert again.overrides == {"matmul": {"sizes": (48,)}}
+    runner.run_study(again, "cpu", log=lambda m: None)
+    done = results.read_run(out)
+    assert len(done.records) == len(lines) and {r.params["n"] for r in done.records if "n" in r.params} == {48}
+    # the same --set again is the run's own; another is refused in one line, the run left as it was
+    assert run.parse_args(["--resume", str(out), "--set", "matmul.sizes=(48,)"]).overrides == again.overrides
+    with pytest.raises(SystemExit) as refused:
+        run.parse_args(["--resume", str(out), "--set", "matmul.sizes=(64,)"])
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert refused.value.code == 2 and "--set changes what the resumed run measured (matmul: sizes=(48,))" in said
+    assert len(results.read_run(out).records) == len(lines)

@@ -2,6 +2,7 @@ import jax
 import numpy as np
 import pytest
 
+from jaxgpu.ground import decoders
 from jaxgpu.kernels import chains, mlp, stream
 from jaxgpu.pricing import fit
 from jaxgpu.records import results
@@ -153,10 +154,10 @@ def test_estimator_arithmetic_by_hand():
 
 
 def test_transformer_table_arithmetic():
-    t7 = next(t for t in fit.TRANSFORMERS if t.name == "7B")
-    assert 6e9 < t7.params < 7.5e9
-    assert fit.transformer_inference(t7, "bf16")["weights"] == 2 * t7.params
-    assert fit.transformer_train(t7, "bf16")["state"] == 18 * t7.params
+    t7 = decoders.MODELS["7B"]
+    assert 6e9 < t7.formula_params() < 7.5e9
+    assert fit.transformer_inference(t7, "bf16")["weights"] == 2 * t7.formula_params()
+    assert fit.transformer_train(t7, "bf16")["state"] == 18 * t7.formula_params()
     assert not fit.fits(fit.transformer_train(t7, "bf16")["state"], 80)
 
 

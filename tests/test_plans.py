@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxgpu.ground import stack
+from jaxgpu.ground import launches
 from jaxgpu.pricing import plans, roofline
 from jaxgpu.records import results
 
@@ -15,7 +15,7 @@ from experiments.analysis import pricing as view
 
 
 def _kernel(name, flops, nbytes, is_dot=False, count=1, gemm=None, dtype="f32"):
-    return stack.Kernel(name, flops, nbytes, is_dot, count, gemm, dtype)
+    return launches.Kernel(name, flops, nbytes, is_dot, count, gemm, dtype)
 
 
 def test_alike_kernels_merge_and_come_back_whole():
@@ -154,7 +154,7 @@ def test_exp_log_and_pow_are_counted_apart_and_priced_at_their_own_rate():
     import jax.numpy as jnp
 
     hlo = jax.jit(lambda x: jnp.exp(x) * 2.0 + jnp.log(x)).lower(jnp.ones(1000)).compile().as_text()
-    (k,) = [k for k in stack.kernels(hlo) if k.flops]
+    (k,) = [k for k in launches.kernels(hlo) if k.flops]
     assert k.transcendentals == 2000 and k.flops >= 3000
     slow = roofline.Roofs("x", {"elementwise": 1e12, "transcendental": 1e6}, 1e12, 0.0, "test")
     fast = roofline.Roofs("x", {"elementwise": 1e12}, 1e12, 0.0, "test")
@@ -218,9 +218,9 @@ def test_pow_is_counted_apart_and_priced_at_the_pow_chains_rate():
     from jaxgpu.kernels import chains
 
     hlo = jax.jit(chains.power_chain(3)).lower(jnp.ones(100)).compile().as_text()
-    (k,) = [k for k in stack.kernels(hlo) if k.flops]
+    (k,) = [k for k in launches.kernels(hlo) if k.flops]
     assert k.powers == 300 and k.transcendentals == 300
-    assert stack.Kernel.from_list(k.to_list()) == k and stack.Kernel.from_list(k.to_list()[:10]).powers == 0.0
+    assert launches.Kernel.from_list(k.to_list()) == k and launches.Kernel.from_list(k.to_list()[:10]).powers == 0.0
     rates = {"elementwise": 1e12, "transcendental": 1e9}
     slow = roofline.price([k], roofline.Roofs("x", {**rates, "power": 1e8}, 1e12, 0.0, "test")).estimate_s
     as_exp = roofline.price([k], roofline.Roofs("x", rates, 1e12, 0.0, "test")).estimate_s
@@ -242,7 +242,7 @@ def test_a_call_over_several_host_devices_is_priced_as_the_one_machine_runs_it()
     with timing.collecting_programs() as programs:
         t = timing.time_jitted(jax.jit(lambda a: a * 2.0 + 1.0), x, target_s=0.0, min_iters=1, warmup=0)
     (own,) = plans.of_case(t.metrics(), programs, "cpu")
-    assert own["devices"] == 4 and stack.devices("HloModule m, entry_computation_layout={()->()}") == 1
+    assert own["devices"] == 4 and launches.devices("HloModule m, entry_computation_layout={()->()}") == 1
     one = plans.expand(own["kernels"])
     assert sum(k.bytes for k in one) == pytest.approx(t.metrics()["bytes_xla"])  # one device's quarter
     recs = _records()

@@ -243,9 +243,9 @@ def test_kernels_inside_a_loop_count_its_trips():
     hlo = jax.jit(f).lower(x, x).compile().as_text()
     dots = [k for k in roofline.kernels(hlo) if k.is_dot]
     assert dots and all(k.count == 7 for k in dots)
-    from jaxgpu.ground import stack
+    from jaxgpu.ground import launches
 
-    assert stack.loop_steps(hlo) == 7
+    assert launches.loop_steps(hlo) == 7
 
 
 def test_predict_prices_xla_gpus_own_plan_from_shapes_alone():

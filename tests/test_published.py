@@ -31,7 +31,7 @@ def test_every_case_names_its_source_setup_and_gpu():
 def test_whole_steps_are_a_set_of_their_own():
     """At least 12 training steps and 6 prefill or decode steps, of at least four sources beyond llm.c, JAX programs
     among them; each step over GPUs names a model and settings plan_model takes."""
-    from jaxgpu.kernels import transformer
+    from jaxgpu.ground import decoders
 
     scored = published.scored()
     train = [c for c in scored if c.kind == "train"]
@@ -46,7 +46,7 @@ def test_whole_steps_are_a_set_of_their_own():
     for c in steps:
         _, model, mode, batch, seq, devices, settings = c.program
         s = published.step_settings(c)
-        assert isinstance(s, transformer.StepSettings) and s.scan == (mode != "serve" and dict(settings).get("scan", 1))
+        assert isinstance(s, decoders.StepSettings) and s.scan == (mode != "serve" and dict(settings).get("scan", 1))
         assert published.model_config(model).params() > 0 and batch % (s.nodes * s.accumulate) == 0, c.id
     with pytest.raises(ValueError, match="plan_step prices it"):
         published.program(steps[0])

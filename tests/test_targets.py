@@ -122,7 +122,7 @@ def test_a_gpu_train_steps_flops_are_counted_from_its_hlo_library_gemms_included
     import jax
     import optax
 
-    from jaxgpu.ground import stack, timing
+    from jaxgpu.ground import launches, stack, timing
     from jaxgpu.kernels import mlp
 
     widths, batch, d = (1024, 1024), 256, 784
@@ -135,9 +135,9 @@ def test_a_gpu_train_steps_flops_are_counted_from_its_hlo_library_gemms_included
     layers = [(d, widths[0]), (widths[0], widths[1]), (widths[1], 10)]
     # forward and weight gradient of every layer, input gradient of all but the first: 2 x batch x in x out each
     analytic = sum(2.0 * batch * i * o * (2 if n == 0 else 3) for n, (i, o) in enumerate(layers))
-    dots = sum(k.flops for k in stack.kernels(plan.hlo) if k.is_dot)
+    dots = sum(k.flops for k in launches.kernels(plan.hlo) if k.is_dot)
     assert abs(dots / analytic - 1) < 0.02, (dots, analytic)
-    flops, nbytes = stack.program_counts(plan.hlo)
+    flops, nbytes = launches.program_counts(plan.hlo)
     assert dots < flops < 1.05 * analytic and nbytes > 4 * sum(i * o for i, o in layers)  # the weights at least
 
     class Compiled:  # what a GPU client hands back: its cost analysis blind to the library calls
@@ -182,8 +182,8 @@ def test_xla_gpu_plans_an_h100_and_an_h200_alike():
 def test_a_plan_asked_again_is_read_from_the_cache_not_compiled(tmp_path, monkeypatch):
     """The model command's plans are kept in the user's cache folder, keyed by the program, the target, the
     options and JAX: the same step asked again compiles nothing; another GPU or another step does."""
-    from jaxgpu.kernels import transformer as tf
-    from jaxgpu.pricing import sizing
+    from jaxgpu.ground import decoders
+    from jaxgpu.pricing import planner
 
     if why := targets.unavailable():
         pytest.skip(why)
@@ -193,17 +193,17 @@ def test_a_plan_asked_again_is_read_from_the_cache_not_compiled(tmp_path, monkey
     compiled = []
     real = targets._compile
     monkeypatch.setattr(targets, "_compile", lambda lowered, options: compiled.append(1) or real(lowered, options))
-    c = tf.Config("described", 2, 256, 8, 2, 512, 1000, 2048, "llama")
-    first = sizing.plan_model(c, "h100", train=True, batch=4, seq=128)
+    c = decoders.Decoder("described", 2, 256, 8, 2, 512, 1000, 2048, "llama")
+    first = planner.plan_model(c, "h100", train=True, batch=4, seq=128)
     assert compiled == [1] and len(list((tmp_path / "jaxgpu" / "plans").glob("*.json.gz"))) == 1
-    again = sizing.plan_model(c, "h100", train=True, batch=4, seq=128)
+    again = planner.plan_model(c, "h100", train=True, batch=4, seq=128)
     assert compiled == [1] and again == first  # read back whole: the same bytes, kernels and price
-    sizing.plan_model(c, "h200", train=True, batch=4, seq=128)
-    sizing.plan_model(c, "h100", train=True, batch=2, seq=128)
+    planner.plan_model(c, "h200", train=True, batch=4, seq=128)
+    planner.plan_model(c, "h100", train=True, batch=2, seq=128)
     assert len(compiled) == 3
     for f in (tmp_path / "jaxgpu" / "plans").glob("*.json.gz"):
         f.write_bytes(b"not a plan")  # damaged: a miss, compiled again, never an error
-    sizing.plan_model(c, "h100", train=True, batch=4, seq=128)
+    planner.plan_model(c, "h100", train=True, batch=4, seq=128)
     assert len(compiled) == 4
     targets.plan_cache.cache_clear()
 

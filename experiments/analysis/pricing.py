@@ -25,7 +25,7 @@ import experiments
 from experiments.contract import Pricing
 
 # the GPUs every CPU run's programs are predicted on, in the report's table
-GPUS = ("H100 SXM", "H200 SXM", "A100 80GB", "L4", "RTX 4090")
+GPUS = tuple(name for name, hw in hardware.GPUS.items() if hw.in_report)  # the cards the report prices
 
 
 def pricing_of(experiment: str) -> Pricing:
@@ -215,7 +215,7 @@ def gpu_runs(runs: list[results.Run]) -> list[tuple[results.Run, str]]:
     return out
 
 
-def gpu_of(runs: list[results.Run], default: str = "H200 SXM") -> str:
+def gpu_of(runs: list[results.Run], default: str = hardware.DEFAULT_GPU) -> str:
     """The GPU the CPU runs' programs are predicted on: a merged GPU run's own (so its measurements turn
     the predictions into errors), else the card of the one compile-only run merged, else ``default``."""
     measured = next((name for _, name in gpu_runs(runs)), None)
@@ -251,7 +251,8 @@ def predicted_record(r: results.Record, t: float, device_kind: str) -> results.R
                           benchmark_version=r.benchmark_version, mode="predicted")
 
 
-def predicted_pairs(runs: list[results.Run], gpu: str = "H200 SXM") -> list[tuple[results.Run, results.Record]]:
+def predicted_pairs(runs: list[results.Run], gpu: str = hardware.DEFAULT_GPU
+                    ) -> list[tuple[results.Run, results.Record]]:
     """The timed records of each CPU run as they are predicted on ``gpu`` (``predicted_record``), in a run
     labelled predicted (``mode: predicted``, the GPU's datasheet as its hardware) and paired with its CPU
     run: what a figure draws beside the measured series, and what the ledger's rules see when they are

@@ -136,7 +136,7 @@ def _roofs(recs: list) -> RoofParts:
 
 
 EXPERIMENT = Experiment(
-    name="bandwidth", benchmark_version=3,  # 3: the loop variant carries only the array it writes
+    name="bandwidth", gpu_part=1, benchmark_version=3,  # 3: the loop variant carries only the array it writes
     config=Config, profiles=PROFILES, cases=cases, info=_measure.info,
     # split over host devices that share the cores; a fresh process under each host allocator
     host_only=frozenset({"sharded", "process"}),

@@ -51,7 +51,8 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 EXPERIMENT = Experiment(
-    name="collectives", benchmark_version=1, config=Config, profiles=PROFILES, cases=cases, multi_device=True,
+    name="collectives", gpu_part=3, benchmark_version=1, config=Config, profiles=PROFILES, cases=cases,
+    multi_device=True,
     description="all-reduce / all-gather / reduce-scatter / all-to-all / ppermute: algbw and busbw vs size",
     # a collective's time is links and latency, not FLOPs and DRAM: not a roofline's business
     pricing=Pricing(modelled=False))

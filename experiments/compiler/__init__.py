@@ -55,7 +55,7 @@ def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 EXPERIMENT = Experiment(
-    name="compiler", benchmark_version=2,  # 2: the layer's float64 reference on one BLAS thread
+    name="compiler", gpu_part=1, benchmark_version=2,  # 2: the layer's float64 reference on one BLAS thread
     config=Config, profiles=PROFILES, cases=cases, compiled_cases=compiled_cases,
     info=_measure.info, attachments=_measure.attachments,
     # each hook compiles both programs (the library calls, then the lowering chain): a kernel and a GEMM, twice

@@ -80,6 +80,6 @@ def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 EXPERIMENT = Experiment(
-    name="data_parallel", benchmark_version=1, config=Config, profiles=PROFILES, cases=cases,
+    name="data_parallel", gpu_part=3, benchmark_version=1, config=Config, profiles=PROFILES, cases=cases,
     compiled_cases=compiled_cases, multi_device=True,
     description="data-parallel MLP training: pmap vs jit+sharding vs shard_map; agreement, strong/weak scaling")

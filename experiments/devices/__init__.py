@@ -27,5 +27,5 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 EXPERIMENT = Experiment(
-    name="devices", benchmark_version=1, config=Config, profiles=PROFILES, cases=cases,
+    name="devices", gpu_part=1, benchmark_version=1, config=Config, profiles=PROFILES, cases=cases,
     description="core/SM counts, clocks, SIMD or FP32 lanes, memory; parallel lanes = cores x lanes")

@@ -64,6 +64,15 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
                                                             fixed_s=2 * JOB_START_S + 0.05 * cfg.spec.steps))]
 
 
+def _processes(cfg: Config, n: int) -> str | None:
+    """Why ``n`` processes cannot run the job: its global batch does not split over them."""
+    if cfg.spec.global_batch % n:
+        return (f"the distributed job's global batch ({cfg.spec.global_batch}) does not split evenly over {n} "
+                "processes")
+    return None
+
+
 EXPERIMENT = Experiment(
-    name="distributed", benchmark_version=1, config=Config, profiles=PROFILES, cases=cases, in_host_check=False,
+    name="distributed", gpu_part=3, benchmark_version=1, config=Config, profiles=PROFILES, cases=cases,
+    in_host_check=False, processes=_processes,
     description="2+ processes via jax.distributed (gloo on CPU): one data-parallel job; agreement with 1 process")

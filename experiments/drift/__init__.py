@@ -133,7 +133,7 @@ def noise(recs: list[Record]) -> str:
 
 
 EXPERIMENT = Experiment(
-    name="drift", benchmark_version=1, config=Config, profiles=PROFILES, cases=cases, spread=True,
+    name="drift", gpu_part=1, benchmark_version=1, config=Config, profiles=PROFILES, cases=cases, spread=True,
     description="the same matmul, triad and call re-timed at moments spread through the run: the machine's noise",
     # three programs timed again and again: the machine's noise, which the model's errors are read against
     pricing=Pricing(modelled=False, noise=noise, unsteady=unsteady))

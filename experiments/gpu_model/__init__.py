@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from jaxgpu.ground import hardware
 from jaxgpu.pricing import published
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
@@ -32,7 +33,7 @@ _HEADLINE_S = {"matmul_fp32": 0.3, "matmul_bf16": 0.3, "triad_fp32": 0.2, "train
 @dataclasses.dataclass(frozen=True)
 class Config:
     kinds: tuple[str, ...] = published.KINDS  # which kinds of published case to price
-    headline_gpus: tuple[str, ...] = ("H200 SXM",)  # the GPUs the summary's programs are priced on
+    headline_gpus: tuple[str, ...] = (hardware.DEFAULT_GPU,)  # the GPUs the summary's programs are priced on
 
 
 PROFILES = {
@@ -40,7 +41,7 @@ PROFILES = {
     # a train step of a GPT-2 compiles in about 14 s here and a 7B decode step about 9 s: the full profile's
     # (the default quick run has 5 minutes for everything, and the plans it keeps for an H200 take 30 s of them)
     ("quick", "any"): Config(kinds=("gemm", "memory")),
-    ("full", "any"): Config(headline_gpus=("H100 SXM", "H200 SXM", "A100 80GB", "L4", "RTX 4090")),
+    ("full", "any"): Config(headline_gpus=tuple(n for n, hw in hardware.GPUS.items() if hw.in_report)),
 }
 
 

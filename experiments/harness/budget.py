@@ -128,7 +128,7 @@ def machine(platform: str, target: str | None = None) -> Machine:
         return Machine("this CPU", "cpu", hardware.cpu_estimate(), **_CPU)
     if platform == "compile":
         return Machine("this CPU, compiling for a GPU", "cpu", hardware.cpu_estimate(), **_COMPILE)
-    hw = hardware.find_gpu(target or "H200 SXM")
+    hw = hardware.find_gpu(target or hardware.DEFAULT_GPU)
     return Machine(hw.name, "gpu", hw, bandwidth_gbps=(hw.memory_bw_gbps or 0) * roofline.BANDWIDTH_FRACTION, **_GPU)
 
 

@@ -22,8 +22,8 @@ MAX_HOST_DEVICES = 1024
 # A jax.distributed worker process holds about 0.5 GB at start-up; more than 4 per core only queue.
 PROCESS_BYTES, PROCESSES_PER_CORE = 2**29, 4
 # what a resumed run's run.json gives the flags its command line leaves unset
-_SAVED = (("compile_for", None), ("backend", "auto"), ("profile", "quick"), ("devices", None), ("processes", None),
-          ("seed", 0), ("allocator", None))
+_SAVED = {"compile_for": None, "backend": "auto", "profile": "quick", "devices": None, "processes": None, "seed": 0,
+          "allocator": None}
 
 
 class BadInput(ValueError):
@@ -86,7 +86,7 @@ def from_args(args: argparse.Namespace, argv: Sequence[str] | None = None) -> Ru
         names = tuple(experiments.parse_only(only))
     except experiments.UnknownExperiment as err:
         raise BadInput(err.args[0]) from None
-    filled = {k: asked[k] if asked[k] is not None else saved.get(k, default) for k, default in _SAVED}
+    filled = {k: asked[k] if asked[k] is not None else saved.get(k, default) for k, default in _SAVED.items()}
     if args.target and args.backend == "cpu":
         raise BadInput("--target names the GPU a --dry-run plans for; --backend cpu plans this CPU: drop one")
     target = _gpu_name("--target", args.target) if args.target else None
@@ -96,10 +96,7 @@ def from_args(args: argparse.Namespace, argv: Sequence[str] | None = None) -> Ru
     devices = filled["devices"]
     if devices is None and any(n in experiments.multi_device() for n in names):
         devices = experiments.DEFAULT_HOST_DEVICES  # only the CPU platform reads it
-    try:
-        overrides = experiments.parse_settings(args.set, list(names))
-    except experiments.BadSetting as err:
-        raise BadInput(str(err)) from None
+    overrides = _overrides(args.set, saved, names)
     s = RunSettings(
         experiments=names, backend="cpu" if compile_for else filled["backend"], profile=filled["profile"],
         out=args.resume or args.out, resume=bool(args.resume), devices=devices, processes=filled["processes"],
@@ -108,6 +105,27 @@ def from_args(args: argparse.Namespace, argv: Sequence[str] | None = None) -> Ru
         allocator=filled["allocator"], overrides=overrides, argv=tuple(argv) if argv is not None else None)
     _check_processes(s)
     return dataclasses.replace(s, warnings=tuple(ignored(args, s)))
+
+
+def _overrides(asked: Sequence[str], saved: dict[str, Any], names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The ``--set`` fields of this run: those asked, or a resumed run's own (read back from its run.json, so that
+    the cases still to measure are the ones its records were measured with). A resume asked for other fields of an
+    experiment it already measured is refused: its records would mix two configs under one."""
+    try:
+        mine = experiments.parse_settings(asked, list(names))
+        # the saved fields as the command line would give them, typed the same way (JSON keeps tuples as lists)
+        kept = experiments.parse_settings([f"{e}.{k}={v!r}" for e, fields in saved.get("settings", {}).items()
+                                           if e in names for k, v in fields.items()], list(names))
+    except experiments.BadSetting as err:
+        raise BadInput(str(err)) from None
+    measured = set(saved.get("experiments") or ())
+    differ = sorted(e for e in set(mine) | set(kept) if e in measured and mine.get(e, kept.get(e)) != kept.get(e))
+    if asked and differ:
+        said = "; ".join(f"{e}: " + (", ".join(f"{k}={v!r}" for k, v in kept[e].items()) if e in kept else "none")
+                         for e in differ)
+        raise BadInput(f"--set changes what the resumed run measured ({said}); resume without --set, or start a "
+                       "new folder with --out")
+    return {**kept, **mine}
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
@@ -140,7 +158,7 @@ def _saved(resume: str) -> dict[str, Any]:
     except results.ResultsError as err:
         raise BadInput(str(err)) from None
     kinds = {"devices": int, "processes": int, "seed": int, "experiments": list, "compile_for": str, "backend": str,
-             "profile": str, "allocator": str}  # what a resume reads back
+             "profile": str, "allocator": str, "settings": dict}  # what a resume reads back
     wrong = [k for k, v in (config.items() if isinstance(config, dict) else ())
              if k in kinds and v is not None and not isinstance(v, kinds[k])]
     if not isinstance(config, dict) or wrong:
@@ -172,12 +190,14 @@ def _compile_target(name: str) -> str:
 
 
 def _check_processes(s: RunSettings) -> None:
-    if "distributed" not in s.experiments or s.processes is None:
+    """--processes N, where an experiment that reads it cannot run its job over N (``Experiment.processes``)."""
+    if s.processes is None:
         return
-    spec = experiments.config("distributed", s.profile, "cpu", None).spec
-    if spec.global_batch % s.processes:
-        raise BadInput(f"--processes {s.processes}: the distributed job's global batch ({spec.global_batch}) does "
-                       f"not split evenly over {s.processes} processes")
+    for name in experiments.reads_processes(s.experiments):
+        why = experiments.load(name).processes(experiments.config(name, s.profile, "cpu", s.overrides.get(name)),
+                                               s.processes)
+        if why:
+            raise BadInput(f"--processes {s.processes}: {why}")
 
 
 def ignored(args: argparse.Namespace, s: RunSettings) -> list[str]:
@@ -185,8 +205,10 @@ def ignored(args: argparse.Namespace, s: RunSettings) -> list[str]:
     out = []
     if args.devices is not None and s.backend == "gpu":
         out.append("--devices sets CPU host devices; a GPU run uses the GPUs JAX sees")
-    if args.processes is not None and "distributed" not in s.experiments:
-        out.append("--processes is read by the distributed experiment, which is not selected")
+    if args.processes is not None and not experiments.reads_processes(s.experiments):
+        readers = experiments.reads_processes(experiments.names())
+        out.append(f"--processes is read by {', '.join(readers)}, which {'is' if len(readers) == 1 else 'are'} not "
+                   "selected")
     if args.allocator and s.backend == "gpu":  # a compile-only run is a CPU run: the allocator is read
         out.append("--allocator sets the host allocator of a CPU run")
     if s.dry_run:

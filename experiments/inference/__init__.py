@@ -44,7 +44,7 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 EXPERIMENT = Experiment(
-    name="inference", benchmark_version=1, config=Config, profiles=PROFILES, cases=cases,
+    name="inference", gpu_part=3, benchmark_version=1, config=Config, profiles=PROFILES, cases=cases,
     description="MLP inference latency/throughput vs batch; train vs inference step: time, FLOPs, memory ratios",
     pricing=Pricing(causes={None: "small kernels: XLA:CPU splits some over the cores, at a wake-up priced once, "
                                   "and runs others inline"}))

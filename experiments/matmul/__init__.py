@@ -88,7 +88,7 @@ def _roofs(recs: list) -> RoofParts:
 
 EXPERIMENT = Experiment(
     # 2: float64 references on one BLAS thread (OpenBLAS's spinning threads slowed the timed product)
-    name="matmul", benchmark_version=2,
+    name="matmul", gpu_part=1, benchmark_version=2,
     config=Config, profiles=PROFILES, cases=cases, info=_measure.info,
     # the hook compiles one product and imports torch where it is there (its CUDA build: seconds)
     info_cost=Cost(compiles=0, gemm_compiles=1, fixed_s=TORCH_IMPORT_S, min_iters=0, warmup=0, calls=0),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from jaxgpu.ground import decoders
 from jaxgpu.pricing import fit
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
@@ -62,7 +63,7 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     out.append(Case({"case": "mlp_train", "widths": list(cfg.too_big), "batch": 1024, "preset": "fp32",
                      "optimizer": "adamw"}, functools.partial(_measure.too_big, cfg, ctx), Cost.none()))
     out.append(Case({"case": "allocate_past_memory"}, functools.partial(_measure.overallocate, ctx), Cost(min_iters=0)))
-    for t in fit.TRANSFORMERS:
+    for t in (decoders.MODELS[name] for name in fit.CLASSIC):
         for preset in ("fp32", "bf16", "fp16"):
             out.append(Case({"case": "transformer", "model": t.name, "preset": preset, "mode": "train"},
                             functools.partial(_measure.table, t, preset, "train"), Cost.none()))
@@ -83,7 +84,7 @@ def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 EXPERIMENT = Experiment(
-    name="memory_fit", benchmark_version=2, config=Config, profiles=PROFILES, cases=cases,
+    name="memory_fit", gpu_part=4, benchmark_version=2, config=Config, profiles=PROFILES, cases=cases,
     compiled_cases=compiled_cases,
     # measured before the other experiments of a run: a device's peak memory can only be read while its
     # high-water mark is still low (_measure.device_peak_bytes)

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxgpu.ground import devices, timing
+from jaxgpu.ground.decoders import Decoder
 from jaxgpu.kernels import mlp
 from jaxgpu.pricing import fit
 from jaxgpu.records.results import DoesNotFit
@@ -134,7 +135,7 @@ def overallocate(ctx: RunContext) -> dict[str, float]:
     return {"bytes_measured": float(want)}
 
 
-def table(t: fit.Transformer, preset: str, mode: str) -> dict[str, float]:
+def table(t: Decoder, preset: str, mode: str) -> dict[str, float]:
     if mode == "train":
         parts = fit.transformer_train(t, preset)
         state = parts["state"]
@@ -142,7 +143,7 @@ def table(t: fit.Transformer, preset: str, mode: str) -> dict[str, float]:
         parts = fit.transformer_inference(t, preset)
         state = parts["weights"]
     total = sum(parts.values())
-    out = {"params": float(t.params), "bytes_predicted": float(total), "state_bytes": float(state)}
+    out = {"params": float(t.formula_params()), "bytes_predicted": float(total), "state_bytes": float(state)}
     for gb in fit.GPU_MEMORY_GB:
         out[f"fits_{gb}gb"] = float(fit.fits(total, gb))
     return out

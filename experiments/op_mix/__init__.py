@@ -64,7 +64,7 @@ def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 EXPERIMENT = Experiment(
-    name="op_mix", benchmark_version=3,  # 3: the dots-only program draws each operand shape once
+    name="op_mix", gpu_part=2, benchmark_version=3,  # 3: the dots-only program draws each operand shape once
     config=Config, profiles=PROFILES, cases=cases, compiled_cases=compiled_cases,
     description="share of FLOPs (parsed HLO) and of time (dots-only program vs whole step) in matmul",
     pricing=Pricing(causes={None: "small kernels: XLA:CPU splits some over the cores, at a wake-up priced once, "

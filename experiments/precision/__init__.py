@@ -160,7 +160,7 @@ def _widened(recs: list) -> dict[str, str]:
 EXPERIMENT = Experiment(
     # 3: references on one BLAS thread; tf32 asks for the TF32 algorithm on a GPU; mamf's budget after its first
     # shape. 2: speed-ups from the fp32 record at the same n
-    name="precision", benchmark_version=3,
+    name="precision", gpu_part=1, benchmark_version=3,
     config=Config, profiles=PROFILES, cases=cases,
     compiled_cases=compiled_cases,
     description="matmul per precision preset (fp64..int8): GFLOP/s, speed-up over fp32, error; formats; MAMF",

@@ -26,7 +26,7 @@ from jaxgpu.records import figures, labels, results
 from experiments.analysis import claims, pricing
 from experiments.reporting import summary
 
-CARDS = ("H100 SXM", "H200 SXM")
+CARDS = tuple(name for name, hw in hardware.GPUS.items() if hw.lent)  # the cards a lent machine has
 SCHEMA = 1
 # the code a prediction's figures come from: a change to any of it is a new model, and a new file
 MODEL_SOURCES = ("jaxgpu/pricing/roofline.py", "jaxgpu/pricing/plans.py", "jaxgpu/ground/hardware.py",

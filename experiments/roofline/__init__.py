@@ -83,7 +83,7 @@ def _roofs(recs: list) -> RoofParts:
 
 
 EXPERIMENT = Experiment(
-    name="roofline", benchmark_version=2,  # 2: the matvec's float64 reference on one BLAS thread
+    name="roofline", gpu_part=3, benchmark_version=2,  # 2: the matvec's float64 reference on one BLAS thread
     config=Config, profiles=PROFILES, cases=cases,
     description="arithmetic-intensity sweep (FMA chain, exp/log and pow chains, matvec, matmul) against the measured "
                 "and datasheet roofline",

@@ -89,7 +89,7 @@ _LOOP = "a serial loop, its steps priced at the run's fastest loop step"
 
 
 EXPERIMENT = Experiment(
-    name="serial_parallel", benchmark_version=2, config=Config, profiles=PROFILES, cases=cases,
+    name="serial_parallel", gpu_part=3, benchmark_version=2, config=Config, profiles=PROFILES, cases=cases,
     description="N multiply-adds: Python loop, fori_loop, vectorised, vmap; serial recurrence: scan vs "
                 "associative scan",
     pricing=Pricing(roof="elementwise", loop_steps=_loop_steps, roofs=_roofs,

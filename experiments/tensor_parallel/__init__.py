@@ -72,6 +72,6 @@ def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 EXPERIMENT = Experiment(
-    name="tensor_parallel", benchmark_version=1, config=Config, profiles=PROFILES, cases=cases,
+    name="tensor_parallel", gpu_part=3, benchmark_version=1, config=Config, profiles=PROFILES, cases=cases,
     compiled_cases=compiled_cases, multi_device=True,
     description="Megatron-style tensor-parallel MLP: same outputs, per-device memory (XLA) vs device count")

@@ -52,5 +52,5 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 EXPERIMENT = Experiment(
-    name="threads", benchmark_version=2, config=Config, profiles=PROFILES, cases=cases, in_host_check=False,
+    name="threads", gpu_part=3, benchmark_version=2, config=Config, profiles=PROFILES, cases=cases, in_host_check=False,
     description="matmul and elementwise speed with XLA:CPU limited to 1..N cores, each in its own process")

@@ -106,7 +106,7 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 EXPERIMENT = Experiment(
     # 3: tf32 asks for the TF32 algorithm on a GPU; the dots-only program draws each shape once
-    name="training", benchmark_version=3,
+    name="training", gpu_part=2, benchmark_version=3,
     config=Config, profiles=PROFILES, cases=cases,
     description="MLP training on digits per preset (curves, time to 95%, MFU); train-step throughput vs width vs torch",
     pricing=Pricing(causes={None: "small kernels: XLA:CPU splits some over the cores, at a wake-up priced once, "

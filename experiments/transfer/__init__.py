@@ -61,6 +61,6 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 EXPERIMENT = Experiment(
-    name="transfer", benchmark_version=3,  # 3: device-to-host times one copy
+    name="transfer", gpu_part=1, benchmark_version=3,  # 3: device-to-host times one copy
     config=Config, profiles=PROFILES, cases=cases,
     description="host->device / device->host GB/s vs size vs on-device copy; MLP step with host-fed vs resident batch")

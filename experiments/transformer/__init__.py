@@ -28,7 +28,7 @@ class Config:
     measure_seq: int = 128
     models: tuple[str, ...] = MODELS  # compiled for a GPU
     devices: tuple[int, ...] = (1, 8)
-    modes: tuple[str, ...] = ("train", "serve")  # jaxgpu.pricing.sizing.MODES compiled: the full profile adds the rest
+    modes: tuple[str, ...] = ("train", "serve")  # jaxgpu.pricing.planner.MODES compiled: the full profile adds the rest
     train_batch: int = 8  # sequences per step, each of the model's context (2,048 tokens at most)
     serve_batch: int = 8  # sequences decoded at once, against caches of that context
     target_s: float = 0.3
@@ -73,20 +73,20 @@ def compiled_cases(cfg: Config, ctx: RunContext) -> list[Case]:
 
 
 def _params(name: str) -> float:
-    from jaxgpu.pricing import fit
+    from jaxgpu.ground import decoders
 
     # the configs' sizes as their names say them (the cost model needs a figure, not the exact count)
     scale = {"m": 1e6, "b": 1e9}
     tail = name.split("-")[-1]
-    return float(tail[:-1]) * scale[tail[-1]] if tail[-1] in scale else fit.TRANSFORMERS[0].params
+    return float(tail[:-1]) * scale[tail[-1]] if tail[-1] in scale else decoders.find(name).params()
 
 
 # version 3: the formula beside the plan (bytes_predicted) counts key/value heads, the MLP's width, a gated MLP's
-# third matrix and an untied output head (jaxgpu.pricing.fit.Transformer); version 2 counted 12 L d^2 + V d.
+# third matrix and an untied output head (Decoder.formula_params); version 2 counted 12 L d^2 + V d.
 # version 4: a collective is priced at its replica group's share, and where a flash step's plan holds a layer's
 # attention scores, bytes_compiled is of its twin that runs the attention a block of queries at a time (query_block)
 EXPERIMENT = Experiment(
-    name="transformer", benchmark_version=4, config=Config, profiles=PROFILES, cases=cases,
+    name="transformer", gpu_part=3, benchmark_version=4, config=Config, profiles=PROFILES, cases=cases,
     compiled_cases=compiled_cases,
     description="decoder-only transformers from GPT-2 124M to Llama 70B: train and serve steps measured here at "
                 "the smallest sizes, every size compiled for 1 and 8 GPUs (memory per device, fits, collectives, "

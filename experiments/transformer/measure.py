@@ -7,15 +7,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgpu.ground import stack, timing
+from jaxgpu.ground import decoders, launches, timing
 from jaxgpu.kernels import transformer as tf
-from jaxgpu.pricing import sizing
+from jaxgpu.pricing import planner, sharded
 
 CARDS_GB = (24, 40, 80, 141)  # the memory sizes a fit is asked of (L4 / RTX 4090, A100 40GB, H100 / A100 80GB, H200)
 
 
 def measured(name: str, mode: str, cfg, ctx) -> dict[str, float]:
-    c = tf.CONFIGS[name]
+    c = decoders.MODELS[name]
     key = jax.random.key(ctx.seed)
     # one program each for the initialiser and the checks' loss and forward pass: run op by op, each would
     # compile a program per op and shape (seconds of a quick run)
@@ -54,7 +54,7 @@ def measured(name: str, mode: str, cfg, ctx) -> dict[str, float]:
     out["compile_s"] = compile_s
     # XLA's cost analysis counts a loop's body once, and the layers run in a scan: the counts a prediction
     # prices are the compiled program's kernels, each times the trip count of the loop around it
-    ks = stack.kernels(compiled.as_text())
+    ks = launches.kernels(compiled.as_text())
     if ks:
         out.update(flops_xla=float(sum(k.flops * k.count for k in ks)), bytes_xla=float(sum(k.bytes * k.count
                                                                                               for k in ks)))
@@ -79,11 +79,11 @@ def _check_decode(c, dstep, params, cache, tokens, compute) -> None:
 
 
 def plan(name: str, mode: str, n: int, cfg, ctx) -> dict[str, float]:
-    c = tf.CONFIGS[name]
+    c = decoders.MODELS[name]
     seq = min(2048, c.max_seq)
     batch = cfg.train_batch if mode.startswith("train") else cfg.serve_batch
-    p = sizing.plan_model(name, ctx.hardware.name, mode=mode, batch=batch, seq=seq, devices=n)
-    st = sizing.default_settings(mode)  # what plan_model ran the step with, for the report to say
+    p = planner.plan_model(name, ctx.hardware.name, mode=mode, batch=batch, seq=seq, devices=n)
+    st = planner.default_settings(mode)  # what plan_model ran the step with, for the report to say
     out = {"bytes_compiled": p.bytes_per_device, "bytes_predicted": p.estimate_bytes,
            "prediction_error": p.estimate_bytes / p.bytes_per_device - 1, "params": float(c.params()),
            "batch": float(batch), "seq": float(seq), "predicted_step_s": p.seconds, "predicted_lower_s": p.lower_s,
@@ -97,7 +97,7 @@ def plan(name: str, mode: str, n: int, cfg, ctx) -> dict[str, float]:
            # where one layer's scores were a twentieth of the plan: bytes_compiled is of the step's twin whose attention
            # runs this many queries at a time (what a fused kernel holds nearer); 0: of the step as written
            "query_block": float(p.query_block)}
-    out.update({f"fits_{gb}gb": float(p.bytes_per_device <= sizing.USABLE_FRACTION * gb * 1e9) for gb in CARDS_GB})
+    out.update({f"fits_{gb}gb": float(p.bytes_per_device <= sharded.USABLE_FRACTION * gb * 1e9) for gb in CARDS_GB})
     # XLA's memory split and the predicted time by kind of kernel: the step figure of the report's section
     out.update({f"memory_{part}_bytes": v for part, v in p.memory_split.items()})
     out.update({f"time_{kind.replace(' ', '_')}_s": v for kind, v in p.time_split.items()})

@@ -11,7 +11,7 @@ from jaxgpu.records import figures, labels, palette
 from experiments.contract import Headline, Seen, View
 
 CARDS_GB = (24, 40, 80, 141)
-USABLE = 0.75  # jaxgpu.pricing.sizing.USABLE_FRACTION: JAX's default share of a card
+USABLE = 0.75  # jaxgpu.pricing.sharded.USABLE_FRACTION: JAX's default share of a card
 
 
 def section(seen: Seen) -> figures.Section:

@@ -132,11 +132,11 @@ def cost_analysis(compiled: Any) -> tuple[float | None, float | None]:
 
 def work_counts(compiled: Any) -> tuple[float | None, float | None, str | None]:
     """(flops, bytes, where they came from) of a compiled program: "xla" (XLA's cost analysis) where it sees the
-    whole program, else "hlo" (``jaxgpu.ground.stack.program_counts`` over the optimized program's kernels).
+    whole program, else "hlo" (``jaxgpu.ground.launches.program_counts`` over the optimized program's kernels).
 
     XLA's cost analysis on a GPU counts every library GEMM (a cuBLAS custom call) as -1 FLOPs and -1 bytes,
     and a plugin may not offer it at all: such a count, or one with a negative part, is not used."""
-    from jaxgpu.ground import stack
+    from jaxgpu.ground import launches, stack
 
     flops = nbytes = None
     try:
@@ -155,7 +155,7 @@ def work_counts(compiled: Any) -> tuple[float | None, float | None, str | None]:
     if not blind:
         return float(flops), float(nbytes), "xla"
     if hlo:
-        f, b = stack.program_counts(hlo)
+        f, b = launches.program_counts(hlo)
         return (f if f > 0 else None), (b if b > 0 else None), "hlo"
     return None, None, None
 

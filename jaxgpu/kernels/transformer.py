@@ -1,4 +1,4 @@
-"""A decoder-only transformer as plain JAX functions: GPT-2 and Llama shapes, layers scanned.
+"""A decoder-only transformer's layers and steps as plain JAX functions, for any ``jaxgpu.ground.decoders.Decoder``.
 
 Parameters are a dict of arrays whose per-layer entries are stacked on a leading axis and run under one
 ``lax.scan``, so compile time does not grow with depth. GPT-2 blocks use LayerNorm with biases, GELU and
@@ -9,154 +9,32 @@ is XLA's (scores materialised, then softmax): what ``jax.jit`` makes of it witho
 products), optionally over several micro-batches (gradient accumulation) and updating only a 1/N share
 of the layers' weights (what one GPU of N updates under ZeRO-1 or FSDP; the collectives are not part of
 it). ``decode_step`` generates one token against a KV cache. Both take ``jax.ShapeDtypeStruct``s from
-``param_specs`` / ``cache_specs``, so a 70B step compiles without a byte allocated.
+``param_specs`` / ``decode_specs``, so a 70B step compiles without a byte allocated. How the arrays are split
+over GPUs is ``jaxgpu.kernels.sharding``'s.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from jaxgpu.ground.workload import MODEL_AXIS
+from jaxgpu.ground.decoders import Decoder, StepSettings
+from jaxgpu.kernels.sharding import residual_layout
 
 
-@dataclasses.dataclass(frozen=True)
-class Config:
-    name: str
-    layers: int
-    d_model: int
-    heads: int
-    kv_heads: int
-    ffn: int
-    vocab: int
-    max_seq: int
-    style: str  # "gpt2" or "llama"
-    head_size: int | None = None  # a head's width where it is not d_model / heads (Gemma: 256 at d_model 3072)
-    mlp: str = "swiglu"  # a llama-style block's gated MLP: "swiglu" (silu gate) or "geglu" (tanh-GELU gate, Gemma)
-    tied: bool = False  # a llama-style output head that is the embedding (Gemma, Llama 3.2 1B); GPT-2's always is
-    experts: int = 0  # a mixture of experts: each layer's MLP is this many expert MLPs and a router (0: dense)
-    top_k: int = 2  # the experts each token is routed to (Mixtral: 2 of 8)
-    window: int = 0  # sliding-window attention: each token attends to the last ``window`` tokens (0: all of them)
-
-    @property
-    def head_dim(self) -> int:
-        return self.head_size or self.d_model // self.heads
-
-    def params(self) -> int:
-        """Weights, embeddings included."""
-        return sum(math.prod(s.shape) for s in jax.tree.leaves(param_specs(self)))
-
-    def active_params(self) -> int:
-        """The weights one token's forward pass reads: a mixture of experts' ``top_k`` of its experts' MLPs."""
-        if self.experts <= 1:
-            return self.params()
-        return self.params() - (self.experts - self.top_k) * 3 * self.d_model * self.ffn * self.layers
+def param_specs(c: Decoder, dtype: Any = jnp.float32) -> dict:
+    """The parameters' shapes (``Decoder.shapes``) in ``dtype``, nothing allocated."""
+    return jax.tree.map(lambda shape: jax.ShapeDtypeStruct(shape, dtype), c.shapes(),
+                        is_leaf=lambda x: isinstance(x, tuple))
 
 
-# A Hugging Face-style config.json: the fields a decoder's cost is read from, and the fields that leave it alone
-# (positions' encoding, norms' epsilon, token ids, initialisation, dtype names, bookkeeping); any other field is named
-HF_READ = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
-           "intermediate_size", "vocab_size", "hidden_act", "sliding_window", "num_local_experts",
-           "num_experts_per_tok", "tie_word_embeddings", "max_position_embeddings", "attention_bias", "mlp_bias",
-           "model_type")
-HF_COST_FREE = ("architectures", "rope_theta", "rope_scaling", "rms_norm_eps", "layer_norm_eps", "initializer_range",
-                "torch_dtype", "bos_token_id", "eos_token_id", "pad_token_id", "use_cache", "transformers_version",
-                "attention_dropout", "hidden_dropout", "pretraining_tp", "_name_or_path", "use_sliding_window",
-                "max_window_layers", "partial_rotary_factor", "rope_type", "dtype")
-# hidden_act as the gated MLP it names: silu (Llama, Mistral, Qwen), tanh-GELU (Gemma's gelu_pytorch_tanh)
-_HF_ACT = {"silu": "swiglu", "swish": "swiglu", "gelu_pytorch_tanh": "geglu", "gelu_tanh": "geglu"}
-
-
-def from_hf_config(d: dict, name: str = "config") -> tuple[Config, list[str]]:
-    """A decoder from a Hugging Face-style ``config.json`` (a dict): the Config and the fields it did not read
-    (neither cost-bearing nor in ``HF_COST_FREE``), for the caller to name. A ``sliding_window`` (unless
-    ``use_sliding_window`` is false) makes each token attend to the last that many.
-
-    Raises:
-      ValueError: a field the package cannot honour (an activation other than silu or tanh-GELU, biases in the
-        attention or MLP), or a missing or bad one; the message names it.
-    """
-    need = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
-    missing = [k for k in need if not isinstance(d.get(k), int) or d[k] < 1]
-    if missing:
-        raise ValueError(f"{name}: needs {', '.join(missing)} (positive integers)")
-    cannot = []
-    experts, top_k = d.get("num_local_experts") or 0, d.get("num_experts_per_tok") or 2
-    if experts > 1 and not 1 <= top_k <= experts:
-        cannot.append(f"num_experts_per_tok ({top_k}): between 1 and num_local_experts ({experts})")
-    window = d.get("sliding_window") if d.get("use_sliding_window", True) else None
-    act = d.get("hidden_act", "silu")
-    if act not in _HF_ACT:
-        cannot.append(f"hidden_act ({act!r}): the gated MLPs built are silu and tanh-GELU")
-    cannot += [f"{k} (true): biases are not built" for k in ("attention_bias", "mlp_bias") if d.get(k)]
-    if cannot:
-        raise ValueError(f"{name}: cannot honour " + "; ".join(cannot))
-    heads = d["num_attention_heads"]
-    kv = d.get("num_key_value_heads") or heads
-    head_dim = d.get("head_dim")
-    if heads % kv or (head_dim is None and d["hidden_size"] % heads):
-        raise ValueError(f"{name}: num_attention_heads ({heads}) must split into num_key_value_heads ({kv}) and "
-                         f"hidden_size into heads unless head_dim is given")
-    c = Config(name, d["num_hidden_layers"], d["hidden_size"], heads, kv, d["intermediate_size"], d["vocab_size"],
-               d.get("max_position_embeddings") or 8192, "llama",
-               head_size=head_dim if head_dim and head_dim != d["hidden_size"] // heads else None,
-               # absent, transformers takes the model class's own default: tied for Gemma, untied for Llama's kin
-               mlp=_HF_ACT[act], tied=bool(d.get("tie_word_embeddings", str(d.get("model_type")).startswith("gemma"))),
-               experts=experts if experts > 1 else 0, top_k=top_k, window=int(window or 0))
-    return c, sorted(k for k in d if k not in HF_READ and k not in HF_COST_FREE)
-
-
-# Shapes from the models' published configs: GPT-2 (OpenAI's gpt2 / gpt2-medium / gpt2-large / gpt2-xl, vocabulary
-# padded to 50304 as llm.c and nanoGPT do), Llama 2 7B/13B/70B and Llama 3.x 1B/8B (Meta's params.json).
-CONFIGS = {c.name: c for c in (
-    Config("gpt2-124m", 12, 768, 12, 12, 3072, 50304, 1024, "gpt2"),
-    Config("gpt2-350m", 24, 1024, 16, 16, 4096, 50304, 1024, "gpt2"),
-    Config("gpt2-774m", 36, 1280, 20, 20, 5120, 50304, 1024, "gpt2"),
-    Config("gpt2-1.5b", 48, 1600, 25, 25, 6400, 50304, 1024, "gpt2"),
-    Config("llama-1b", 16, 2048, 32, 8, 8192, 128256, 8192, "llama"),
-    Config("llama-7b", 32, 4096, 32, 32, 11008, 32000, 4096, "llama"),
-    Config("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, "llama"),
-    Config("llama-13b", 40, 5120, 40, 40, 13824, 32000, 4096, "llama"),
-    Config("llama-70b", 80, 8192, 64, 8, 28672, 32000, 4096, "llama"),
-    # Mixtral 8x7B (mistralai/Mixtral-8x7B-v0.1 config.json): 8 experts of Mistral 7B's MLP, 2 a token
-    Config("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768, "llama", experts=8, top_k=2),
-)}
-
-
-def _layer_shapes(c: Config) -> dict[str, tuple[int, ...]]:
-    d, f, hd = c.d_model, c.ffn, c.head_dim
-    if c.style == "gpt2":
-        return {"ln1_g": (d,), "ln1_b": (d,), "w_qkv": (d, 3 * d), "b_qkv": (3 * d,), "w_o": (d, d), "b_o": (d,),
-                "ln2_g": (d,), "ln2_b": (d,), "w_fc": (d, f), "b_fc": (f,), "w_proj": (f, d), "b_proj": (d,)}
-    # queries, keys and values in one matrix, as gpt-fast and Megatron store them (XLA would otherwise
-    # concatenate three matrices into one product on every call)
-    out = {"attn_norm": (d,), "wqkv": (d, (c.heads + 2 * c.kv_heads) * hd), "wo": (c.heads * hd, d),
-           "mlp_norm": (d,), "w_gate": (d, f), "w_up": (d, f), "w_down": (f, d)}
-    if c.experts > 1:  # each expert its own gated MLP, and a router that scores the experts for each token
-        e = c.experts
-        out.update({"router": (d, e), "w_gate": (e, d, f), "w_up": (e, d, f), "w_down": (e, f, d)})
-    return out
-
-
-def param_specs(c: Config, dtype: Any = jnp.float32) -> dict:
-    """The parameters' shapes and dtype, nothing allocated."""
-    S = lambda *shape: jax.ShapeDtypeStruct(shape, dtype)
-    out = {"embed": S(c.vocab, c.d_model), "final_norm": S(c.d_model),
-           "layers": {k: S(c.layers, *v) for k, v in _layer_shapes(c).items()}}
-    if c.style == "gpt2":
-        out["pos"], out["final_norm_b"] = S(c.max_seq, c.d_model), S(c.d_model)
-    elif not c.tied:
-        out["head"] = S(c.d_model, c.vocab)
-    return out
-
-
-def init(c: Config, key: jax.Array, dtype: Any = jnp.float32) -> dict:
+def init(c: Decoder, key: jax.Array, dtype: Any = jnp.float32) -> dict:
     """Random parameters (normal, std 0.02; norms' gains 1, biases 0)."""
     specs = param_specs(c, dtype)
     leaves, tree = jax.tree.flatten(specs)
@@ -199,82 +77,10 @@ def _rope(x, positions):
 
 FLASH_SCOPE = "flash_attention"
 
-# The policies of jax.checkpoint_policies that take no arguments, by name: what a run's remat setting names
-# (MaxText's and Levanter's configs name the same ones: save the matrix products' outputs, or nothing)
-REMAT_POLICIES = ("dots_saveable", "dots_with_no_batch_dims_saveable", "checkpoint_dots",
-                  "checkpoint_dots_with_no_batch_dims", "nothing_saveable", "everything_saveable")
-MATMULS = ("bf16", "fp8")
-WEIGHTS = ("bf16", "int8", "fp8")  # a decode step's stored weights: int8 and fp8 with a scale per output channel
-# how a step's GPUs split it: auto is fsdp to train, tensor parallel to serve; fsdp+tp is both, on a 2-D mesh
-MESHES = ("auto", "fsdp", "tp", "fsdp+tp")
+
+
 _STORED = {"int8": jnp.int8, "fp8": jnp.float8_e4m3fn}  # the narrow ones' types
 
-
-@dataclasses.dataclass(frozen=True)
-class StepSettings:
-    """How a step is run: what real training and serving runs set first.
-
-    Attributes:
-      remat: "none" (the backward pass keeps every activation it needs), or a policy of
-        ``jax.checkpoint_policies`` by its name (``REMAT_POLICIES``), applied to each layer: ``dots_saveable`` keeps
-        the matrix products' outputs and recomputes the rest, ``nothing_saveable`` recomputes each layer whole.
-      flash: attention as one fused kernel (FlashAttention, cuDNN), else XLA's materialised scores.
-      matmul: "bf16" or "fp8" matrix products (fp8: e4m3 operands, bf16 out; only on a card with fp8 matrix units).
-      scan: the layers under one ``lax.scan`` (one compiled layer), else unrolled.
-      nodes: nodes of the step's GPUs each, the batch split over them: one node's program is compiled and priced,
-        the gradients' all-reduce between nodes added at the table's inter-node link bandwidth.
-      accumulate: micro-batches a training step runs in turn (gradient accumulation), its gradients summed before
-        the one update: the same tokens a step in less activation memory.
-      weights: how a decode step stores its layers' matrices: "bf16", or "int8" / "fp8" (e4m3) with a scale per
-        output channel, widened to bf16 for the product (weight-only quantisation: half the bytes read a token).
-      mesh: how the GPUs split the step (``MESHES``): "fsdp" (every array cut along its largest dimension, the batch
-        split, the weights gathered for each layer), "tp" (Megatron's column and row cuts, the batch whole),
-        "fsdp+tp" (both, on a 2-D mesh: groups of ``tp`` GPUs cut each layer's products as tp does, and the
-        groups split the batch and the rest of each array as fsdp does), or "auto": fsdp to train, tp to serve.
-      tp: with the fsdp+tp mesh, the GPUs of a tensor-parallel group; 0: ``tp_degree``'s choice for the count.
-      query_block: with flash, the attention run a block of this many queries at a time, each block's scores
-        recomputed in the backward pass (0: all at once). The same arithmetic; what changes is what XLA's memory
-        plan holds: a block's scores, not a layer's, nearer what a fused kernel holds (which holds none).
-        ``jaxgpu.pricing.sizing.plan_model`` reads a long context's memory off such a twin of the step.
-    """
-
-    remat: str = "none"
-    flash: bool = True
-    matmul: str = "bf16"
-    scan: bool = True
-    nodes: int = 1
-    accumulate: int = 1
-    weights: str = "bf16"
-    mesh: str = "auto"
-    tp: int = 0
-    query_block: int = 0
-
-    def __post_init__(self):
-        if self.mesh not in MESHES:
-            raise KeyError(f"unknown mesh {self.mesh!r}; known: {', '.join(MESHES)}")
-        if self.tp < 0 or (self.tp and self.mesh != "fsdp+tp"):
-            raise ValueError(f"tp ({self.tp}) sizes the tensor-parallel groups of the fsdp+tp mesh; the mesh here is "
-                             f"{self.mesh!r}" if self.tp > 0 else f"tp must be 0 (auto) or more, got {self.tp}")
-        if self.remat != "none" and self.remat not in REMAT_POLICIES:
-            raise KeyError(f"unknown remat policy {self.remat!r}; known: none, {', '.join(REMAT_POLICIES)}")
-        if self.matmul not in MATMULS:
-            raise KeyError(f"unknown matmul type {self.matmul!r}; known: {', '.join(MATMULS)}")
-        if self.nodes < 1:
-            raise ValueError(f"nodes must be at least 1, got {self.nodes}")
-        if self.weights not in WEIGHTS:
-            raise KeyError(f"unknown weight storage {self.weights!r}; known: {', '.join(WEIGHTS)}")
-        if self.accumulate < 1:
-            raise ValueError(f"accumulate must be at least 1 micro-batch, got {self.accumulate}")
-
-    def words(self) -> str:
-        """The settings in a phrase: "remat dots_saveable, flash attention, bf16, scanned, 1 node"."""
-        return (f"remat {self.remat}, {'flash' if self.flash else 'XLA'} attention, {self.matmul} products, "
-                f"{'scanned' if self.scan else 'unrolled'} layers, {self.nodes} node{'s' if self.nodes > 1 else ''}"
-                + (f", {self.accumulate} micro-batches" if self.accumulate > 1 else "")
-                + (f", {self.weights} weights" if self.weights != "bf16" else "")
-                + (f", {self.mesh} mesh" if self.mesh != "auto" else "")
-                + (f" (tp {self.tp})" if self.tp else "")
-                + (f", attention in blocks of {self.query_block} queries" if self.query_block else ""))
 
 
 def _mm(a, b, matmul: str = "bf16"):
@@ -376,7 +182,7 @@ def _geglu(g, u):
     return jax.nn.gelu(g, approximate=True) * u
 
 
-def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False, matmul="bf16", query_block=0):
+def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=False, matmul="bf16", query_block=0):
     """One layer on x [B, T, d]; with ``cache`` (k, v of [B, S, KV, hd]) the new keys are written at ``index``;
     ``matmul``: the products' type (``_mm``); ``query_block``: ``_attention``'s."""
     b, t, _ = x.shape
@@ -421,7 +227,7 @@ def _block(c: Config, x, w, positions, mask, cache=None, index=None, flash=False
 CAPACITY = 1.25
 
 
-def _moe(c: Config, h, w, gated):
+def _moe(c: Decoder, h, w, gated):
     """A mixture of experts on h [B, T, d]: the router's top_k experts a token, their gates a softmax over those
     k logits (Mixtral's); each expert's tokens gathered into its own buffer of ``CAPACITY`` x its fair share,
     its gated MLP run on its buffer alone (the FLOPs of k experts a token, not of all), the outputs scattered back
@@ -444,7 +250,7 @@ def _moe(c: Config, h, w, gated):
     return jnp.zeros((n, d), x.dtype).at[token].add(back).reshape(b, t, d)
 
 
-def _hidden(c: Config, p: dict, tokens: jax.Array, flash: bool, s: StepSettings | None = None,
+def _hidden(c: Decoder, p: dict, tokens: jax.Array, flash: bool, s: StepSettings | None = None,
             layout: Callable | None = None) -> jax.Array:
     """The last layer's output [B, T, d] for token ids [B, T] (causal), ``p`` already in the compute dtype; ``s``:
     the step's remat policy, products and layer loop (``flash`` is its attention where ``s`` is None); ``layout``:
@@ -471,13 +277,13 @@ def _hidden(c: Config, p: dict, tokens: jax.Array, flash: bool, s: StepSettings 
     return _layers(layer, x, layers)
 
 
-def _logits(c: Config, p: dict, x: jax.Array) -> jax.Array:
+def _logits(c: Decoder, p: dict, x: jax.Array) -> jax.Array:
     x = _norm(x, p["final_norm"], p.get("final_norm_b"), c.style)
     head = p["embed"].T if c.style == "gpt2" or c.tied else p["head"]
     return (x @ head).astype(jnp.float32)
 
 
-def forward(c: Config, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16, flash: bool = False,
+def forward(c: Decoder, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16, flash: bool = False,
             s: StepSettings | None = None, layout: Callable | None = None) -> jax.Array:
     """Logits [B, T, vocab] (float32) of a batch of token ids [B, T], products in ``compute``."""
     p = jax.tree.map(lambda a: a.astype(compute), params)
@@ -493,7 +299,7 @@ def _layers(layer, x, layers):
     return x
 
 
-def loss(c: Config, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16, flash: bool = False,
+def loss(c: Decoder, params: dict, tokens: jax.Array, compute: Any = jnp.bfloat16, flash: bool = False,
          s: StepSettings | None = None, layout: Callable | None = None) -> jax.Array:
     """Next-token cross-entropy over the batch."""
     return _cross_entropy(forward(c, params, tokens[:, :-1], compute, flash, s, layout), tokens[:, 1:])
@@ -505,7 +311,7 @@ def _cross_entropy(logits, targets):
     return -jnp.take_along_axis(logp, targets[..., None], axis=-1).mean()
 
 
-def train_step(c: Config, *, compute: Any = jnp.bfloat16, micro_batches: int = 1, shards: int = 1,
+def train_step(c: Decoder, *, compute: Any = jnp.bfloat16, micro_batches: int = 1, shards: int = 1,
                lr: float = 3e-4, flash: bool = False, sharding: tuple | None = None,
                settings: StepSettings | None = None):
     """A jitted ``step(params, opt_state, tokens) -> (params', opt_state', loss)``: gradients over
@@ -552,145 +358,6 @@ def train_step(c: Config, *, compute: Any = jnp.bfloat16, micro_batches: int = 1
 # (N / T groups of T): "fsdp+tp", the tp cut over each group's T devices and the fsdp cut over the groups, of the
 # batch and of each array's largest dimension the tp cut left whole (MaxText's fsdp and tensor axes, and
 # torchtitan's 2-D parallelism, split a model so).
-AXIS = "devices"  # the one axis of a 1-D mesh; of a 2-D mesh, the fsdp (data) axis
-MODEL = MODEL_AXIS  # a 2-D mesh's tensor-parallel axis
-_COLUMNS = ("wqkv", "w_gate", "w_up", "w_qkv", "b_qkv", "w_fc", "b_fc", "head")  # cut along their last dimension
-_ROWS = ("wo", "w_down", "w_o", "w_proj")  # cut along their input dimension (the one after the layer axis)
-
-
-_EXPERTS = ("w_gate", "w_up", "w_down")  # a mixture of experts' matrices, [L, E, ...]: an expert to a device
-
-
-def _is_experts(name: str, shape: tuple[int, ...]) -> bool:
-    return name in _EXPERTS and len(shape) == 4
-
-
-def _is_cache(name: str, shape: tuple[int, ...]) -> bool:
-    """A KV cache's array ([L, B, S, KV heads, hd], or [B, S, KV heads, hd] a layer): unnamed, in a list or tuple."""
-    return not name and len(shape) >= 4
-
-
-def residual_layout(mesh: jax.sharding.Mesh | None) -> Callable | None:
-    """On an fsdp+tp mesh, a constraint on the residual stream [B, T, d] between layers: the batch over the groups,
-    each group's devices holding their rows whole (Megatron's layout, in which a group's products cut by columns
-    and rows need one all-reduce each half block). None on a 1-D mesh, where XLA propagates the arrays' cuts
-    well: on the 2-D one, left to itself, it split the stream along d over the groups too and moved it each layer
-    (Llama 7B on 8 H100s, fsdp 4 x tp 2, a train step of 8 x 2k: 49 GB a GPU against fsdp's 24 GB)."""
-    if mesh is None or MODEL not in mesh.axis_names:
-        return None
-    P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
-
-    def put(x):  # the batch over the groups; a batch too small to split, its sequence (attention gathers K and V)
-        n = mesh.shape[AXIS]
-        spec = P(AXIS) if x.shape[0] % n == 0 else P(None, AXIS) if x.shape[1] % n == 0 else P()
-        return jax.lax.with_sharding_constraint(x, NS(mesh, spec))
-
-    return put
-
-
-def tp_degree(devices: int) -> int:
-    """The tensor-parallel group an fsdp+tp mesh of ``devices`` takes when none is named: the largest power of
-    two that divides ``devices`` and whose square is at most it (2 of 4, 6 or 8, 4 of 16, 1 of an odd count): the
-    squarest mesh, its model axis no longer than its fsdp axis, as a tp group's all-reduces of activations grow
-    with it and fsdp's gathers do not."""
-    t = 1
-    while (2 * t) ** 2 <= devices and devices % (2 * t) == 0:
-        t *= 2
-    return t
-
-
-def mesh_for(devices: Sequence[Any], how: str = "fsdp", tp: int = 0) -> jax.sharding.Mesh:
-    """The mesh ``shard_specs`` splits a step ``how`` over (``parallel.make_mesh``): one axis (``AXIS``) for "fsdp"
-    or "tp"; for "fsdp+tp", the devices in groups of ``tp`` (0: ``tp_degree``) along ``MODEL``, the groups along
-    ``AXIS``."""
-    from jaxgpu.kernels import parallel
-
-    devs = list(devices)
-    if how != "fsdp+tp":
-        return parallel.make_mesh(devs, axes=(AXIS,))
-    t = tp or tp_degree(len(devs))
-    if len(devs) % t:
-        raise ValueError(f"{len(devs)} devices do not split into tensor-parallel groups of {t}")
-    return parallel.make_mesh(devs, (len(devs) // t, t), (AXIS, MODEL))
-
-
-def _fsdp_spec(shape: tuple[int, ...], n: int, axis: str = AXIS, taken: tuple = ()) -> jax.sharding.PartitionSpec:
-    P = jax.sharding.PartitionSpec
-    dims = sorted((i for i in range(len(shape)) if i not in taken), key=lambda i: -shape[i])
-    cut = next((i for i in dims if shape[i] % n == 0 and shape[i] >= n), None)
-    return P(*[axis if i == cut else None for i in range(len(shape))])
-
-
-def _tp_cut(name: str, shape: tuple[int, ...], n: int) -> int | None:
-    """The dimension tensor parallelism cuts an array named ``name`` along, or None where it keeps it whole."""
-    cut = None
-    if name in _COLUMNS or name.startswith(tuple(c + "_" for c in _COLUMNS)):
-        cut = len(shape) - 1
-    elif name in _ROWS:
-        cut = len(shape) - 2
-    elif name == "embed":
-        cut = 0
-    return None if cut is None or shape[cut] % n else cut
-
-
-def _tp_spec(name: str, shape: tuple[int, ...], n: int) -> jax.sharding.PartitionSpec:
-    cut = _tp_cut(name, shape, n)
-    return jax.sharding.PartitionSpec(*[AXIS if i == cut else None for i in range(len(shape))])
-
-
-def _two_d_spec(name: str, shape: tuple[int, ...], data: int, model: int, batch: bool) -> jax.sharding.PartitionSpec:
-    """An array's cut on the fsdp+tp mesh: tp's along ``MODEL`` (a KV cache [.., B, S, KV heads, hd] by its heads),
-    then along ``AXIS`` the batch of a batch or a cache, a mixture's experts, else fsdp's largest dimension left."""
-    def whole_if(i, n):
-        return i if i is not None and 0 <= i < len(shape) and shape[i] % n == 0 and shape[i] >= n else None
-
-    cache = _is_cache(name, shape)
-    cut = None if batch else whole_if(len(shape) - 2, model) if cache else _tp_cut(name, shape, model)
-    if batch or cache:
-        split = whole_if(0 if batch else len(shape) - 4, data)
-    elif _is_experts(name, shape):
-        split = whole_if(1, data)
-    else:
-        split = None
-    spec = [MODEL if i == cut else None for i in range(len(shape))]
-    if split is not None and split != cut:
-        spec[split] = AXIS
-        return jax.sharding.PartitionSpec(*spec)
-    fsdp = _fsdp_spec(shape, data, AXIS, () if cut is None else (cut,))
-    return jax.sharding.PartitionSpec(*[a or b for a, b in zip(fsdp, spec)])
-
-
-def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bool = False) -> Any:
-    """``NamedSharding``s for every array of ``tree`` (parameters, optimizer state, a KV cache: arrays or specs)
-    on ``mesh`` (``mesh_for``), split ``how`` ("fsdp", "tp", or "fsdp+tp" on a 2-D mesh); ``batch``: the tree is
-    a batch (tokens), split along its first dimension under fsdp (whole where the devices do not divide it), whole
-    under tp, and under fsdp+tp over the groups, along its sequence where they do not divide the batch."""
-    P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
-    if (how == "fsdp+tp") != (MODEL in mesh.axis_names):
-        raise ValueError(f"a {how} split takes a {'2-D' if how == 'fsdp+tp' else '1-D'} mesh (mesh_for), "
-                         f"got axes {mesh.axis_names}")
-    n = mesh.devices.size
-
-    def one(path, a):
-        shape = tuple(a.shape)
-        if not shape or n == 1:
-            return NS(mesh, P())
-        keys = [getattr(k, "key", getattr(k, "name", None)) for k in path]
-        name = next((k for k in reversed(keys) if isinstance(k, str)), "")
-        if how == "fsdp+tp":
-            return NS(mesh, _two_d_spec(name, shape, mesh.shape[AXIS], mesh.shape[MODEL], batch))
-        if batch:
-            return NS(mesh, P(AXIS) if how == "fsdp" and shape[0] % n == 0 else P())
-        if _is_experts(name, shape) and shape[1] % n == 0:  # [L, E, ...]: experts split over devices
-            return NS(mesh, P(None, AXIS, None, None))
-        if how == "fsdp":
-            return NS(mesh, _fsdp_spec(shape, n))
-        if _is_cache(name, shape) and shape[-2] % n == 0:  # a KV cache [.., S, KV heads, hd]: by heads
-            return NS(mesh, P(*[AXIS if i == len(shape) - 2 else None for i in range(len(shape))]))
-        return NS(mesh, _tp_spec(name, shape, n))
-
-    return jax.tree_util.tree_map_with_path(one, tree)
-
 
 def update_share(tree: dict, shards: int) -> dict:
     """The weights one of ``shards`` devices updates: the first 1/shards of the layer stack (and, unsharded,
@@ -701,7 +368,7 @@ def update_share(tree: dict, shards: int) -> dict:
     return {"layers": jax.tree.map(lambda a: a[:n], tree["layers"])}
 
 
-def train_specs(c: Config, batch: int, seq: int, shards: int = 1, dtype: Any = jnp.float32) -> tuple:
+def train_specs(c: Decoder, batch: int, seq: int, shards: int = 1, dtype: Any = jnp.float32) -> tuple:
     """(params, opt_state, tokens) specs for ``train_step``'s step; ``dtype``: the weights' (and so the AdamW
     moments') storage: float32 master weights, or bfloat16 for pure-bf16 training."""
     import optax
@@ -712,7 +379,7 @@ def train_specs(c: Config, batch: int, seq: int, shards: int = 1, dtype: Any = j
     return params, state, jax.ShapeDtypeStruct((batch, seq + 1), jnp.int32)
 
 
-def prefill_step(c: Config, compute: Any = jnp.bfloat16, sharding: tuple | None = None,
+def prefill_step(c: Decoder, compute: Any = jnp.bfloat16, sharding: tuple | None = None,
                  settings: StepSettings | None = None):
     """A jitted ``step(params, tokens) -> logits`` of a prompt [B, T]: every layer over every token (what fills a
     KV cache), the vocabulary head for the last position only (the next token's logits)."""
@@ -729,7 +396,7 @@ def prefill_step(c: Config, compute: Any = jnp.bfloat16, sharding: tuple | None 
     return jax.jit(step, in_shardings=sharding, out_shardings=whole)
 
 
-def decode_step(c: Config, compute: Any = jnp.bfloat16, weights: str = "bf16", sharding: tuple | None = None):
+def decode_step(c: Decoder, compute: Any = jnp.bfloat16, weights: str = "bf16", sharding: tuple | None = None):
     """A jitted ``step(params, cache, token, index) -> (logits, cache')``: one token for each of B sequences
     against a KV cache (k, v: [L, B, S, KV, hd]) holding ``index`` tokens; attention over the whole cache,
     masked. ``weights="int8"`` or ``"fp8"``: the layers' matrices are stored so with a per-output-channel scale,
@@ -799,7 +466,7 @@ def quantize(params: dict, weights: str, dtype: Any = jnp.bfloat16) -> dict:
             "layers": layers}
 
 
-def decode_specs(c: Config, batch: int, context: int, weights: str = "bf16", dtype: Any = jnp.bfloat16,
+def decode_specs(c: Decoder, batch: int, context: int, weights: str = "bf16", dtype: Any = jnp.bfloat16,
                  unrolled: bool = False) -> tuple:
     """(params, cache, token, index) specs for ``decode_step``: weights stored in ``dtype`` (or int8 or fp8 matrices
     with per-channel scales), the cache in ``dtype`` for ``context`` tokens; ``unrolled``: one entry per
@@ -831,3 +498,23 @@ def unstack(layers: dict, n: int) -> list[dict]:
     def one(a, i):
         return jax.ShapeDtypeStruct(a.shape[1:], a.dtype) if isinstance(a, jax.ShapeDtypeStruct) else a[i]
     return [jax.tree.map(functools.partial(one, i=i), layers) for i in range(n)]
+
+
+# Names that moved in December 2026, found where they were with a warning: the description of a decoder to
+# jaxgpu.ground.decoders, the mesh rules to jaxgpu.kernels.sharding
+_MOVED = {"Config": ("decoders", "Decoder"), "CONFIGS": ("decoders", "MODELS"),
+          **{n: ("decoders", n) for n in ("from_hf_config", "HF_READ", "HF_COST_FREE", "StepSettings",
+                                          "REMAT_POLICIES", "MATMULS", "WEIGHTS", "MESHES")},
+          **{n: ("sharding", n) for n in ("AXIS", "MODEL", "mesh_for", "tp_degree", "shard_specs", "residual_layout")}}
+
+
+def __getattr__(name: str):
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from jaxgpu.ground import decoders
+    from jaxgpu.kernels import sharding
+
+    module, attr = _MOVED[name]
+    warnings.warn(f"jaxgpu.kernels.transformer.{name} is now jaxgpu.{'ground' if module == 'decoders' else 'kernels'}"
+                  f".{module}.{attr}", DeprecationWarning, stacklevel=2)
+    return getattr({"decoders": decoders, "sharding": sharding}[module], attr)

@@ -26,10 +26,10 @@ values only (8); both round-trip the inputs and weights through fp32 (4 bytes pe
 The ``memory_fit`` experiment re-checks the model against ``compiled.memory_analysis()``
 (arguments + outputs + temporaries - aliased) on every run, on every backend.
 
-Transformer (decoder-only, L layers, width d, vocabulary V, a heads, sequence s, batch b):
-parameters 12 L d^2 + V d; training with Adam keeps fp32 master weights, gradients and two
-moments (16 bytes/parameter) plus a low-precision weight copy (2 bytes) when computing in
-bf16/fp16; activations s b d (34 + 5 a s / d) bytes per layer without recomputation
+Transformer (a ``jaxgpu.ground.decoders.Decoder``: L layers, width d, vocabulary V, a heads, sequence s, batch b):
+parameters ``Decoder.formula_params`` (12 L d^2 + V d for the classic shapes); training with Adam keeps fp32
+master weights, gradients and two moments (16 bytes/parameter) plus a low-precision weight copy (2 bytes) when
+computing in bf16/fp16; activations s b d (34 + 5 a s / d) bytes per layer without recomputation
 (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
 2022, eq. 1). Inference: the weights at the preset's width plus the KV cache
 (2 L s b d x bytes per element).
@@ -40,6 +40,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from jaxgpu.ground import decoders
+from jaxgpu.ground.decoders import Decoder
 from jaxgpu.ground.workload import megatron_split
 
 OPT_STATE_COPIES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
@@ -148,67 +150,19 @@ def mlp_inference(input_dim: int, widths: Sequence[int], n_out: int, batch: int,
     return 4 * p + batch * input_dim * 4 + batch * (dims[-1] + dims[-2]) * BYTES.get(preset, 4)
 
 
-@dataclasses.dataclass(frozen=True)
-class Transformer:
-    """A decoder's shape as the formula counts it. Left at their defaults, the optional fields give the classic
-    count (12 L d^2 + V d: as many key/value heads as query heads, an MLP of 4 d in two matrices, one embedding
-    shared with the output); a config's own values count grouped-query attention, its MLP width, a gated MLP's
-    third matrix and an output head of its own."""
-
-    name: str
-    layers: int
-    d_model: int
-    heads: int
-    vocab: int = 32000
-    kv_heads: int | None = None  # key/value heads (grouped-query attention); default: ``heads``
-    ffn: int | None = None  # the MLP's width; default 4 d
-    gated: bool = False  # a gated MLP (SwiGLU, GeGLU): three matrices, not two
-    head_dim: int | None = None  # a head's width; default d / heads
-    tied: bool = True  # the output head is the embedding (GPT-2); False: a matrix of its own (Llama)
-    experts: int = 0  # a mixture of experts: the MLP this many times and a router (0: dense)
-    top_k: int = 2  # the experts a token goes through
-    window: int = 0  # sliding-window attention: the tokens each attends to and a KV cache keeps (0: all)
-
-    @property
-    def q_dim(self) -> int:
-        return self.heads * (self.head_dim or self.d_model // self.heads)
-
-    @property
-    def kv_dim(self) -> int:
-        return (self.kv_heads or self.heads) * (self.head_dim or self.d_model // self.heads)
-
-    @property
-    def mlp_width(self) -> int:
-        return self.ffn or 4 * self.d_model
-
-    @property
-    def params(self) -> int:
-        d = self.d_model
-        attention = d * (2 * self.q_dim + 2 * self.kv_dim)  # q and o, k and v
-        mlp = (3 if self.gated else 2) * d * self.mlp_width
-        if self.experts > 1:
-            mlp = self.experts * mlp + d * self.experts  # every expert's matrices and the router
-        return self.layers * (attention + mlp) + self.vocab * d * (1 if self.tied else 2)
+# the classic shapes (jaxgpu.ground.decoders) whose table memory_fit reports
+CLASSIC = ("1B", "7B", "13B", "70B")
 
 
-# Llama-style shapes with about the named parameter counts.
-TRANSFORMERS = (
-    Transformer("1B", 22, 2048, 16),
-    Transformer("7B", 32, 4096, 32),
-    Transformer("13B", 40, 5120, 40),
-    Transformer("70B", 80, 8192, 64),
-)
+def classic() -> tuple[Decoder, ...]:
+    """The classic shapes (``CLASSIC``), as ``jaxgpu.ground.decoders.MODELS`` holds them."""
+    return tuple(decoders.MODELS[n] for n in CLASSIC)
+
+
 GPU_MEMORY_GB = (24, 40, 80, 141)
 
 
-def keys_seen(seq: int, window: int = 0) -> int:
-    """The keys a query's scores are computed against: every token's, or with a sliding ``window`` over a sequence of
-    whole windows (past one), its block's and the one before (jaxgpu.kernels.transformer runs them banded; other
-    lengths are masked, their scores whole)."""
-    return 2 * window if window and seq > window and seq % window == 0 else seq
-
-
-def transformer_train(t: Transformer, preset: str = "bf16", seq: int = 2048, batch: int = 1,
+def transformer_train(t: Decoder, preset: str = "bf16", seq: int = 2048, batch: int = 1,
                       flash: bool = False) -> dict[str, int]:
     """Bytes to train with Adam: state (master weights, grads, moments, compute copy) and activations.
 
@@ -218,36 +172,50 @@ def transformer_train(t: Transformer, preset: str = "bf16", seq: int = 2048, bat
     activation's (2 d + (8 if gated else 4) f + d), the norms 4 d; the attention scores 5 a s^2 b, none with
     ``flash`` (a fused kernel keeps no scores)."""
     per_param = 16 + (2 if BYTES[preset] == 2 else 0)
-    d, f = t.d_model, t.mlp_width
+    d, f = t.d_model, t.ffn
     # a mixture of experts keeps its MLP's values for each of the top_k experts a token went through
     per_token = 10 * d + 4 * t.q_dim + 4 * t.kv_dim + (8 if t.gated else 4) * f * (t.top_k if t.experts > 1 else 1)
-    scores = 0 if flash else 5 * t.heads * seq * keys_seen(seq, t.window) * batch
+    scores = 0 if flash else 5 * t.heads * seq * decoders.keys_seen(seq, t.window) * batch
     acts = t.layers * (seq * batch * per_token + scores)
     if BYTES[preset] == 4:
         acts *= 2  # the formula counts 2-byte activations
-    return {"state": t.params * per_param, "activations": acts}
+    return {"state": t.formula_params() * per_param, "activations": acts}
 
 
-def transformer_prefill(t: Transformer, preset: str = "bf16", seq: int = 2048, batch: int = 1,
+def transformer_prefill(t: Decoder, preset: str = "bf16", seq: int = 2048, batch: int = 1,
                         flash: bool = True) -> dict[str, int]:
     """Bytes to run a ``seq``-token prompt through every layer: the weights, and one layer's values at a time (the
     layers run in turn; nothing is kept for a backward pass): its input and normed input, q, k and v, the
     attention's output and projection, the MLP's first matrices' outputs and the activation's (each of the top_k
     experts' for a mixture), in 2-byte values; without ``flash`` the scores too, in float32 (the softmax and the
     product that reads it fuse, on XLA:GPU's plan: no second copy; a fused attention kernel holds none)."""
-    d, f = t.d_model, t.mlp_width
+    d, f = t.d_model, t.ffn
     per_token = 2 * (3 * d + 2 * t.q_dim + 2 * t.kv_dim + (3 if t.gated else 2) * f * (t.top_k if t.experts > 1 else 1))
-    scores = 0 if flash else 4 * t.heads * seq * keys_seen(seq, t.window)
-    return {"weights": t.params * BYTES[preset], "activations": batch * (seq * per_token + scores)}
+    scores = 0 if flash else 4 * t.heads * seq * decoders.keys_seen(seq, t.window)
+    return {"weights": t.formula_params() * BYTES[preset], "activations": batch * (seq * per_token + scores)}
 
 
-def transformer_inference(t: Transformer, preset: str = "bf16", seq: int = 2048, batch: int = 1) -> dict[str, int]:
+def transformer_inference(t: Decoder, preset: str = "bf16", seq: int = 2048, batch: int = 1) -> dict[str, int]:
     """Bytes to serve: weights at the preset's width and the KV cache (its key/value heads' width a token, kept in
     bf16 for 8-bit weights)."""
     b = BYTES[preset]
     kept = min(seq, t.window) if t.window else seq  # a sliding window's cache keeps its last tokens
-    return {"weights": t.params * b, "kv_cache": 2 * t.layers * kept * batch * t.kv_dim * max(b, 2)}
+    return {"weights": t.formula_params() * b, "kv_cache": 2 * t.layers * kept * batch * t.kv_dim * max(b, 2)}
 
 
 def fits(nbytes: int, gb: float) -> bool:
     return nbytes <= gb * 1e9
+
+
+def __getattr__(name: str):
+    # moved in December 2026: one description of a decoder (jaxgpu.ground.decoders), its classic shapes named there
+    if name == "TRANSFORMERS":
+        import warnings
+
+        warnings.warn("jaxgpu.pricing.fit.TRANSFORMERS is now the classic shapes of jaxgpu.ground.decoders.MODELS "
+                      "(fit.CLASSIC names them)", DeprecationWarning, stacklevel=2)
+        return classic()
+    if name == "Transformer":
+        raise AttributeError("jaxgpu.pricing.fit.Transformer is gone: a decoder is a jaxgpu.ground.decoders.Decoder "
+                             "(the one description; see docs/api.md)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

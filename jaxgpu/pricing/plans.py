@@ -23,11 +23,12 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from jaxgpu.ground.stack import Kernel
+from jaxgpu.ground import hardware
+from jaxgpu.ground.launches import Kernel
 
 # the GPU targets (jaxgpu.pricing.targets) a CPU run compiles its timed programs for: the H200, whose plan the
 # report's GPU twins price (the GPU this project's device tool lends)
-GPU_TARGETS = ("h200",)
+GPU_TARGETS = (hardware.GPUS[hardware.DEFAULT_GPU].compiled.name,)
 # XLA:GPU's compile time grows with a loop's trip count (a fori_loop of 1e5 steps: 1.2 s, of 1e6: 11 s, on the
 # 2-core machine this project runs on): a program launching more kernels than this is not compiled for a GPU,
 # and its twin is priced from its counts
@@ -76,14 +77,14 @@ def timed_program(metrics: dict[str, float], programs: Sequence[Any]) -> Any | N
     want = _counts(metrics)
     if want is None:
         return None
-    from jaxgpu.ground import stack
+    from jaxgpu.ground import launches
 
     hits = []
     for p in programs:
         # the record's counts are XLA's, or (a scanned program, whose loop body XLA counts once) its kernels'
         flops, nbytes, _ = timing.work_counts(p.compiled)
         counted = [(flops or 0.0, nbytes)] if nbytes is not None else []
-        counted.append(stack.program_counts(p.compiled.as_text()))
+        counted.append(launches.program_counts(p.compiled.as_text()))
         if any(_close(b, want[1]) and _close(f, want[0]) for f, b in counted):
             hits.append(p)
     texts = {p.compiled.as_text() for p in hits}
@@ -98,13 +99,13 @@ def of_program(program: Any, backend: str, gpus: Sequence[str] = (), triton: boo
     """The plans of one compiled program: its own (``backend``'s) and, for each target in ``gpus``,
     XLA:GPU's (both GEMM choices where it has products; cuBLAS's alone without ``triton``). A GPU plan that
     cannot be compiled here, or would take long to (``GPU_PLAN_MAX_LAUNCHES``), is left out."""
-    from jaxgpu.ground import stack
+    from jaxgpu.ground import launches
 
     hlo = program.compiled.as_text()
-    ks = stack.kernels(hlo)
-    out = [{"plan": f"xla:{backend}", "loop_steps": stack.loop_steps(hlo), "kernels": compact(ks)}]
-    if stack.devices(hlo) > 1:  # the kernels are one device's share of the call (absent: one device)
-        out[0]["devices"] = stack.devices(hlo)
+    ks = launches.kernels(hlo)
+    out = [{"plan": f"xla:{backend}", "loop_steps": launches.loop_steps(hlo), "kernels": compact(ks)}]
+    if launches.devices(hlo) > 1:  # the kernels are one device's share of the call (absent: one device)
+        out[0]["devices"] = launches.devices(hlo)
     if program.fn is None or not gpus or sum(k.count for k in ks) > GPU_PLAN_MAX_LAUNCHES:
         return out
     import jax

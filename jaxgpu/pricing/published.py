@@ -19,6 +19,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from jaxgpu.ground import decoders
+
 KINDS = ("gemm", "memory", "train", "decode", "prefill")
 # The published figure's unit -> how it becomes seconds per call, given the work of one call
 UNITS = ("TFLOP/s", "GB/s", "tokens/s", "sequences/s", "ms", "us")
@@ -153,7 +155,7 @@ def _stream(kernel: str, n: int, dtype: str) -> tuple[Callable, tuple]:
 def _decode(model: str, batch: int, context: int, weights: str = "bf16") -> tuple[Callable, tuple]:
     from jaxgpu.kernels import transformer
 
-    c = transformer.CONFIGS[model]
+    c = decoders.MODELS[model]
     # layers unrolled, each its own buffers, as a PyTorch decoder holds them (a scan would copy each layer's
     # slice of the stacked weights out first: twice the bytes)
     return transformer.decode_step(c, weights=weights), transformer.decode_specs(c, batch, context, weights,
@@ -166,8 +168,8 @@ def _train(model: str, batch: int, seq: int, micro_batches: int = 1, shards: int
     is named as one fused kernel, as the sources ran it (cuDNN or FlashAttention)."""
     from jaxgpu.kernels import transformer
 
-    c = transformer.CONFIGS[model]
-    settings = transformer.StepSettings(flash=True, scan=False)
+    c = decoders.MODELS[model]
+    settings = decoders.StepSettings(flash=True, scan=False)
     step, _ = transformer.train_step(c, micro_batches=micro_batches, shards=shards, settings=settings)
     return step, transformer.train_specs(c, batch, seq, shards)
 
@@ -179,7 +181,7 @@ def _prefill(model: str, batch: int, tokens: int, dtype: str = "fp16") -> tuple[
 
     from jaxgpu.kernels import transformer
 
-    c = transformer.CONFIGS[model]
+    c = decoders.MODELS[model]
     t = jnp.dtype(_DTYPES[dtype])
     fn = lambda p, x: transformer.forward(c, p, x, compute=t, flash=True)[:, -1]
     return fn, (transformer.param_specs(c, t), jax.ShapeDtypeStruct((batch, tokens), jnp.int32))
@@ -193,48 +195,35 @@ def _dot(n: int, dtype: str) -> tuple[Callable, tuple]:
     return (lambda a, b: jnp.dot(a, b)), (spec, spec)
 
 
-# Decoders of published runs that ``jaxgpu.kernels.transformer.CONFIGS`` does not name, each shape from its source
-_SHAPES = {
-    # paxml @b397693f paxml/contrib/gpu/scripts_gpu/configs.py: 12 layers, 768 wide, 12 heads, 3072 hidden, vocabulary
-    # 50304, 2048 positions, GELU, learned positions, biases
-    "pax-gpt-126m": ("pax-gpt-126m", 12, 768, 12, 12, 3072, 50304, 2048, "gpt2"),
-    # the same file's 5B (24 layers, 4096 wide, 32 heads, 16384 hidden, the 126M's vocabulary) and NeMo's GPT3-5B
-    # (NeMo-Framework-Launcher conf/training/gpt3/5b.yaml: the same shape, GPT-2's vocabulary padded to 128s)
-    "gpt3-5b": ("gpt3-5b", 24, 4096, 32, 32, 16384, 50304, 2048, "gpt2"),
-}
-
-
 def model_config(name: str):
-    """The ``jaxgpu.kernels.transformer.Config`` a case's ``("step", ...)`` program names."""
-    from jaxgpu.kernels import transformer
-
-    return transformer.Config(*_SHAPES[name]) if name in _SHAPES else transformer.CONFIGS[name]
+    """The ``jaxgpu.ground.decoders.Decoder`` a case's ``("step", ...)`` program names."""
+    return decoders.MODELS[name]
 
 
 def is_step(case: Case) -> bool:
     """A whole step over several GPUs (``("step", model, mode, batch, seq, devices, settings)``): priced by
-    ``jaxgpu.pricing.sizing.plan_model``, not one program on one GPU (``program``)."""
+    ``jaxgpu.pricing.planner.plan_model``, not one program on one GPU (``program``)."""
     return case.program[0] == "step"
 
 
 def plan_step(case: Case):
-    """The ``jaxgpu.pricing.sizing.ModelPlan`` of a ``("step", ...)`` case: its model, mode (``sizing.MODES``), global
+    """The ``jaxgpu.pricing.planner.ModelPlan`` of a ``("step", ...)`` case: its model, mode (``planner.MODES``), global
     batch, sequence, GPUs a node and ``StepSettings`` fields (pairs), compiled for its GPU and priced."""
-    from jaxgpu.pricing import sizing
+    from jaxgpu.pricing import planner
 
     _, model, mode, batch, seq, devices, settings = case.program
-    return sizing.plan_model(model_config(model), case.gpu, mode=mode, batch=batch, seq=seq, devices=devices,
+    return planner.plan_model(model_config(model), case.gpu, mode=mode, batch=batch, seq=seq, devices=devices,
                              settings=step_settings(case))
 
 
 def step_settings(case: Case):
-    """A ``("step", ...)`` case's ``StepSettings``: the mode's defaults (``sizing.default_settings``), with what the
+    """A ``("step", ...)`` case's ``StepSettings``: the mode's defaults (``planner.default_settings``), with what the
     case sets."""
     import dataclasses as dc
 
-    from jaxgpu.pricing import sizing
+    from jaxgpu.pricing import planner
 
-    return dc.replace(sizing.default_settings(case.program[2]), **dict(case.program[6]))
+    return dc.replace(planner.default_settings(case.program[2]), **dict(case.program[6]))
 
 
 _BUILDERS = {"gemm": _gemm, "stream": _stream, "decode": _decode, "train": _train, "prefill": _prefill, "dot": _dot}
@@ -402,7 +391,7 @@ CASES += [
          "TensorRT-LLM 0.9.0, fp16 engine, context FMHA, batch 1, 1 output token", timed="call", held_out=True),
 ]
 
-# ---- whole steps over several GPUs, priced through jaxgpu.pricing.sizing.plan_model ----------------------------
+# ---- whole steps over several GPUs, priced through jaxgpu.pricing.planner.plan_model ----------------------------
 # Each names the model, the mode, the global batch, the sequence, the GPUs of a node and the StepSettings the source's
 # run used (where its setup names one; what it leaves unsaid is said in ``setup``). A run over nodes is one node's
 # program plus the gradients' all-reduce between nodes (StepSettings.nodes). A source that gives a rate per GPU or a

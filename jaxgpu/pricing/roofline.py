@@ -3,7 +3,7 @@
 ``predict(fn, *args, on="H200 SXM")`` compiles ``fn`` for the GPU named (XLA:GPU's own plan, on this CPU,
 when the ``gpu-compile`` extra is installed: ``jaxgpu.pricing.targets``; else this machine's XLA:CPU plan, and the
 result says so in ``plan``), splits the optimised program into its kernels (each fusion, library call or op,
-inside loops as often as they run: ``jaxgpu.ground.stack.kernels``) and prices each on the hardware's roofs:
+inside loops as often as they run: ``jaxgpu.ground.launches.kernels``) and prices each on the hardware's roofs:
 
     a matrix product  max(FLOPs / (roof x wave fill), bytes / bandwidth) + a launch
     anything else     max(FLOPs / elementwise roof (+ exp and log, and pow, at their own rates where the roofs
@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from jaxgpu.ground import hardware
-from jaxgpu.ground.stack import Kernel, kernels  # noqa: F401 - part of this module's API
+from jaxgpu.ground.launches import Kernel, kernels  # noqa: F401 - part of this module's API
 
 # Achievable shares of datasheet peaks, measured elsewhere: a bf16 matmul at 794.5 of 989 TFLOP/s on an
 # H100 SXM (stas00/ml-engineering, compute/accelerator/README.md, the MAMF table; the one published case
@@ -313,28 +313,19 @@ def _hardware(on: str | hardware.Hardware | Roofs) -> hardware.Hardware | Roofs:
     return on
 
 
-# GPUs of the hardware table with no XLA:GPU target of their own, and the target whose plan stands in for theirs:
-# the H200 NVL is the H200's GH100 at a lower power limit; Ada (L4, RTX 4090, compute capability 8.9) is
-# planned as Ampere's A100 (8.0), the nearest target, whose GEMM and fusion choices Ada shares but FP8
-# (priced at the wider format there); the A100 40GB is the A100's GA100 with less memory, which its own capacity
-# decides the fit against
-STAND_IN = {"H200 NVL": "h200", "L4": "a100", "RTX 4090": "a100", "A100 40GB": "a100"}
-
-
 def plan_target(hw: hardware.Hardware) -> tuple[str | None, str]:
-    """The ``jaxgpu.pricing.targets`` name whose XLA:GPU plan is priced for ``hw``, and how the plan is labelled."""
+    """The ``jaxgpu.pricing.targets`` name whose XLA:GPU plan is priced for ``hw`` (its own, else its ``stand_in``'s),
+    and how the plan is labelled."""
     own = target_of(hw)
     if own:
         return own, f"xla:gpu {own}"
-    other = STAND_IN.get(hw.name)
+    other = target_of(hardware.GPUS[hw.stand_in]) if hw.stand_in in hardware.GPUS else None
     return other, (f"xla:gpu {other}, standing in for the {hw.name}" if other else "")
 
 
 def target_of(hw: hardware.Hardware) -> str | None:
     """The ``jaxgpu.pricing.targets`` name XLA:GPU compiles for this GPU with (None: no target for it)."""
-    from jaxgpu.pricing import targets
-
-    return next((t.name for t in targets.TARGETS.values() if t.hardware == hw.name), None)
+    return hw.compiled.name if hw.compiled else None
 
 
 def plan_for(fn: Callable, *args: Any, on: str | hardware.Hardware, plan: str = "auto", triton_gemm: bool = False
@@ -349,7 +340,7 @@ def plan_for(fn: Callable, *args: Any, on: str | hardware.Hardware, plan: str = 
     """
     import jax
 
-    from jaxgpu.ground import stack
+    from jaxgpu.ground import launches
     from jaxgpu.pricing import targets
 
     hw = _hardware(on)
@@ -368,7 +359,8 @@ def plan_for(fn: Callable, *args: Any, on: str | hardware.Hardware, plan: str = 
             jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
             gpu = targets.compile_plan(jitted, *targets.specs_like(list(args), dev),
                                        options={"xla_gpu_enable_triton_gemm": triton_gemm})
-            return stack.kernels(gpu.hlo), stack.loop_steps(gpu.hlo), label + (", triton gemm" if triton_gemm else "")
+            named = label + (", triton gemm" if triton_gemm else "")
+            return launches.kernels(gpu.hlo), launches.loop_steps(gpu.hlo), named
     if plan == "gpu":
         raise RuntimeError(f"no XLA:GPU plan for {hw.name if isinstance(hw, hardware.Hardware) else on}: {why}")
     ks, steps, _ = _cpu_plan(fn, args)
@@ -384,7 +376,7 @@ def _cpu_only_if_no_driver() -> None:
         devices.configure("cpu")
 
 
-def predict(fn: Callable, *args: Any, on: str | hardware.Hardware | Roofs = "H200 SXM",
+def predict(fn: Callable, *args: Any, on: str | hardware.Hardware | Roofs = hardware.DEFAULT_GPU,
             dtype: str | None = None, plan: str = "auto") -> Prediction:
     """The price of ``fn(*args)`` on ``on``: a GPU of the hardware table (by name: "H200 SXM", "h100", or a
     device kind), a ``Hardware`` or ``Roofs``. ``args`` may be arrays or ``jax.ShapeDtypeStruct``s, so a 70B
@@ -416,8 +408,8 @@ def predict(fn: Callable, *args: Any, on: str | hardware.Hardware | Roofs = "H20
 def _cpu_plan(fn: Callable, args: Sequence[Any]) -> tuple[list[Kernel], int, str]:
     import jax
 
-    from jaxgpu.ground import stack
+    from jaxgpu.ground import launches
 
     specs = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), list(args))
     hlo = (fn if hasattr(fn, "lower") else jax.jit(fn)).lower(*specs).compile().as_text()
-    return stack.kernels(hlo), stack.loop_steps(hlo), "xla:cpu"
+    return launches.kernels(hlo), launches.loop_steps(hlo), "xla:cpu"

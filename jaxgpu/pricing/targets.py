@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jaxgpu.ground import stack
+from jaxgpu.ground import hardware, stack
 
 # XLA cannot autotune without a device: GEMMs as cuBLAS(Lt) calls, the library plan.
 COMPILE_OPTIONS = {"xla_gpu_enable_triton_gemm": False}
@@ -52,22 +52,16 @@ class GpuTarget:
     registers_per_sm: int = 65536
 
 
-# Sources: the NVIDIA H100 and H200 datasheets (SM counts, boost clocks, memory, bandwidth),
-# the Hopper and Ampere architecture whitepapers (50 MB and 40 MB of L2, 128 and 64 FP32 lanes per
-# SM), the CUDA C++ Programming Guide's limits per compute capability (228 KB of shared memory
-# per SM on 9.0, 227 KB of it to one block; 164 and 163 KB on 8.0; 2048 threads and 64 K
-# registers per SM). The H200's memory size is what nvidia-smi reported on the H200 machine this
-# project is lent (143771 MiB), and so is its L2 (60 MB, as PyTorch reads it there; the whitepaper's
-# figure for the H100 SXM5 is 50 MB); the others are the capacities nvidia-smi shows for those parts.
-TARGETS: dict[str, GpuTarget] = {t.name: t for t in (
-    GpuTarget("h200", "NVIDIA H200", "H200 SXM", (9, 0), True, 132, 128, 1.98, 143771 * 2**20, 4.8e12,
-              60 * 2**20, 228 * 1024, 227 * 1024,
-              "H200 datasheet (SXM), Hopper whitepaper, CUDA guide (cc 9.0); L2 as the lent H200 reports it"),
-    GpuTarget("h100", "NVIDIA H100 80GB HBM3", "H100 SXM", (9, 0), True, 132, 128, 1.98, 81559 * 2**20, 3.35e12,
-              50 * 2**20, 228 * 1024, 227 * 1024, "H100 datasheet (SXM5), Hopper whitepaper, CUDA guide (cc 9.0)"),
-    GpuTarget("a100", "NVIDIA A100-SXM4-80GB", "A100 80GB", (8, 0), False, 108, 64, 1.41, 81920 * 2**20, 2.039e12,
-              40 * 2**20, 164 * 1024, 163 * 1024, "A100 datasheet (80GB SXM), Ampere whitepaper, CUDA guide (cc 8.0)"),
-)}
+def _of(hw: hardware.Hardware) -> GpuTarget:
+    """The card's compile target: its ``compiled`` entry with its datasheet's SMs, lanes, clock and bandwidth."""
+    c = hw.compiled
+    return GpuTarget(c.name, c.device_kind, hw.name, c.compute_capability, c.accelerated, hw.cores,
+                     hw.lanes_per_core, hw.clock_ghz, c.memory_mib * 2**20, hw.memory_bw_gbps * 1e9, c.l2_mb * 2**20,
+                     c.shared_per_sm_kb * 1024, c.shared_per_block_kb * 1024, c.source)
+
+
+# every card of the hardware table that XLA:GPU compiles for here, by its --compile-for name
+TARGETS: dict[str, GpuTarget] = {hw.compiled.name: _of(hw) for hw in hardware.GPUS.values() if hw.compiled}
 
 # The CUDA and cuDNN versions the plan assumes, by the plugin that compiles it (XLA gates features on them: FP8
 # GEMMs in cuBLASLt need CUDA 12). jax-cuda12-plugin is built against CUDA 12.8 and cuDNN 9, the one every
@@ -77,8 +71,15 @@ CUDA_VERSION = CUDA_VERSIONS["jax-cuda12-plugin"]
 CUDNN_VERSION = (9, 8, 0)
 
 
+def lent_target() -> str:
+    """The target of the slower card the device machines are lent with (``Hardware.lent``): the one a first call
+    gets, and the one the GPU check's preflight compiles for."""
+    lent = [hw for hw in hardware.GPUS.values() if hw.lent and hw.compiled]
+    return min(lent, key=lambda hw: hw.memory_bw_gbps).compiled.name
+
+
 def target(name: str) -> GpuTarget:
-    """The named target ("h200", "h100", "a100").
+    """The named target (``TARGETS``: "h200", "h100", ...).
 
     Raises:
       KeyError: an unknown name; the message lists the known ones.

@@ -261,7 +261,7 @@ def legend_below(fig: Figure, *axes) -> None:
 
 
 def step_figure(plans: Sequence[Any], title: str, shares: bool = False) -> Figure:
-    """A step on each GPU and count (``jaxgpu.pricing.sizing.ModelPlan``s or records alike: ``gpu``, ``devices``,
+    """A step on each GPU and count (``jaxgpu.pricing.planner.ModelPlan``s or records alike: ``gpu``, ``devices``,
     ``memory_split``, ``time_split``, and the card's ``capacity`` in bytes where known): memory per GPU as XLA's
     plan splits it (held between steps, temporaries) against the card's usable share, and predicted device time
     by kind of kernel (``shares``: as shares of each step's, its total beside its name, for steps of unlike

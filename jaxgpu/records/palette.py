@@ -16,17 +16,27 @@ from __future__ import annotations
 
 import zlib
 
+from jaxgpu.ground import hardware
 from jaxgpu.records.results import Run
 
-# a machine's colour: CPUs in blues, each GPU in a hue of its own (Okabe-Ito and ColorBrewer Dark2 hues, which
-# stay apart for the common colour-vision deficiencies and in grey print)
+
+def _gpu_keys() -> dict[str, str]:
+    """Each colour of the hardware table's GPUs (``Hardware.colour``) under its machine key: the first word of the
+    first card that wears it ("H200" for the H200 SXM and the H200 NVL, one processor)."""
+    out: dict[str, str] = {}
+    for hw in hardware.GPUS.values():
+        if hw.colour and hw.colour not in out.values():
+            out[hw.name.split()[0]] = hw.colour
+    return out
+
+
+# a machine's colour: CPUs in blues, each GPU in the hue its table entry gives it (Okabe-Ito and ColorBrewer Dark2
+# hues, which stay apart for the common colour-vision deficiencies and in grey print)
 MACHINES = {
     "Intel": "#1f5fa8",      # blue
     "AMD": "#56b4e9",        # sky blue
     "CPU": "#4d6d8f",        # slate: another CPU
-    "H200": "#d55e00",       # vermilion
-    "H100": "#7b3294",       # purple
-    "A100": "#009e73",       # bluish green
+    **_gpu_keys(),
     "GPU": "#a6761d",        # ochre: another GPU
 }
 # the things compared on one machine: none is a machine's colour
@@ -66,10 +76,11 @@ def machine(run: Run) -> str:
 
 def key_of(name: str, gpu: bool) -> str:
     """The machine key a device's name says ("NVIDIA H200" -> "H200"; "Intel(R) Xeon(R) ..." -> "Intel")."""
-    for key in ("H200", "H100", "A100") if gpu else ("Intel", "AMD"):
-        if key.lower() in name.lower():
-            return key
-    return "GPU" if gpu else "CPU"
+    if gpu:
+        hw = hardware.gpu_spec(name)
+        keys = {c: k for k, c in MACHINES.items()}
+        return keys.get(hw.colour, "GPU") if hw and hw.colour else "GPU"
+    return next((key for key in ("Intel", "AMD") if key.lower() in name.lower()), "CPU")
 
 
 def machine_color(key: str) -> str:

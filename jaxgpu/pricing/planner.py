@@ -1,0 +1,479 @@
+"""A decoder's step on N GPUs, planned: ``plan_model`` compiles it for the GPUs by XLA:GPU on this CPU (nothing
+runs, nothing is allocated) and prices it (``ModelPlan``); ``fewest`` searches the fewest GPUs that hold it;
+``formula_vs_plan`` says where the memory formula and XLA's plan part. What ``python -m experiments.model`` prints.
+
+The decoder is ``jaxgpu.ground.decoders``'s, its step ``jaxgpu.kernels.transformer``'s, split by
+``jaxgpu.kernels.sharding``'s rules; the plan is read by ``jaxgpu.pricing.sharded``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from jaxgpu.ground import decoders, hardware
+from jaxgpu.pricing import fit, roofline, sharded
+from jaxgpu.records.labels import si
+from jaxgpu.records.results import Unsupported
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelPlan:
+    """A transformer's step on ``devices`` GPUs of one kind, compiled for them and priced, never run.
+
+    ``bytes_per_device`` from XLA:GPU's memory plan (``memory_plan`` names it; XLA:CPU's stands in without the
+    gpu-compile extra) beside ``estimate_bytes``, ``jaxgpu.pricing.fit``'s formula for the whole model divided by the
+    devices; ``fits`` within ``sharded.USABLE_FRACTION`` of the card; ``seconds`` per step (``lower_s`` to ``upper_s``),
+    of which ``comm_s`` is what the step's collectives add at the datasheet link bandwidth (one direction): the
+    async ones beyond the compute they run under (``overlapped_s`` of them hidden), the synchronous ones whole;
+    ``upper_s`` prices them all unhidden; ``tokens_per_s`` and ``mfu`` (model FLOPs, 6 x parameters per trained
+    token or 2 x per served one, over the devices' bf16 peak, or fp8's for fp8 products) follow from it."""
+
+    model: str
+    # "train" (AdamW, fp32 master weights, bf16 products; fsdp), "train_bf16" (the same, weights and AdamW state in
+    # bf16), "prefill" (a prompt through every layer, bf16 weights; tp) or "serve" (one decode step; tp)
+    mode: str
+    gpu: str
+    devices: int
+    batch: int
+    seq: int
+    bytes_per_device: float
+    estimate_bytes: float
+    fits: bool
+    seconds: float
+    lower_s: float
+    upper_s: float
+    comm_s: float
+    binds: str
+    tokens_per_s: float
+    mfu: float
+    collectives: dict
+    plan: str
+    memory_plan: str
+    matmul_flop_share: float = 0.0  # of the plan's FLOPs, those of its matrix products
+    matmul_time_share: float = 0.0  # of its predicted device time (collectives apart), its matrix products'
+    settings: str = ""  # the step's settings in words (``StepSettings.words``)
+    internode_s: float = 0.0  # of ``comm_s``, the gradients' all-reduce between nodes
+    nodes: int = 1  # of ``devices`` GPUs each
+    overlapped_s: float = 0.0  # collectives' time hidden under compute (async, the latency-hiding schedule's)
+    memory_split: dict = dataclasses.field(default_factory=dict)  # bytes_per_device by kind (``MEMORY_PARTS``)
+    estimate_parts: dict = dataclasses.field(default_factory=dict)  # estimate_bytes by the formula's components
+    time_split: dict = dataclasses.field(default_factory=dict)  # the step's device seconds by kind (``KINDS``)
+    mesh: str = ""  # how its GPUs split the step: "fsdp", "tp" or "fsdp 4 x tp 2" (``mesh_words``)
+    # one layer's attention scores in float32 a GPU: held in XLA's plan of a flash step, never by the fused kernel
+    scores_bytes: float = 0.0
+    query_block: int = 0  # bytes_per_device is of the step's twin that runs its attention this many queries at a time
+    written_bytes: float = 0.0  # where a twin in blocks was planned, the bytes a GPU of the step as written
+
+    @property
+    def capacity(self) -> float:
+        """The bytes of one card the step may hold: ``sharded.USABLE_FRACTION`` of its memory (JAX's default share)."""
+        return sharded.USABLE_FRACTION * hardware.find_gpu(self.gpu).memory_gb * 1e9
+
+
+@dataclasses.dataclass(frozen=True)
+class NotPriced:
+    """A step that cannot run on a card as asked (fp8 products on a card without fp8 matrix units; nodes where the
+    table knows no network between them): said, not priced as an emulation."""
+
+    model: str
+    mode: str
+    gpu: str
+    devices: int
+    reason: str
+
+
+MODES = ("train", "train_bf16", "prefill", "serve")
+
+
+def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool = True, batch: int = 1,
+               seq: int = 2048, devices: int = 1, mode: str | None = None, settings: Any = None) -> ModelPlan:
+    """``model`` (a name of ``jaxgpu.ground.decoders.MODELS``) training (one AdamW step over ``batch`` sequences of
+    ``seq`` tokens, split fsdp) or serving (one decode step for ``batch`` sequences against a ``seq``-token
+    cache, split by tensor parallelism) on ``devices`` GPUs named ``gpu``, compiled for them by XLA:GPU on this
+    CPU and priced (``ModelPlan``). Nothing is allocated.
+
+    ``model`` may also be a ``jaxgpu.ground.decoders.Decoder`` (any decoder described by its dimensions).
+    ``mode``, one of ``MODES``, overrides ``train``: "train_bf16" keeps the weights and AdamW's state in bf16;
+    "prefill" runs a ``seq``-token prompt through every layer (tp) and gives the next token's logits. ``settings``: a
+    ``jaxgpu.ground.decoders.StepSettings`` (remat policy, flash attention, fp8 products, scanned or unrolled
+    layers, nodes of ``devices`` GPUs each, ``batch`` split over them); default: no remat, flash attention, bf16,
+    one node, layers scanned in training and prefill and unrolled in a decode step (what serving runs hold).
+
+    Raises:
+      KeyError: an unknown model or GPU.
+      ValueError: settings the mode does not take (remat or nodes in serving; a batch the nodes do not split).
+      jaxgpu.records.results.Unsupported: the card cannot run the step so (fp8 without fp8 matrix units; nodes
+        without a network in the table).
+      RuntimeError: no XLA:GPU plan can be had here (the gpu-compile extra is missing) and ``devices`` > 1.
+    """
+    from jaxgpu.kernels import sharding
+
+    c, mode, s, hw = _asked(model, gpu, mode or ("train" if train else "serve"), settings, batch, seq)
+    devs, label = sharded.devices_for(hw, devices)
+    how = split_of(s, mode)
+    mesh = sharding.mesh_for(devs, how, s.tp)
+    step, specs, sh, tokens, model_flops = _step(c, mode, batch // s.nodes, seq, mesh, how, s)
+    roofs = roofline.roofs_for(hw)
+    placed = sharded.placed(specs, sh)
+    (nbytes, split), hidden, exposed, counts, rest, p = sharded.priced(step, placed, label, hw, roofs, devices,
+                                                                       triton=s.weights != "bf16")
+    scores = _scores_bytes(c, mode, batch, seq, s, how, dict(mesh.shape))
+    nbytes, split, block, written = _blocked_memory(c, mode, batch // s.nodes, seq, mesh, how, s, label, scores,
+                                                    nbytes, split)
+    between = _internode_s(c, mode, hw, devices, s.nodes)
+    est = _estimate(c, mode, batch, seq, s)
+    # XLA:GPU's latency-hiding schedule starts an async collective early and waits for it late: only what outlasts
+    # the compute between adds to the step (a synchronous collective and the nodes' all-reduce are priced whole)
+    overlapped = min(hidden, p.estimate_s)
+    comm = hidden - overlapped + exposed + between
+    seconds = p.estimate_s + comm
+    tokens, model_flops = tokens * s.nodes, model_flops * s.nodes  # every node's share of the batch, at once
+    peak = (hw.peak_flops("fp8" if s.matmul == "fp8" else "bf16") or 0) * devices * s.nodes
+    flop_share, time_share = sharded.matmul_shares(rest, roofs)
+    return ModelPlan(
+        model=c.name, mode=mode, gpu=hw.name, devices=devices, batch=batch, seq=seq, nodes=s.nodes,
+        settings=s.words(), mesh=mesh_words(how, mesh), plan=p.plan, memory_plan=label,
+        # memory: XLA's plan (or its twin in blocks of queries), the formula beside it
+        bytes_per_device=nbytes, fits=nbytes <= sharded.USABLE_FRACTION * hw.memory_gb * 1e9, memory_split=split,
+        estimate_bytes=sum(est.values()) / devices, estimate_parts={k: v / devices for k, v in est.items()},
+        scores_bytes=scores, query_block=block, written_bytes=written,
+        # time: the kernels priced on the card's roofs, the collectives beyond the compute they run under
+        seconds=seconds, lower_s=max(p.lower_s, comm), upper_s=p.upper_s + comm + overlapped, comm_s=comm,
+        internode_s=between, overlapped_s=overlapped, collectives=counts,
+        binds="communication" if comm > max(p.compute_s, p.memory_s, p.launch_s) else p.bound,
+        tokens_per_s=tokens / seconds, mfu=model_flops / seconds / peak if peak else 0.0,
+        matmul_flop_share=flop_share, matmul_time_share=time_share,
+        time_split={**sharded.by_kind(rest, roofs), "collectives": comm})
+
+
+def _asked(model: str | Any, gpu: str, mode: str, settings: Any, batch: int, seq: int) -> tuple:
+    """(the decoder, the mode, its settings, the card) a plan is asked for, checked (``plan_model``'s Raises)."""
+    c = decoders.find(model)
+    if mode not in MODES:
+        raise KeyError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+    s = settings or default_settings(mode)
+    hw = hardware.find_gpu(gpu)
+    _check_settings(s, mode, hw, batch, c, seq)
+    return c, mode, s, hw
+
+
+# one layer's attention scores past this share of a flash step's plan (and past a block's): its memory is read off
+# a twin of the step whose attention runs a block of queries at a time, a block's scores QUERY_BLOCK_BYTES a GPU at most
+SCORES_SHARE = 0.05
+
+
+QUERY_BLOCK_BYTES = 256e6
+
+
+MIN_QUERY_BLOCK = 128  # queries a block at least (a block's scores may then pass QUERY_BLOCK_BYTES)
+
+
+def _blocked_memory(c, mode: str, batch: int, seq: int, mesh, how: str, s, label: str, scores: float,
+                    nbytes: float, split: dict) -> tuple[float, dict, int, float]:
+    """(bytes a GPU, their split, the query block, the bytes of the step as written where a twin was planned)
+    of the step's memory. XLA's plan of a flash step may hold one
+    layer's attention scores as the program computes them (``scores`` a GPU; Llama 7B's 16k-token prefill on one
+    H100: 35.2 GB of temporaries, 34.4 GB of them), which the fused kernel whose time the step is priced at never
+    holds. Where they come to ``SCORES_SHARE`` of the plan and more than a block's, a twin of the step that runs
+    its attention a block of queries at a time (``StepSettings.query_block``: the same arithmetic, a block's
+    scores held at once, as a fused kernel tiles it) is planned too, and kept where it holds half the scores less
+    or more (XLA fuses some steps' scores away itself). The time stays the step's own."""
+    banded = decoders.keys_seen(seq, c.window) < seq  # a sliding window's blocks already hold t x 2 windows of scores
+    if s.query_block or banded or scores < max(SCORES_SHARE * nbytes, QUERY_BLOCK_BYTES):
+        return nbytes, split, s.query_block, 0.0
+    want = max(MIN_QUERY_BLOCK, int(seq * QUERY_BLOCK_BYTES / scores))
+    block = next((b for b in range(min(want, seq // 2), 0, -1) if seq % b == 0), 0)
+    if block < MIN_QUERY_BLOCK // 8:  # a prime length: no block worth a scan
+        return nbytes, split, 0, 0.0
+    step, specs, sh, *_ = _step(c, mode, batch, seq, mesh, how, dataclasses.replace(s, query_block=block))
+    got, _, twin_split = sharded.compiled(step, sharded.placed(specs, sh), label, {})
+    # kept where it holds less by half the scores or more: the plan as written held them at once
+    return (got, twin_split, block, nbytes) if got < nbytes - 0.5 * scores else (nbytes, split, 0, nbytes)
+
+
+def _scores_bytes(c, mode: str, batch: int, seq: int, s, how: str, shape: dict) -> float:
+    """One layer's attention scores in float32 a GPU: what XLA's plan of a flash step may hold while a layer computes
+    them, as the program writes them whole, and the fused kernel whose time the step is priced at never holds. Cut by
+    the axes that cut the attention (``shape``: the mesh's axis sizes): fsdp's by the batch, or by the queries where
+    the groups of fsdp+tp split the sequence; tp's by the heads where both kinds of head divide. A step already in
+    blocks of queries (``StepSettings.query_block``) holds a block's. 0 in a decode step, and without flash (the
+    formula counts them there)."""
+    from jaxgpu.kernels import sharding
+    if mode == "serve" or not s.flash:
+        return 0.0
+    micro = batch // s.nodes // s.accumulate if mode.startswith("train") else batch
+    whole = 4.0 * c.heads * seq * decoders.keys_seen(seq, c.window) * micro
+    cut = 1
+    data = shape.get(sharding.AXIS, 1) if how != "tp" else 1
+    if micro % data == 0 or (how == "fsdp+tp" and seq % data == 0):
+        cut *= data
+    model = shape.get(sharding.MODEL, 1) if how == "fsdp+tp" else shape.get(sharding.AXIS, 1) if how == "tp" else 1
+    if c.heads % model == 0 and c.kv_heads % model == 0:
+        cut *= model
+    block = s.query_block if s.query_block and seq % s.query_block == 0 else seq
+    return whole / cut * block / seq
+
+
+def split_of(s: Any, mode: str) -> str:
+    """How the settings ``s`` split a ``mode`` step: their mesh, or the mode's own (fsdp to train, tp to serve)."""
+    return s.mesh if s.mesh != "auto" else "fsdp" if mode.startswith("train") else "tp"
+
+
+def mesh_words(how: str, mesh: Any) -> str:
+    """A plan's mesh in a few characters: "fsdp", "tp", or "fsdp 4 x tp 2" (the groups, and the GPUs of a group)."""
+    from jaxgpu.kernels import sharding
+
+    if how != "fsdp+tp":
+        return how
+    return f"fsdp {mesh.shape[sharding.AXIS]} x tp {mesh.shape[sharding.MODEL]}"
+
+
+def _estimate(c, mode: str, batch: int, seq: int, s) -> dict[str, float]:
+    """``jaxgpu.pricing.fit``'s formula for the whole step, by component (divided by the devices it is split over)."""
+    micro = batch // s.nodes // s.accumulate  # the sequences whose activations a GPU's node holds at once
+    if mode.startswith("train"):
+        return fit.transformer_train(c, "bf16", seq, micro, flash=s.flash)
+    if mode == "prefill":
+        return fit.transformer_prefill(c, "bf16", seq, batch, flash=s.flash)
+    return fit.transformer_inference(c, "bf16", seq, batch)
+
+
+def _step(c, mode: str, batch: int, seq: int, mesh, how: str, s: Any) -> tuple:
+    """(the step, its argument specs, their shardings, tokens per step, the model's FLOPs per step) of ``mode``,
+    split ``how`` (``split_of``) over ``mesh``; ``s``: the step's settings."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxgpu.kernels import sharding
+    from jaxgpu.kernels import transformer as tf
+
+    if mode.startswith("train"):
+        specs = tf.train_specs(c, batch, seq, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
+        sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, how),
+              sharding.shard_specs(specs[2], mesh, how, batch=True))
+        step, _ = tf.train_step(c, flash=s.flash, sharding=sh, settings=s)
+        tokens, model_flops = batch * seq, 6.0 * c.active_params() * batch * seq
+    elif mode == "prefill":
+        specs = (tf.param_specs(c, jnp.bfloat16), jax.ShapeDtypeStruct((batch, seq), jnp.int32))
+        sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, how, batch=True))
+        step = tf.prefill_step(c, sharding=sh, settings=s)
+        tokens, model_flops = batch * seq, 2.0 * c.active_params() * batch * seq
+    else:
+        specs = tf.decode_specs(c, batch, seq, s.weights, unrolled=not s.scan)
+        sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, how),
+              sharding.shard_specs(specs[2], mesh, how, batch=True),
+              sharding.shard_specs(specs[3], mesh, how, batch=True))
+        step = tf.decode_step(c, weights=s.weights, sharding=sh)
+        tokens, model_flops = batch, 2.0 * c.active_params() * batch
+    return step, specs, sh, tokens, model_flops
+
+
+def default_settings(mode: str):
+    """No remat, flash attention (a decode step's is XLA's), bf16, one node; layers scanned, but in a decode step held
+    apart, as the published
+    serving runs hold them: XLA:GPU's plan of a scanned decode copies each layer's slice out of the stacked weights
+    first (its dynamic-slice fusions move 0.74 GB a layer for Llama-2 7B: 24 ms a token on an A100 against 8.8 ms
+    unrolled, both on XLA:GPU's plan)."""
+
+
+    return decoders.StepSettings(scan=mode != "serve", flash=mode != "serve")
+
+
+def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int, c: Any = None, seq: int = 0) -> None:
+    if c is not None and c.style == "gpt2" and seq > c.max_seq:  # learned positions: max_seq rows, no more
+        raise ValueError(f"{c.name} has {c.max_seq:,} learned positions: a sequence of {seq:,} tokens is longer")
+    if c is not None and c.experts > 1 and (s.weights != "bf16" or s.matmul != "bf16"):
+        raise ValueError("a mixture of experts runs its experts in bf16 here: int8 or fp8 experts are not built")
+    training = mode.startswith("train")
+    if not training and (s.remat != "none" or s.nodes > 1 or s.accumulate > 1):
+        raise ValueError("remat, nodes and micro-batches are a training step's settings; a prefill or decode step "
+                         "runs on one node and keeps no activations for a backward pass")
+    if mode != "serve" and s.weights != "bf16":
+        raise ValueError("int8 or fp8 weights are a decode step's storage (--serve); training keeps its master weights")
+    if mode == "serve" and s.matmul != "bf16":
+        raise ValueError("fp8 products in a decode step are not built; its weights' storage is a serving setting")
+    if mode == "serve" and s.flash:
+        raise ValueError("a decode step's attention is XLA's, one token against its cache: flash is a setting of "
+                         "training and prefill")
+    if batch % s.nodes:
+        raise ValueError(f"a batch of {batch} does not split over {s.nodes} nodes")
+    if (batch // s.nodes) % s.accumulate:
+        raise ValueError(f"a node's batch of {batch // s.nodes} does not split into {s.accumulate} micro-batches")
+    if s.matmul == "fp8" and not hw.tflops.get("fp8"):
+        raise Unsupported(f"the {hw.name} has no fp8 matrix units: an fp8 step would be emulated in wider types, "
+                          "which is not what fp8 training buys")
+    if s.nodes > 1 and not hw.internode_gbps:
+        raise Unsupported(f"the hardware table knows no network between {hw.name} nodes (internode_gbps)")
+
+
+def _internode_s(c, mode: str, hw: hardware.Hardware, devices: int, nodes: int) -> float:
+    """Seconds of the gradients' all-reduce between nodes, each GPU's share over its own port (a ring over the
+    nodes: 2 (nodes - 1) / nodes of the share each way), not overlapped with compute: the nodes hold the model
+    alike (FSDP within a node, data parallel between them), the gradients in the weights' storage type."""
+    if nodes < 2:
+        return 0.0
+    grad_bytes = c.params() * (2 if mode == "train_bf16" else 4) / devices
+    return 2 * (nodes - 1) / nodes * grad_bytes / (hw.internode_gbps / 2 * 1e9)
+
+
+# the most GPUs ``fewest`` searches: one node of eight, joined by NVLink (a DGX). Past a node, the nodes hold the
+# model alike (FSDP within a node, data parallel between nodes), so a GPU's share stops falling with more of them
+NODE = (1, 2, 4, 8)
+
+
+def fewest(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, counts: Sequence[int] = NODE, train: bool = True,
+           batch: int = 1, seq: int = 2048, mode: str | None = None, settings: Any = None) -> ModelPlan:
+    """The plan on the fewest of ``counts`` GPUs named ``gpu`` that hold the step (``ModelPlan.fits``), else the
+    plan on the most of them (which does not fit: "more than" that many). XLA's plans decide; the formula
+    (``_estimate``) only says which count to compile first, and the counts beside it are compiled until the
+    fewest that fits is bracketed (one GPU's share falls as they grow; a count the formula puts past 1.5x the
+    card's share, where it has never been that far off, is not compiled). Where the settings leave the mesh to
+    the mode ("auto"), the other mesh (tp to train, fsdp to serve) is tried on fewer GPUs than the first found
+    (where none held it, on the most too), and wins where it holds the step on fewer; so is fsdp+tp on the counts
+    of four and more (``tp_degree``'s groups of two or more: a batch too small to split over every GPU still has
+    its activations cut by tp). Arguments as ``plan_model``'s."""
+    from jaxgpu.kernels import sharding
+
+    m = mode or ("train" if train else "serve")
+    s = settings or default_settings(m)
+    counts = sorted(n for n in set(counts) if not s.tp or n % s.tp == 0)
+    if not counts:
+        raise ValueError(f"none of the counts searched splits into tensor-parallel groups of {s.tp}")
+    best, tried = _fewest_on(decoders.find(model), hardware.find_gpu(gpu), counts, m, batch, seq, s)
+    if s.mesh != "auto":
+        return best
+    for how in [h for h in ("fsdp", "tp", "fsdp+tp") if h != split_of(s, m)]:
+        # fewer GPUs than the fewest found; where none of the counts held it, the most of them too
+        fewer = [n for n in counts if (n < best.devices or not best.fits and n == best.devices)
+                 and (how != "fsdp+tp" or 1 < sharding.tp_degree(n) < n)]
+        # another mesh only where the mode's own came near on fewer GPUs (within a quarter of the card's share):
+        # the meshes split a step's bytes within a few tenths of each other, so beyond that none can hold it
+        if not fewer or not any(n in tried and tried[n].bytes_per_device <= 1.25 * best.capacity for n in fewer):
+            continue
+        found, _ = _fewest_on(decoders.find(model), hardware.find_gpu(gpu), fewer, m, batch, seq,
+                              dataclasses.replace(s, mesh=how))
+        best = found if found.fits else best
+    return best
+
+
+def _fewest_on(c, hw: hardware.Hardware, counts: list[int], m: str, batch: int, seq: int, settings: Any
+               ) -> tuple[ModelPlan, dict[int, ModelPlan]]:
+    """``fewest`` on one mesh: the fewest of ``counts`` that fits, else the plan on the most; and every plan
+    compiled on the way, by count."""
+    whole = sum(_estimate(c, m, batch, seq, settings).values())
+    i = next((k for k, n in enumerate(counts) if fit.fits(whole / n, sharded.USABLE_FRACTION * hw.memory_gb)),
+             len(counts) - 1)
+    tried: dict[int, ModelPlan] = {}
+
+    def plan(k: int) -> ModelPlan:
+        tried[counts[k]] = plan_model(c, hw.name, batch=batch, seq=seq, devices=counts[k], mode=m,
+                                      settings=settings)
+        return tried[counts[k]]
+
+    cap = sharded.USABLE_FRACTION * hw.memory_gb * 1e9
+    if plan(i).fits:  # fewer, until one does not fit; a count the formula puts past 1.5x the card is not compiled
+        while i > 0 and whole / counts[i - 1] <= 1.5 * cap and plan(i - 1).fits:
+            i -= 1
+        return tried[counts[i]], tried
+    while i + 1 < len(counts):
+        i += 1
+        if plan(i).fits:
+            return tried[counts[i]], tried
+    return tried[counts[-1]], tried
+
+
+def model_on_gpus(model: str | Any, *, train: bool = True, batch: int = 1, seq: int = 2048,
+                  devices: Sequence[int] = (1, 8), gpus: Sequence[str] | None = None,
+                  mode: str | None = None, settings: Any = None) -> list[ModelPlan | NotPriced]:
+    """``plan_model`` for each GPU of the hardware table (or ``gpus``) and each device count: what
+    ``python -m experiments.model`` prints; a card that cannot run the step as asked is a ``NotPriced``."""
+    hws = [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values())
+    out: list[ModelPlan | NotPriced] = []
+    for hw in hws:
+        for n in devices:
+            try:
+                out.append(plan_model(model, hw.name, train=train, batch=batch, seq=seq, devices=n, mode=mode,
+                                      settings=settings))
+            except Unsupported as why:
+                name = model if isinstance(model, str) else model.name
+                out.append(NotPriced(name, mode or ("train" if train else "serve"), hw.name, n, str(why)))
+    return out
+
+
+def fewest_on_gpus(model: str | Any, *, counts: Sequence[int] = NODE, gpus: Sequence[str] | None = None,
+                   **step: Any) -> list[ModelPlan | NotPriced]:
+    """``fewest`` for each GPU of the hardware table (or ``gpus``): what ``python -m experiments.model --fit``
+    prints; a card that cannot run the step as asked is a ``NotPriced``."""
+    out: list[ModelPlan | NotPriced] = []
+    for hw in [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values()):
+        try:
+            out.append(fewest(model, hw.name, counts=counts, **step))
+        except Unsupported as why:
+            name = model if isinstance(model, str) else model.name
+            mode = step.get("mode") or ("train" if step.get("train", True) else "serve")
+            out.append(NotPriced(name, mode, hw.name, max(counts), str(why)))
+    return out
+
+
+# why XLA's plan of a flash step holds the attention's scores that the formula leaves out
+_UNFUSED = ", which the program computes whole and a fused kernel never holds"
+
+
+def formula_vs_plan(p: ModelPlan) -> str:
+    """Where ``jaxgpu.pricing.fit``'s formula and XLA's plan of the step part, per device, in a sentence: what each
+    counts and, where they differ by more than a tenth, which side holds the difference and why."""
+
+
+    m, f = p.memory_split, p.estimate_parts
+    if not m or not f:
+        return ""
+    held = m["arguments"] + m["outputs"] - m["aliased"]  # what stays between steps: weights, state, cache, tokens
+    temp = m["temporaries"]
+    # the scores the plan read may hold at once: not where a twin in blocks was tried (read, or shown not to hold less)
+    whole = 0.0 if p.query_block or p.written_bytes else p.scores_bytes
+    read = p.query_block and p.written_bytes  # the twin's plan is the one read
+    twin = (f" XLA's plan is of the step with its attention run {p.query_block} queries at a time, as a fused kernel "
+            f"tiles it: as written, the step holds {si(p.written_bytes - p.bytes_per_device, 'B')} more a GPU, as it "
+            f"computes each layer's attention scores whole ({si(p.scores_bytes, 'B')} in float32)."
+            if read else "")
+    if p.mode.startswith("train"):
+        # the formula's 18 bytes a parameter: fp32 weights, gradients and two moments, a bf16 copy; XLA keeps the
+        # weights and moments between steps and the gradients and the copy (6 of the 18) among its temporaries
+        passing = f["state"] * 6 / 18
+        acts = temp - passing
+        text = (f"the formula counts {si(f['state'], 'B')} of weights, gradients, AdamW moments and a bf16 copy and "
+                f"{si(f['activations'], 'B')} of activations (Korthikanti et al.'s count); XLA's plan holds "
+                f"{si(held, 'B')} between steps (the weights and moments) and {si(temp, 'B')} of temporaries, of "
+                f"which the gradients and the copy are {si(passing, 'B')}, so {si(max(acts, 0), 'B')} for activations "
+                "and scratch")
+        if acts < 0.9 * f["activations"]:
+            text += (": fewer than the count, as the step recomputes its norms, MLP activation and loss in the "
+                     "backward pass")
+        elif acts > 1.1 * f["activations"]:
+            near = 0.5 * whole < acts - f["activations"] < 1.5 * whole  # the excess is about the scores
+            text += (": more than the count, which leaves out the logits over the vocabulary and the backward "
+                     "pass's scratch" + (f", and one layer's attention scores ({si(whole, 'B')} in float32)"
+                                         + _UNFUSED if near else ""))
+        return text + "." + twin
+    if p.mode == "prefill":
+        text = (f"the formula counts {si(f['weights'], 'B')} of weights and {si(f['activations'], 'B')} for one "
+                f"layer's values at a time; XLA's plan holds {si(held, 'B')} between steps and {si(temp, 'B')} of "
+                "temporaries")
+        block = p.scores_bytes * p.query_block / p.seq if read else 0.0  # the twin's block holds these
+        if 0.5 * whole < temp - f["activations"] < 1.5 * whole:
+            text += f": more than the count, by about one layer's attention scores ({si(whole, 'B')} in " \
+                    "float32)" + _UNFUSED
+        elif 0.5 * block < temp - f["activations"] < 1.5 * block:
+            text += f": more than the count, by about a block's attention scores ({si(block, 'B')} in float32)"
+        elif temp > 1.5 * f["activations"]:
+            text += (": more than the count, which leaves out the logits, the copies XLA makes between layouts and, "
+                     "split over GPUs, the values a split keeps whole on each")
+        return text + "." + twin
+    text = (f"the formula counts {si(f['weights'], 'B')} of weights and {si(f['kv_cache'], 'B')} of KV cache; XLA's "
+            f"plan holds {si(held, 'B')} between steps and {si(temp, 'B')} of temporaries")
+    if temp > 0.05 * held:
+        text += (": the logits over the vocabulary, the layers' products and any copy of a weight XLA makes in "
+                 "another layout, none of which the formula counts")
+    return text + "."

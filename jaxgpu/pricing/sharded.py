@@ -1,0 +1,148 @@
+"""A step split over N GPUs, read off XLA:GPU's plan of it: the devices it is compiled for, its memory, its kernels
+priced on a card's roofs and its collectives on the card's links.
+
+``jaxgpu.pricing.planner`` prices a decoder's step through it; any program with shardings can be (``placed`` specs,
+``devices_for`` the card and count, ``compiled`` for its plan, ``priced`` for its time). Nothing is allocated.
+"""
+
+from __future__ import annotations
+
+from jaxgpu.ground import hardware, launches
+from jaxgpu.pricing import roofline, targets
+
+# JAX preallocates this share of a GPU's memory for its arrays (XLA_PYTHON_CLIENT_MEM_FRACTION's default): a
+# step that needs more does not fit as JAX is started by default (the rest is the CUDA context, cuBLAS and
+# cuDNN workspaces, other processes)
+USABLE_FRACTION = 0.75
+
+# How many bytes each device sends over its links for a collective, per byte the kernel list counts for it
+# (operands + results; an async start's results alone, however XLA's version prints them: stack.async_results):
+# all-reduce ring 2(n-1)/n of its S, counted 2S; all-gather and reduce-scatter (n-1)/n of the full S, counted
+# S(1 + 1/n); all-to-all (n-1)/n of S, counted 2S; a permute S, counted 2S.
+LINK_SHARE = {"all-reduce": lambda n: (n - 1) / n, "all-gather": lambda n: (n - 1) / (n + 1),
+               "reduce-scatter": lambda n: (n - 1) / (n + 1), "all-to-all": lambda n: (n - 1) / (2 * n),
+               "collective-permute": lambda n: 0.5}
+
+
+def compile_devices(hw: hardware.Hardware, n: int):
+    """Compile-only devices of ``hw``'s XLA:GPU target (or its stand-in) and the plan's label; (None, why)
+    where none can be had here."""
+    name, label = roofline.plan_target(hw)
+    why = "no XLA:GPU target for this GPU" if name is None else targets.unavailable()
+    if why is None:
+        try:
+            roofline._cpu_only_if_no_driver()
+            return targets.devices(name, n), label
+        except (NotImplementedError, RuntimeError) as err:
+            why = f"XLA:GPU cannot compile in this process ({type(err).__name__})"
+    return None, why
+
+
+def devices_for(hw: hardware.Hardware, devices: int) -> tuple[list, str]:
+    """(the devices a step for ``devices`` cards is compiled for, the plan's name): XLA:GPU's compile-only devices,
+    else this machine's CPU devices standing in (an estimate, named so)."""
+    import jax
+
+    devs, label = compile_devices(hw, devices)
+    if devs is not None:
+        return devs, label
+    devs = jax.devices("cpu")[:devices]
+    if len(devs) < devices:
+        raise RuntimeError(f"no XLA:GPU plan for {devices} {hw.name}s here ({label}), and this machine has "
+                           f"{len(devs)} CPU devices to stand in: install the gpu-compile extra")
+    return devs, f"xla:cpu, estimate ({label})"
+
+
+def placed(specs, shardings) -> list:
+    """The step's argument specs with their shardings: what it is lowered for, nothing allocated."""
+    import jax
+
+    return [jax.tree.map(lambda a, h: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=h), sp, sh)
+            for sp, sh in zip(specs, shardings)]
+
+
+def compiled(step, placed: list, label: str, options: dict | None = None) -> tuple[float, str, dict]:
+    """(bytes the program holds, its optimized HLO, those bytes by kind: ``MEMORY_PARTS``), from XLA:GPU's plan
+    (compiled with ``options``) or this CPU's."""
+    if label.startswith("xla:gpu"):
+        plan = targets.compile_plan(step, *placed, options=options, cache=True)  # asked again: read, not compiled
+    else:
+        compiled = step.lower(*placed).compile()
+        m = compiled.memory_analysis()
+        plan = targets.Plan(m.argument_size_in_bytes, m.output_size_in_bytes, m.temp_size_in_bytes,
+                            m.alias_size_in_bytes, 0.0, compiled.as_text())
+    split = dict(zip(MEMORY_PARTS, map(float, (plan.argument_bytes, plan.output_bytes, plan.temp_bytes,
+                                                plan.alias_bytes))))
+    return float(plan.total_bytes), plan.hlo, split
+
+
+# XLA's memory analysis of a program, per device: what it holds is arguments + outputs + temporaries - aliased (an
+# output written over a donated argument counted once)
+MEMORY_PARTS = ("arguments", "outputs", "temporaries", "aliased")
+
+
+def priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices: int, triton: bool) -> tuple:
+    """(bytes, async and synchronous collectives' seconds, their counts, the other kernels, their ``Prediction``)
+    of the step on XLA:GPU's plan. ``triton``: its GEMMs also as Triton fusions, the cheaper plan kept, as XLA's
+    autotuner keeps the faster on a GPU (a weight stored in int8 or fp8 is widened inside a Triton GEMM, where
+    cuBLAS needs a kernel before it that writes the wide copy: on an A100, 20 ms a token for Llama-2 7B against 7)."""
+    best = None
+    for options in ({}, {"xla_gpu_enable_triton_gemm": True}) if triton and label.startswith("xla:gpu") else ({},):
+        nbytes, hlo, split = compiled(step, placed, label, options)
+        hidden, exposed, rest, counts = collectives(launches.kernels(hlo), hw, devices)
+        plan = label + (", triton gemm" if options else "")
+        p = roofline.price(rest, roofs, loop_steps=launches.loop_steps(hlo), plan=plan)
+        if best is None or p.estimate_s + hidden + exposed < best[-1].estimate_s + best[1] + best[2]:
+            best = ((nbytes, split), hidden, exposed, counts, rest, p)
+    return best
+
+
+def collectives(ks: list, hw: hardware.Hardware, devices: int) -> tuple[float, float, list, dict]:
+    """(seconds of the program's async collectives (a ``-start`` / ``-done`` pair: what XLA:GPU's schedule can run
+    under compute), seconds of its synchronous ones, the other kernels, {collective: (count, bytes moved)}); each at
+    the card's link bandwidth, one direction."""
+    hidden, exposed, rest, counts = 0.0, 0.0, [], {}
+    link = (hw.link_gbps or 0) / 2 * 1e9  # one direction
+    for k in ks:
+        op = next((o for o in LINK_SHARE if k.name.startswith(o)), None)
+        if op is None:
+            rest.append(k)
+            continue
+        if k.name.startswith(op + "-done"):
+            continue
+        started = k.name.startswith(op + "-start")
+        g = k.group or devices  # a 2-D mesh's collectives run within a group of its devices: the share is the group's
+        moved = k.count * k.bytes * LINK_SHARE[op](g)  # a start's bytes are its results' (stack.async_results)
+        n, b = counts.get(op, (0, 0.0))
+        counts[op] = (n + k.count, b + moved)
+        t = moved / link if link else 0.0
+        if started:
+            hidden += t
+        else:
+            exposed += t
+    return hidden, exposed, rest, counts
+
+
+# what a step's device time goes to: the matrix products (library GEMMs and fusions around a dot), the attention
+# fused into one kernel (flash), every other kernel (elementwise, norms, softmax, the optimizer's update), and the
+# collectives' time beyond the compute they run under
+KINDS = ("matrix products", "fused attention", "other kernels", "collectives")
+
+
+def by_kind(ks: list, roofs) -> dict[str, float]:
+    """Seconds of the step's kernels by kind (``KINDS`` but the collectives), each kind priced alone on ``roofs``."""
+    flash = [k for k in ks if k.scope == "flash_attention"]
+    dots = [k for k in ks if k.is_dot and k.scope != "flash_attention"]
+    other = [k for k in ks if not k.is_dot and k.scope != "flash_attention"]
+    return {kind: roofline.price(part, roofs).device_s if part else 0.0
+            for kind, part in zip(KINDS, (dots, flash, other))}
+
+
+def matmul_shares(ks: list, roofs) -> tuple[float, float]:
+    """(of the kernels' FLOPs, the matrix products' (fused attention's included); of their priced time, the same)."""
+    dots = [k for k in ks if k.is_dot or k.scope == "flash_attention"]
+    others = [k for k in ks if not (k.is_dot or k.scope == "flash_attention")]
+    t_dots, t_other = (roofline.price(ks_, roofs).device_s if ks_ else 0.0 for ks_ in (dots, others))
+    all_flops = sum(k.flops * k.count for k in ks)
+    return (sum(k.flops * k.count for k in dots) / all_flops if all_flops else 0.0,
+            t_dots / (t_dots + t_other) if t_dots + t_other else 0.0)

@@ -30,6 +30,9 @@ import contextlib
 import signal
 import sys
 
+from jaxgpu.ground import hardware
+from jaxgpu.pricing import targets
+
 import experiments
 from experiments import cli
 from experiments.harness import settings as run_settings
@@ -63,7 +66,9 @@ def parser() -> cli.Parser:
                    help="number of CPU host devices (XLA_FLAGS is appended to); default 1, or "
                         f"{experiments.DEFAULT_HOST_DEVICES} when a multi-device experiment "
                         f"({', '.join(experiments.multi_device())}) is selected")
-    p.add_argument("--processes", type=int, metavar="N", help="processes for the distributed experiment (default 2)")
+    p.add_argument("--processes", type=int, metavar="N",
+                   help=f"processes for the {' and '.join(experiments.reads_processes(experiments.names()))} "
+                        "experiment's job (default 2)")
     p.add_argument("--seed", type=int, metavar="N",
                    help="seed of every random draw a case makes (operands, data, initial weights; default 0): the "
                         "same seed measures the same numbers")
@@ -74,12 +79,13 @@ def parser() -> cli.Parser:
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (cases, compiles, estimated seconds per experiment) without starting JAX")
     p.add_argument("--target", metavar="GPU",
-                   help="the GPU --dry-run plans for, whatever this machine has (a GPU plan; default: H200 SXM where "
-                        "this machine has a GPU JAX would use, else this CPU's plan)")
+                   help="the GPU --dry-run plans for, whatever this machine has (a GPU plan; default: the "
+                        f"{hardware.DEFAULT_GPU} where this machine has a GPU JAX would use, else this CPU's plan)")
     p.add_argument("--budget-s", type=float, metavar="S",
                    help="measure every experiment's key cases first and stop cleanly within S seconds")
     p.add_argument("--compile-for", metavar="GPU",
-                   help="compile each experiment's programs for this GPU (h200, h100, a100) on this machine's CPU "
+                   help=f"compile each experiment's programs for this GPU ({', '.join(targets.TARGETS)}) on this "
+                        "machine's CPU "
                         "and record XLA:GPU's plan (memory, library calls, collectives); nothing runs "
                         "(needs the gpu-compile extra)")
     p.add_argument("--allocator", choices=("tuned", "system"),

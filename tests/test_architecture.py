@@ -421,3 +421,60 @@ def test_the_probe_sees_a_second_decoder_and_an_alias():
                                            ["tests/_probe_decoder.py:Mine", "tests/_probe_decoder.py:15"])
     finally:
         probe.unlink()
+
+
+def _card_names() -> set[str]:
+    """Every way the hardware table names a card: its name, aliases, compile target and device kind."""
+    out = set()
+    for hw in hardware.GPUS.values():
+        out |= {hw.name, *hw.aliases, *((hw.compiled.name, hw.compiled.device_kind) if hw.compiled else ())}
+    return {n.lower() for n in out}
+
+
+def _names_cards(path: Path) -> list[str]:
+    """Where code names a card in a string (docstrings and comments aside): anywhere but the hardware table it is a
+    second place to change when a card is added or renamed. Case data (``Case(...)``'s fields) is data."""
+    tree = ast.parse(path.read_text())
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body \
+                and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant):
+            skip.add(id(node.body[0].value))  # a docstring
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Case":
+            skip |= {id(n) for n in ast.walk(node)}
+    names = _card_names()
+    return [f"{path.relative_to(ROOT)}:{n.lineno} {n.value!r}" for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip
+            and n.value.lower() in names]
+
+
+def test_a_cards_name_is_written_only_in_the_hardware_table():
+    table = ROOT / "jaxgpu" / "ground" / "hardware.py"
+    found = [hit for name, path in sorted(_modules().items()) if path != table for hit in _names_cards(path)]
+    assert not found, found
+
+
+def test_the_card_check_sees_a_card():
+    probe = ROOT / "tests" / "_probe_cards.py"
+    try:
+        probe.write_text('"""On the H200 SXM."""\n\n\ndef f(gpu="H200 SXM", on="h100"):\n    # the "L4"\n'
+                         '    return Case("x", "gemm", "A100 80GB"), gpu, on\n')
+        assert _names_cards(probe) == ["tests/_probe_cards.py:4 'H200 SXM'", "tests/_probe_cards.py:4 'h100'"]
+    finally:
+        probe.unlink()
+
+
+def test_no_command_writes_onto_its_parsed_arguments():
+    """A command's parsing returns its settings decided once (a frozen record): nothing is set on the argparse
+    namespace afterwards, by assignment or ``setattr``."""
+    found = []
+    for path in sorted([*(ROOT / "experiments").glob("*.py"), *(ROOT / "experiments" / "harness").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            if any(isinstance(t, ast.Attribute) and getattr(t.value, "id", None) == "args" for t in targets):
+                found.append(f"{path.name}:{node.lineno}")
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr" and node.args \
+                    and getattr(node.args[0], "id", None) == "args":
+                found.append(f"{path.name}:{node.lineno}")
+    assert not found, found

@@ -95,3 +95,58 @@ def test_the_licence_pyproject_declares_is_in_the_repository():
     assert 'license = { text = "Apache-2.0" }' in (root / "pyproject.toml").read_text()
     text = " ".join((root / "LICENSE").read_text().split())
     assert text.startswith("Apache License Version 2.0, January 2004") and "END OF TERMS AND CONDITIONS" in text
+
+
+def _blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+
+
+@pytest.mark.slow
+def test_a_card_added_as_the_gpu_page_says_is_priced_by_the_command_and_in_the_report(tmp_path):
+    """docs/adding-a-gpu.md's entry, added to a scratch copy of the package in the one place the page names, is
+    found by the model command (priced on its own XLA:GPU target where this machine compiles) and gets a column of
+    a report's predicted table."""
+    import shutil
+    import subprocess
+
+    from jaxgpu.pricing import targets
+
+    (entry,) = _blocks(ROOT / "docs" / "adding-a-gpu.md")
+    src = tmp_path / "src"
+    for pkg in ("jaxgpu", "experiments"):
+        shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    table = src / "jaxgpu" / "ground" / "hardware.py"
+    text = table.read_text()
+    end = text.index("\n)}\n", text.index("GPUS: dict[str, Hardware] = {"))
+    table.write_text(text[:end] + "\n" + entry.rstrip() + text[end:])
+    env = {"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu", "HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "experiments.model", "--model", "gpt2-124m", "--serve", "--gpus",
+                           "zed 100", "--devices", "1", "--seq", "256"], cwd=src, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("Z100 "))
+    assert row.endswith("xla:gpu z100" if targets.unavailable() is None else ")"), row
+    assert "the Z100 also has fp4, which the study's presets do not have." in proc.stdout
+    out = tmp_path / "run"  # a tiny CPU run, and its report's table of its programs priced on each GPU
+    proc = subprocess.run([sys.executable, "-m", "experiments.run", "--backend", "cpu", "--only",
+                           "bandwidth,roofline,serial_parallel",
+                           "--profile", "tiny", "--no-progress", "--out", str(out)],
+                          cwd=src, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    header = next(line for line in (out / "report.md").read_text().splitlines() if "(predicted) |" in line)
+    assert header.endswith("| RTX 4090 (predicted) | Z100 (predicted) |"), header
+
+
+def test_the_model_page_is_the_table_and_what_its_config_json_says():
+    entry, check = _blocks(ROOT / "docs" / "adding-a-model.md")
+    assert entry in (ROOT / "jaxgpu" / "ground" / "decoders.py").read_text()
+    exec(compile(check, "adding-a-model.md", "exec"), {})
+
+
+def test_the_published_case_page_is_the_data():
+    from jaxgpu.pricing import published_cases
+
+    (entry,) = _blocks(ROOT / "docs" / "adding-a-published-case.md")
+    assert entry in (ROOT / "jaxgpu" / "pricing" / "published_cases.py").read_text()
+    case = eval(entry.strip().rstrip(","), vars(published_cases))  # noqa: S307 - the page's own block
+    assert case in published_cases.CASES and case.published_s > 0

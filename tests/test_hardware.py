@@ -23,7 +23,9 @@ def test_this_machine_has_an_estimate():
 @pytest.mark.parametrize("kind,name", [("NVIDIA H200", "H200 SXM"), ("NVIDIA H200 NVL", "H200 NVL"),
                                        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
                                        ("NVIDIA A100-SXM4-80GB", "A100 80GB"), ("NVIDIA L4", "L4"),
-                                       ("NVIDIA GeForce RTX 4090", "RTX 4090")])
+                                       ("NVIDIA GeForce RTX 4090", "RTX 4090"), ("NVIDIA B200", "B200"),
+                                       ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 NVL", "H100 NVL"),
+                                       ("NVIDIA L40S", "L40S"), ("NVIDIA A100-SXM4-40GB", "A100 40GB")])
 def test_gpu_kinds_map_to_the_table(kind, name):
     assert hardware.gpu_spec(kind).name == name
 
@@ -35,6 +37,35 @@ def test_table_is_complete_and_consistent():
         assert hw.memory_gb > 0 and hw.memory_bw_gbps > 0 and hw.cores > 0 and hw.source
         assert hw.tflops["bf16"] >= hw.tflops["tf32"] >= hw.tflops["fp32"]
     assert hardware.gpu_spec("Some Other GPU") is None
+
+
+def test_each_card_is_one_entry_that_names_how_it_is_planned_and_found():
+    """A card's entry says everything the package needs of it: a compile target of its own (whose device kind finds
+    the card again) or a stand-in card that has one; its name, aliases and target's name find it; the lent cards
+    and the report's cards are among them; one processor, one colour."""
+    colours: dict[str, set[str]] = {}
+    for name, hw in hardware.GPUS.items():
+        assert hw.name == name and hw.kinds and (hw.compiled is None) != (hw.stand_in is None), name
+        if hw.compiled:
+            c = hw.compiled
+            assert hardware.gpu_spec(c.device_kind) is hw and hardware.find_gpu(c.name) is hw, name
+            assert c.memory_mib * 2**20 > 0.9 * hw.memory_gb * 1e9 and c.source and c.compute_capability >= (8, 0)
+        else:
+            assert hardware.GPUS[hw.stand_in].compiled is not None, name
+        assert all(hardware.find_gpu(n) is hw for n in (name, *hw.aliases)), name
+        if hw.colour:
+            colours.setdefault(hw.colour, set()).add(name.split()[0])
+    assert all(len(families) == 1 for families in colours.values()), colours
+    assert hardware.DEFAULT_GPU in hardware.GPUS and any(hw.lent for hw in hardware.GPUS.values())
+    assert hardware.GPUS[hardware.DEFAULT_GPU].in_report
+
+
+def test_a_card_comes_back_whole_from_run_json():
+    import dataclasses
+    import json
+
+    for hw in hardware.GPUS.values():
+        assert hardware.Hardware.from_dict(json.loads(json.dumps(dataclasses.asdict(hw)))) == hw, hw.name
 
 
 def test_the_devices_record_shows_the_memory_not_the_allocator_limit():

@@ -659,3 +659,19 @@ def test_a_mixtral_shaped_moe_trains_and_serves_on_xla_gpus_plan_its_experts_spl
                                "--devices", "1,4", "--batch", "4", "--seq", "16"], capture_output=True, text=True,
                               timeout=300, env=env)
         assert proc.returncode == 0 and proc.stderr == "" and "xla:gpu h100" in proc.stdout, proc.stderr
+
+
+def test_the_model_commands_question_is_one_frozen_record():
+    from experiments import model
+
+    a = model.parse_args(["--model", "Llama3-8B", "--serve", "--gpus", "h100,B200", "--devices", "1,2", "--tokens",
+                          "1e6", "--price", "h100=2"])
+    assert isinstance(a, model.Asked) and a.gpus == ("H100 SXM", "B200") and a.devices == (1, 2)
+    assert (a.mode, a.decoder, a.named, a.prices, a.settings.flash) == ("serve", "Llama3-8B", True,
+                                                                        {"H100 SXM": 2.0}, False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.batch = 4
+    described = model.parse_args(["--layers", "2", "--d-model", "64", "--heads", "4", "--kv-heads", "2", "--ffn",
+                                  "128", "--vocab", "256", "--tp", "2", "--mesh", "fsdp+tp"])
+    assert described.decoder.layers == 2 and not described.named and described.devices == (8,)
+    assert model.parse_args(["--list"]).listing

@@ -187,3 +187,18 @@ def test_the_readme_quotes_the_committed_validation():
     assert f"{cpu.group(1)}%, {cpu.group(2)}% within 2x" in " ".join(api.split())
     flat = " ".join(readme.split())
     assert f"the GPU plan's predictions missed by a median {median}%, the CPU plan's by {cpu.group(1)}%" in flat
+
+
+def test_the_docs_state_the_counts_the_cases_hold():
+    """The README and the guide say how many published cases there are and of which kinds: the data's counts."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    n = len(published.CASES)
+    train = sum(c.kind == "train" for c in published.CASES)
+    serving = sum(c.kind in ("decode", "prefill") for c in published.CASES)
+    readme, guide = (root / "README.md").read_text(), (root / "docs" / "guide.md").read_text()
+    assert f"the {n} published GPU measurements" in readme.replace("\n  ", " ")
+    assert f"checked against {n} measurements" in readme.replace("\n", " ")
+    assert f"against {n} published" in guide and f"{train} whole training steps" in guide
+    assert f"{serving} decode and prefill steps" in guide

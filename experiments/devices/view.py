@@ -69,8 +69,8 @@ def _takeaway(rows: list[list]) -> str:
     elif cpu:
         most = max((hw for hw in hardware.GPUS.values() if hw.lanes_per_core), key=lambda h: h.cores * h.lanes_per_core)
         lanes = most.cores * most.lanes_per_core
-        text += (f". By its datasheet an {most.name} has {lanes:,} ({most.cores} SMs x {most.lanes_per_core}), "
-                 f"{lanes / cpu[0][4]:,.0f}x this CPU's: a datasheet figure, not measured here")
+        text += (f". By its datasheet {labels.a_or_an(most.name)} {most.name} has {lanes:,} ({most.cores} SMs x "
+                 f"{most.lanes_per_core}), {lanes / cpu[0][4]:,.0f}x this CPU's: a datasheet figure, not measured here")
     return text + "."
 
 

@@ -192,8 +192,8 @@ def _predicted_table(name: str, pairs, guessed, gpu: str, on_gpu: dict[str, floa
                         "x achieved shares, then measured on it in the merged GPU run: the error is "
                         "predicted / measured - 1")
     return figures.Table(head, rows,
-                    f"Predicted, not run: each timed case on an {gpu}, from XLA's count of its program and the "
-                    "GPU's datasheet roofs x achieved shares (see How well does the roofline predict?)")
+                    f"Predicted, not run: each timed case on {labels.a_or_an(gpu)} {gpu}, from XLA's count of its "
+                    "program and the GPU's datasheet roofs x achieved shares (see How well does the roofline predict?)")
 
 
 def _compiled_table(pairs) -> figures.Table:

@@ -198,6 +198,10 @@ MODELS = {c.name: c for c in (
     Decoder("llama-70b", 80, 8192, 64, 8, 28672, 32000, 4096, "llama"),
     # Mixtral 8x7B (mistralai/Mixtral-8x7B-v0.1 config.json): 8 experts of Mistral 7B's MLP, 2 a token
     Decoder("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768, "llama", experts=8, top_k=2),
+    # Mistral 7B (mistralai/Mistral-7B-v0.1 config.json): Llama's block with grouped-query attention and a sliding
+    # window of 4,096 tokens
+    Decoder(name="mistral-7b", layers=32, d_model=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000,
+            max_seq=32768, style="llama", window=4096),
     # Published runs' decoders (jaxgpu.pricing.published). paxml @b397693f paxml/contrib/gpu/scripts_gpu/configs.py:
     # 12 layers, 768 wide, 12 heads, 3072 hidden, vocabulary 50304, 2048 positions, GELU, learned positions, biases
     Decoder("pax-gpt-126m", 12, 768, 12, 12, 3072, 50304, 2048, "gpt2"),

@@ -136,6 +136,12 @@ def case_label(params: dict[str, Any], leave_out: Iterable[str] = ()) -> str:
     return ", ".join(out)
 
 
+def a_or_an(name: str) -> str:
+    """The article before a device's name as it is said: "an H100", "an A100", "an L4", "a B200", "a GPU"."""
+    # an initialism is read letter by letter: the letters whose names open on a vowel sound take "an"
+    return "an" if name[:1].upper() in "AEFHILMNORSX" else "a"
+
+
 def si(x: float | None, unit: str = "", digits: int = 3) -> str:
     """A number with an SI prefix and its unit, decimal throughout (1 GB = 1e9 bytes): "1.34 TB", "54 us"."""
     if x is None or not math.isfinite(x):

@@ -1,0 +1,818 @@
+"""Published GPU measurements as data: each ``Case`` beside its quote, its source and its role (``calibration``: the
+model's constants were read from it, never scored; ``held_out``: the half of the scored cases a change is judged on).
+
+A case is one figure measured on a real A100, H100 or H200 by someone else: the figure as its source states it, the
+setup the source gives, and the same workload named as a program (``program``: a builder and its arguments, which
+``jaxgpu.pricing.published`` writes as a JAX program). docs/adding-a-published-case.md says how one is added. Imports
+no JAX.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+KINDS = ("gemm", "memory", "train", "decode", "prefill")
+# The published figure's unit -> how it becomes seconds per call, given the work of one call
+UNITS = ("TFLOP/s", "GB/s", "tokens/s", "sequences/s", "ms", "us")
+# What a source's clock saw, per call of the program:
+#   device   its kernels on the device alone (CUDA events around one call, or two launches between syncs)
+#   kernels  its kernels, launched back to back from C++ many times (each adds a launch's start-up)
+#   stream   calls issued back to back by a framework (PyTorch, JAX): the device's time or the host's
+#            dispatch of a call, whichever is longer
+#   call     one call on a host clock, its dispatch and the device's work in turn
+TIMED = ("device", "kernels", "stream", "call")
+# a rate's unit -> its scale: the work of one call over (figure x scale) is the call's seconds
+RATES = {"TFLOP/s": 1e12, "GB/s": 1e9, "tokens/s": 1.0, "sequences/s": 1.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One published GPU measurement and the JAX program that does the same work.
+
+    ``program`` is (builder, arguments): ``("gemm", m, n, k, dtype)``, ``("stream", kernel, n, dtype)``,
+    ``("decode", model, batch, context, weights)``, ``("train", model, batch, seq, micro_batches, shards)``,
+    ``("prefill", model, batch, tokens, dtype)``, ``("dot", n, dtype)``. ``work`` is what the figure's rate
+    counts per call of the program (FLOPs, bytes or tokens); a time needs none. ``timed`` says what the
+    source's clock saw (``TIMED``).
+    """
+
+    id: str
+    kind: str
+    gpu: str  # a jaxgpu.ground.hardware.GPUS key
+    workload: str  # in words
+    program: tuple
+    published: float
+    unit: str
+    quote: str
+    source: str
+    setup: str
+    work: float = 0.0
+    timed: str = "device"
+    calibration: bool = False
+    held_out: bool = False
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.id}: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.unit not in UNITS:
+            raise ValueError(f"{self.id}: unit must be one of {UNITS}, got {self.unit!r}")
+        if self.timed not in TIMED:
+            raise ValueError(f"{self.id}: timed must be one of {TIMED}, got {self.timed!r}")
+        if self.unit in RATES and self.work <= 0:
+            raise ValueError(f"{self.id}: a rate in {self.unit} needs the work of one call")
+
+    @property
+    def published_s(self) -> float:
+        """The published figure as seconds per call of ``program``."""
+        if self.unit in RATES:
+            return self.work / (self.published * RATES[self.unit])
+        return self.published * (1e-3 if self.unit == "ms" else 1e-6)
+
+
+def gemm_flops(m: int, n: int, k: int, batch: int = 1) -> float:
+    return 2.0 * batch * m * n * k
+
+
+def _stream_bytes(kernel: str, n: int, itemsize: int = 8) -> float:
+    """Bytes a STREAM kernel moves as STREAM and BabelStream count them: each array read or written once."""
+    arrays = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "dot": 2}[kernel]
+    return float(arrays * n * itemsize)
+
+
+# ---- the cases ---------------------------------------------------------------------------------------------
+# Each figure below was read in its source's text (none off a plot); the quote is the source's own line.
+# Left out, with why: an H100 SXM copy whose buffer size depends on an unstated cuda-samples version; an A100
+# cuBLAS 8192^3 of unstated dtype and part; power-capped or PCIe H100s and H800s; torch.mm maxima over sizes
+# without the size; GPT-3 125M at 150 ms a step on 8 A100s (llm.c's run_gpt3_125M.sh: above the A100's peak by
+# its own FLOPs, so not what its comment says); flash-attention's GPT-3 table (micro-batch only inferable
+# from configs); A100 40GB runs (left out while the table had no A100 40GB); llm-foundry (FSDP, SXM not stated).
+
+_MAMF = (
+    "stas00/ml-engineering @744d01e compute/accelerator/README.md, the Maximum Achievable Matmul FLOPS "
+    "table (mamf-finder.py: torch.mm, CUDA events per iteration, L2 flushed, the best shape of a search)"
+)
+_ZZC = (
+    "zzc0721/torch-performance-test-data issue #79 (NVIDIA H100 80GB HBM3, PyTorch 2.7.0+cu128; test.py "
+    "@6e2382c: 30 torch.mm calls back to back between two CUDA events)"
+)
+_BABEL = (
+    "ukri-bench/benchmark-BabelStream @464294e README.md, 'Example performance data', Tursa "
+    "(BabelStream 5.0 CUDA, fp64, 2^25 elements an array, the fastest of 100)"
+)
+_GPUSTREAM = "te42kyfo/gpu-benches @1c36d50 gpu-stream/{} (fp64, 2^27 + 2 elements, 1024 threads a block)"
+_LLMC = "karpathy/llm.c @f1e2ace scripts/{} (8 GPUs, data parallel with ZeRO-1; the step includes the all-reduce)"
+_TORCHAO = (
+    "pytorch/ao @1df9cae torchao/_models/llama/benchmark_results.txt (gpt-fast's generate.py, batch 1, "
+    "200 new tokens, torch.compile reduce-overhead); 1xA100 80GB SXM4 per torchao/prototype/awq/README.md"
+)
+_TRTLLM = (
+    "NVIDIA/TensorRT-LLM docs/source/performance.md, v0.9.0 (A100 FP16, batch 1, 1st token latency); SXM "
+    "80GB per NVIDIA/TensorRT-LLM#281"
+)
+_N25, _N27 = 2**25, 2**27 + 2
+
+CASES: list[Case] = [
+    # GEMMs on an H100 SXM, H200 SXM and A100 SXM
+    Case(
+        id="mamf-h100-bf16",
+        kind="gemm",
+        gpu="H100 SXM",
+        workload="bf16 GEMM 2048x2048x13312 (the best shape found)",
+        program=("gemm", 2048, 2048, 13312, "bf16", "nk"),
+        published=794.5,
+        unit="TFLOP/s",
+        quote="| NVIDIA H100 SXM  |  794.5 |    989 |      80.3% |  2048x2048x13312 | 2.7.0+cu126 |",
+        source=_MAMF,
+        setup="PyTorch 2.7.0+cu126, torch.mm, bf16 in and out",
+        work=gemm_flops(2048, 2048, 13312),
+        timed="device",
+        calibration=True,
+    ),
+    Case(
+        id="mamf-h100-fp8",
+        kind="gemm",
+        gpu="H100 SXM",
+        workload="fp8 e4m3 GEMM 1024x9216x14336 (the best shape found)",
+        program=("gemm", 1024, 9216, 14336, "fp8", "nk"),
+        published=1402.6,
+        unit="TFLOP/s",
+        quote="| NVIDIA H100 SXM  | 1402.6 |   1979 |      70.9% |  1024x9216x14336 | 2.7.0+cu126 |",
+        source=_MAMF,
+        setup="PyTorch 2.7.0+cu126, torch._scaled_mm, e4m3 inputs, unit scales",
+        work=gemm_flops(1024, 9216, 14336),
+        timed="device",
+    ),
+    Case(
+        id="mamf-h200-fp8",
+        kind="gemm",
+        gpu="H200 SXM",
+        workload="fp8 e4m3 GEMM 1280x4096x12032 (the best shape found)",
+        program=("gemm", 1280, 4096, 12032, "fp8", "nk"),
+        published=1453.4,
+        unit="TFLOP/s",
+        quote="| NVIDIA H200 SXM  | 1453.4 |   1979 |      73.4% |  1280x4096x12032 | 2.7.1+cu128 |",
+        source=_MAMF,
+        setup="PyTorch 2.7.1+cu128, torch._scaled_mm, e4m3 inputs, unit scales",
+        work=gemm_flops(1280, 4096, 12032),
+        timed="device",
+        held_out=True,
+    ),
+    Case(
+        id="mamf-a100-bf16",
+        kind="gemm",
+        gpu="A100 80GB",
+        workload="bf16 GEMM 1024x10240x5120 (the best shape found)",
+        program=("gemm", 1024, 10240, 5120, "bf16", "nk"),
+        published=271.2,
+        unit="TFLOP/s",
+        quote="| NVIDIA A100 SXM  |  271.2 |    312 |      86.9% |  1024x10240x5120 | 2.6.0+cu126 |",
+        source=_MAMF,
+        setup="PyTorch 2.6.0+cu126, torch.mm; the row says A100 SXM without its memory (40 and 80 GB share the rates)",
+        work=gemm_flops(1024, 10240, 5120),
+        timed="device",
+    ),
+]
+for _i, (_dt, _n, _tf) in enumerate(
+    (
+        ("bf16", 1024, 176.62),
+        ("bf16", 2048, 676.59),
+        ("bf16", 4096, 788.72),
+        ("bf16", 8192, 797.51),
+        ("fp16", 1024, 179.13),
+        ("fp16", 4096, 760.04),
+        ("tf32", 1024, 119.60),
+        ("tf32", 4096, 402.15),
+        ("fp32", 4096, 51.88),
+    )
+):
+    CASES.append(
+        Case(
+            id=f"torch-mm-h100-{_dt}-{_n}",
+            kind="gemm",
+            gpu="H100 SXM",
+            workload=f"{_dt} GEMM {_n}^3",
+            program=("gemm", _n, _n, _n, _dt),
+            published=_tf,
+            unit="TFLOP/s",
+            quote=f"{_dt.upper()}: ... {_n}x{_n}: {_tf:.2f} TFLOPS",
+            source=_ZZC,
+            setup="PyTorch 2.7.0+cu128, torch.mm of two randn matrices"
+            + {"tf32": ", allow_tf32=True", "fp32": ", allow_tf32=False"}.get(_dt, ""),
+            work=gemm_flops(_n, _n, _n),
+            timed="stream",
+            held_out=_i % 2 == 1,
+        )
+    )
+
+CASES += [
+    # memory-bound kernels: STREAM on an A100 80GB and an H200
+    Case(
+        id="babelstream-a100-copy",
+        kind="memory",
+        gpu="A100 80GB",
+        workload="copy of 2^25 doubles",
+        program=("stream", "copy", _N25, "fp64"),
+        published=1709.36,
+        unit="GB/s",
+        quote="Copy        1709360.800 0.00031     0.00032     0.00032",
+        source=_BABEL,
+        setup="A100-SXM4-80GB, BabelStream 5.0 CUDA, driver 12.3",
+        work=_stream_bytes("copy", _N25),
+        timed="device",
+    ),
+    Case(
+        id="babelstream-a100-triad",
+        kind="memory",
+        gpu="A100 80GB",
+        workload="triad over 2^25 doubles",
+        program=("stream", "triad", _N25, "fp64"),
+        published=1724.83,
+        unit="GB/s",
+        quote="Triad       1724827.354 0.00047     0.00047     0.00047",
+        source=_BABEL,
+        setup="A100-SXM4-80GB, BabelStream 5.0 CUDA, driver 12.3",
+        work=_stream_bytes("triad", _N25),
+        timed="device",
+        held_out=True,
+    ),
+    Case(
+        id="babelstream-a100-dot",
+        kind="memory",
+        gpu="A100 80GB",
+        workload="dot product of 2^25 doubles",
+        program=("dot", _N25, "fp64"),
+        published=1586.91,
+        unit="GB/s",
+        quote="Dot         1586905.948 0.00034     0.00036     0.00035",
+        source=_BABEL,
+        setup="A100-SXM4-80GB, BabelStream 5.0 CUDA (432 groups of 1024 threads)",
+        work=_stream_bytes("dot", _N25),
+        timed="device",
+    ),
+    Case(
+        id="gpu-stream-a100-scale",
+        kind="memory",
+        gpu="A100 80GB",
+        workload="scale of 2^27 doubles",
+        program=("stream", "scale", _N27, "fp64"),
+        published=1732,
+        unit="GB/s",
+        quote="1024      110592  100.0 %  |  GB/s:        1880       1769       1732       1759 ...",
+        source=_GPUSTREAM.format("a100_80.txt"),
+        setup="A100 80 GB (the file does not say SXM; its triad agrees with BabelStream's SXM4 figure)",
+        work=_stream_bytes("scale", _N27),
+        timed="device",
+        held_out=True,
+    ),
+    Case(
+        id="gpu-stream-h200-scale",
+        kind="memory",
+        gpu="H200 SXM",
+        workload="scale of 2^27 doubles",
+        program=("stream", "scale", _N27, "fp64"),
+        published=3165,
+        unit="GB/s",
+        quote="1024      135168  100.0 %  |  GB/s:        3884       2756       3165       3534 ...",
+        source=_GPUSTREAM.format("h200.txt"),
+        setup="H200 (132 SMs; committed in Dec 2023, before the NVL part existed)",
+        work=_stream_bytes("scale", _N27),
+        timed="device",
+    ),
+    Case(
+        id="gpu-stream-h200-triad",
+        kind="memory",
+        gpu="H200 SXM",
+        workload="triad over 2^27 doubles",
+        program=("stream", "triad", _N27, "fp64"),
+        published=3534,
+        unit="GB/s",
+        quote="1024      135168  100.0 %  |  GB/s:        3884       2756       3165       3534 ...",
+        source=_GPUSTREAM.format("h200.txt"),
+        setup="H200 (132 SMs; committed in Dec 2023, before the NVL part existed)",
+        work=_stream_bytes("triad", _N27),
+        timed="device",
+        held_out=True,
+    ),
+    Case(
+        id="small-kernels-h200-272mb",
+        kind="memory",
+        gpu="H200 SXM",
+        workload="A = 0.25 B over 16,993,255 doubles, repeated",
+        program=("stream", "scale", 16993255, "fp64"),
+        published=3273,
+        unit="GB/s",
+        quote="16993255  265519kB    844   1671   3224   3273   3210   3078",
+        source="te42kyfo/gpu-benches @1c36d50 gpu-small-kernels/h200.txt (thousands of launches, wall time / launches)",
+        setup="H200, fp64, 256 threads a block",
+        work=_stream_bytes("scale", 16993255),
+        timed="kernels",
+    ),
+    Case(
+        id="small-kernels-h200-64kb",
+        kind="memory",
+        gpu="H200 SXM",
+        workload="A = 0.25 B over 4,096 doubles, repeated (launch-bound)",
+        program=("stream", "scale", 4096, "fp64"),
+        published=26,
+        unit="GB/s",
+        quote="4096  64kB     26     26     26     26     27     27",
+        source="te42kyfo/gpu-benches @1c36d50 gpu-small-kernels/h200.txt (thousands of launches, wall time / launches)",
+        setup="H200, fp64; the model's launch start-up (GPU_KERNEL_S) was read from this benchmark",
+        work=_stream_bytes("scale", 4096),
+        timed="kernels",
+        calibration=True,
+    ),
+    # end-to-end steps of named models
+    Case(
+        id="llmc-gpt2-124m-a100",
+        kind="train",
+        gpu="A100 80GB",
+        workload="GPT-2 124M train step, 64 x 1024 tokens a GPU",
+        program=("train", "gpt2-124m", 64, 1024, 1, 8),
+        published=300,
+        unit="ms",
+        quote="# on 8X A100 80GB SXM ($14/hr) steps in ~300ms/iter",
+        source=_LLMC.format("run_gpt2_124M.sh"),
+        setup="-b 64 -t 1024 -d 524288 -r 0 -z 1: bf16, cuDNN flash attention, AdamW, no recompute, no accumulation",
+        timed="stream",
+    ),
+    Case(
+        id="llmc-gpt2-350m-a100",
+        kind="train",
+        gpu="A100 80GB",
+        workload="GPT-2 350M train step, 64 x 1024 tokens a GPU",
+        program=("train", "gpt2-350m", 64, 1024, 1, 8),
+        published=820,
+        unit="ms",
+        quote="# on 8X A100 80GB SXM ($14/hr) steps in ~820ms/iter",
+        source=_LLMC.format("run_gpt2_350M.sh"),
+        setup="-b 64 -t 1024 -d 524288 -r 0 -z 1: bf16, cuDNN flash attention, AdamW, no recompute, no accumulation",
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="llmc-gpt2-774m-a100",
+        kind="train",
+        gpu="A100 80GB",
+        workload="GPT-2 774M train step, 2 x 32 x 1024 tokens a GPU",
+        program=("train", "gpt2-774m", 64, 1024, 2, 8),
+        published=1700,
+        unit="ms",
+        quote="# on 8X A100 80GB SXM ($14/hr) steps in ~1.7s/iter",
+        source=_LLMC.format("run_gpt2_774M.sh"),
+        setup="-b 32 -t 1024 -d 524288 -r 0 -z 1: two micro-batches of 32, bf16, "
+        "cuDNN flash attention, AdamW, no recompute",
+        timed="stream",
+    ),
+    Case(
+        id="llmc-gpt2-1.5b-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="GPT-2 1.5B train step, 8 x 16 x 1024 tokens a GPU",
+        program=("train", "gpt2-1.5b", 128, 1024, 8, 8),
+        published=2800,
+        unit="ms",
+        quote="# on 8X H100 80GB SXM ($28/hr) steps in 2.80s/iter",
+        source=_LLMC.format("run_gpt2_1558M.sh"),
+        setup="-b 16 -t 1024 -d 1048576 -r 0 -z 1: eight micro-batches of 16, bf16, "
+        "cuDNN flash attention, AdamW, no recompute (the file also says 2.7 s)",
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="torchao-llama2-7b-decode-a100",
+        kind="decode",
+        gpu="A100 80GB",
+        workload="Llama-2-7B decode, batch 1, bf16 weights",
+        program=("decode", "llama-7b", 1, 208, "bf16"),
+        published=107.38,
+        unit="tokens/s",
+        quote="tok/s=107.38, mem/s=1418.93 GB/s, peak_mem=13.88 GB, model_size=13.21 GB quant: None, mod: "
+        "Llama-2-7b-chat-hf, kv_quant: False, compile: True",
+        source=_TORCHAO,
+        setup="bf16, a 5-token prompt and 200 new tokens (the cache holds about 208)",
+        work=1.0,
+        timed="stream",
+    ),
+    Case(
+        id="torchao-llama3-8b-decode-a100",
+        kind="decode",
+        gpu="A100 80GB",
+        workload="Llama-3-8B decode, batch 1, bf16 weights",
+        program=("decode", "llama3-8b", 1, 208, "bf16"),
+        published=95.64,
+        unit="tokens/s",
+        quote="tok/s= 95.64, mem/s=1435.54 GB/s, peak_mem=16.43 GB, model_size=15.01 GB quant: None, mod: "
+        "Meta-Llama-3-8B, kv_quant: False, compile: True",
+        source=_TORCHAO,
+        setup="bf16, a 5-token prompt and 200 new tokens (the cache holds about 208)",
+        work=1.0,
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="gpt-fast-llama2-7b-int8-a100",
+        kind="decode",
+        gpu="A100 80GB",
+        workload="Llama-2-7B decode, batch 1, int8 weights",
+        program=("decode", "llama-7b", 1, 208, "int8"),
+        published=155.58,
+        unit="tokens/s",
+        quote="|           | 8-bit   | 155.58   | 1069.20 |",
+        source="pytorch-labs/gpt-fast @32971d3 README.md (A100 80GB, power-limited to 330 W; batch 1, 5-token prompt)",
+        setup="int8 weight-only, per-channel scales, bf16 activations, torch.compile reduce-overhead",
+        work=1.0,
+        timed="stream",
+    ),
+    Case(
+        id="trtllm-llama-7b-prefill-128-a100",
+        kind="prefill",
+        gpu="A100 80GB",
+        workload="LLaMA 7B prefill of 128 tokens, fp16",
+        program=("prefill", "llama-7b", 1, 128, "fp16"),
+        published=16.2,
+        unit="ms",
+        quote="| LLaMA 7B | 1 | 1 | 128  | 16.2 |",
+        source=_TRTLLM,
+        setup="TensorRT-LLM 0.9.0, fp16 engine, context FMHA, batch 1, 1 output token",
+        timed="call",
+    ),
+    Case(
+        id="trtllm-llama-7b-prefill-2048-a100",
+        kind="prefill",
+        gpu="A100 80GB",
+        workload="LLaMA 7B prefill of 2048 tokens, fp16",
+        program=("prefill", "llama-7b", 1, 2048, "fp16"),
+        published=132.4,
+        unit="ms",
+        quote="| LLaMA 7B | 1 | 1 | 2048 | 132.4 |",
+        source=_TRTLLM,
+        setup="TensorRT-LLM 0.9.0, fp16 engine, context FMHA, batch 1, 1 output token",
+        timed="call",
+        held_out=True,
+    ),
+]
+
+# ---- whole steps over several GPUs, priced through jaxgpu.pricing.planner.plan_model ----------------------------
+# Each names the model, the mode, the global batch, the sequence, the GPUs of a node and the StepSettings the source's
+# run used (where its setup names one; what it leaves unsaid is said in ``setup``). A run over nodes is one node's
+# program plus the gradients' all-reduce between nodes (StepSettings.nodes). A source that gives a rate per GPU or a
+# model-FLOP rate is turned into seconds with the work the source itself counts.
+
+_MAXTEXT = (
+    "AI-Hypercomputer/maxtext @efb6d9e4a MaxText/configs/a3/llama_2_7b/README.md (TFLOP/sec/chip, counted by "
+    "MaxText's calculate_tflops_training_per_device) and {}vm.sh"
+)
+# MaxText's count for one GPU's step at 4 x 4096 tokens: 6 N S B + 12 H L hd S^2 B / 2 with N = 6,738,415,616
+_MAXTEXT_FLOPS = 6 * 6738415616 * 4096 * 4 + 12 * 32 * 32 * 128 * 4096**2 * 4 / 2
+_MAXTEXT_SETUP = (
+    "per_device_batch_size=4 max_target_length=4096 ici_fsdp_parallelism=8 dcn_data_parallelism={} "
+    "attention=cudnn_flash_te remat_policy=minimal_flash scan_layers=false: bf16 products, float32 "
+    "weights, AdamW; minimal_flash (the products without a batch dimension and the attention's output "
+    "saved) priced as dots_with_no_batch_dims_saveable"
+)
+_PAX = (
+    "NVIDIA/JAX-Toolbox @8bfbd17 rosetta/rosetta/projects/pax/README.md (sequences/s of the global batch; shapes "
+    "in paxml @b397693f paxml/contrib/gpu/scripts_gpu/configs.py)"
+)
+_NEMO = (
+    "NVIDIA/NeMo @2fca28a docs/source/performance/performance_summary.md (NeMo 24.07, DGX-H100, FP8; tokens/s a GPU)"
+)
+_GPTFAST = (
+    "pytorch-labs/gpt-fast @32971d3 README.md (8 A100 80GB power-limited to 330 W; batch 1, a 5-token "
+    "prompt, 200 new tokens, torch.compile)"
+)
+_TORCHAO_README = (
+    "pytorch/ao v0.7.0 torchao/quantization/README.md (one A100 80GB; gpt-fast's generate.py, batch 1, "
+    "200 new tokens, torch.compile)"
+)
+_SAVE_DOTS = ("remat", "dots_with_no_batch_dims_saveable")
+
+
+def step(model: str, mode: str, batch: int, seq: int, devices: int, **settings) -> tuple:
+    return ("step", model, mode, batch, seq, devices, tuple(sorted(settings.items())))
+
+
+CASES += [
+    Case(
+        id="maxtext-llama2-7b-1x8-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-2 7B train step, 8 H100s (FSDP), 4 x 4096 tokens a GPU",
+        program=step("llama-7b", "train", 32, 4096, 8, remat=_SAVE_DOTS[1], scan=False),
+        published=492,
+        unit="TFLOP/s",
+        quote="| 1x A3 (h100-80gb-8)    | 492              |",
+        source=_MAXTEXT.format(1),
+        setup=_MAXTEXT_SETUP.format(1),
+        work=_MAXTEXT_FLOPS,
+        timed="stream",
+    ),
+    Case(
+        id="maxtext-llama2-7b-2x8-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-2 7B train step, 2 nodes of 8 H100s, 4 x 4096 tokens a GPU",
+        program=step("llama-7b", "train", 64, 4096, 8, remat=_SAVE_DOTS[1], scan=False, nodes=2),
+        published=422,
+        unit="TFLOP/s",
+        quote="| 2x A3 (h100-80gb-8)    | 422              |",
+        source=_MAXTEXT.format(2),
+        setup=_MAXTEXT_SETUP.format(2),
+        work=_MAXTEXT_FLOPS,
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="maxtext-llama2-7b-16x8-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-2 7B train step, 16 nodes of 8 H100s, 4 x 4096 tokens a GPU",
+        program=step("llama-7b", "train", 512, 4096, 8, remat=_SAVE_DOTS[1], scan=False, nodes=16),
+        published=375,
+        unit="TFLOP/s",
+        quote="| 16x A3 (h100-80gb-8)   | 375              |",
+        source=_MAXTEXT.format(16),
+        setup=_MAXTEXT_SETUP.format(16),
+        work=_MAXTEXT_FLOPS,
+        timed="stream",
+    ),
+    Case(
+        id="jax-toolbox-maxtext-llama2-7b-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-2 7B train step, 8 H100s (FSDP), 2 x 4096 tokens a GPU",
+        program=step("llama-7b", "train", 16, 4096, 8, remat=_SAVE_DOTS[1], scan=False),
+        published=721,
+        unit="ms",
+        quote="| 7B   | H100 80G SXM | BF16      | 4096            | 8     | 2        | 1  | 8    | 1  | 16  | "
+        "Flash     | "
+        "minimal_flash| Off  | 0.721         | 22.19         |",
+        source="NVIDIA/JAX-Toolbox @db09688 rosetta/rosetta/projects/maxtext/README.md",
+        setup="MaxText in ghcr.io/nvidia/jax:maxtext-2024-04-15: per_device_batch_size=2 scan_layers=false "
+        "remat_policy=minimal_flash attention=cudnn_flash_te logits_dot_in_fp32=false, AdamW, float32 weights",
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="pax-gpt-126m-64-a100",
+        kind="train",
+        gpu="A100 80GB",
+        workload="GPT 126M train step, 8 nodes of 8 A100s, 4 x 2048 tokens a GPU",
+        program=step("pax-gpt-126m", "train", 256, 2048, 8, flash=False, scan=False, nodes=8),
+        published=2098.16,
+        unit="sequences/s",
+        quote="| 126M | A100 80G SXM | BF16 |  64    |64    |1    |1    | 4     |   2098.16  |        "
+        "0.85        |   39.7% (± 1.2%)     |",
+        source=_PAX,
+        setup="Pax, bf16 without Transformer Engine, data parallel over 64 GPUs, Adam; without flash attention "
+        "(the README: "
+        "'126M performance numbers were gathered _without_ flash attention'); remat not stated (none priced); "
+        "priced FSDP within a node",
+        work=256.0,
+        timed="stream",
+    ),
+    Case(
+        id="pax-gpt-126m-64-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="GPT 126M train step, 8 nodes of 8 H100s, 4 x 2048 tokens a GPU",
+        program=step("pax-gpt-126m", "train", 256, 2048, 8, flash=False, scan=False, nodes=8),
+        published=4709.12,
+        unit="sequences/s",
+        quote="| 126M | H100 80G SXM | TE BF16 |  64    |64    |1    |1    | 4        |  4709.12  |     "
+        "0.38           |    42.5% (± 1.8%)        |",
+        source=_PAX,
+        setup="Pax with Transformer Engine's layers, bf16, data parallel over 64 GPUs, Adam, without flash attention; "
+        "remat not stated (none priced); priced FSDP within a node",
+        work=256.0,
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="pax-gpt-5b-256-a100",
+        kind="train",
+        gpu="A100 80GB",
+        workload="GPT 5B train step, 32 nodes of 8 A100s, 8 x 2048 tokens a GPU",
+        program=step("gpt3-5b", "train", 2048, 2048, 8, remat=_SAVE_DOTS[1], nodes=32),
+        published=594.13,
+        unit="sequences/s",
+        quote="| 5B   | A100 80G SXM | BF16 | 256    | 1    |256    |1    | 8       | 594.13    |    2.99    | "
+        "      N/A"
+        "        |",
+        source=_PAX,
+        setup="Pax, bf16 without Transformer Engine, FSDP over 256 GPUs, Adam, flash attention, "
+        "repeated (scanned) layers, CHECKPOINT_POLICY SAVE_DOT_WITH_NO_BATCH_DIM; priced FSDP within a node and "
+        "data parallel between",
+        work=2048.0,
+        timed="stream",
+    ),
+    Case(
+        id="pax-gpt-5b-256-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="GPT 5B train step, 32 nodes of 8 H100s, 8 x 2048 tokens a GPU",
+        program=step("gpt3-5b", "train", 2048, 2048, 8, remat=_SAVE_DOTS[1], nodes=32),
+        published=1657.24,
+        unit="sequences/s",
+        quote="| 5B   | H100 80G SXM | TE BF16 | 256    | 1    |256    |1    | 8       |  1657.24  |   1.07   "
+        "|       N/A"
+        "        |",
+        source=_PAX,
+        setup="Pax with Transformer Engine's layers, bf16, FSDP over 256 GPUs, Adam, flash attention, "
+        "scanned layers, SAVE_DOT_WITH_NO_BATCH_DIM; priced FSDP within a node and data parallel between",
+        work=2048.0,
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="pax-gpt-5b-fp8-256-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="GPT 5B train step in fp8, 32 nodes of 8 H100s, 8 x 2048 tokens a GPU",
+        program=step("gpt3-5b", "train", 2048, 2048, 8, remat=_SAVE_DOTS[1], nodes=32, matmul="fp8"),
+        published=2374.66,
+        unit="sequences/s",
+        quote="| 5B   | H100 80G SXM | TE FP8 | 256    | 1    |256    |1    | 8       |  2374.66   "
+        "|     0.749       |       N/A        |",
+        source=_PAX,
+        setup="Pax with Transformer Engine's fp8 layers, FSDP over 256 GPUs, Adam, flash attention, scanned layers, "
+        "SAVE_DOT_WITH_NO_BATCH_DIM; priced FSDP within a node and data parallel between",
+        work=2048.0,
+        timed="stream",
+    ),
+    Case(
+        id="pax-llama2-7b-16-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-2 7B fine-tuning step, 2 nodes of 8 H100s, 2 x 4096 tokens a GPU",
+        program=step("llama-7b", "train", 32, 4096, 8, remat=_SAVE_DOTS[1], nodes=2),
+        published=43.24,
+        unit="sequences/s",
+        quote="| 7B | H100 80G SXM | BF16 |  16    | 1    |16    |1    | 2        |  4096 |  43.24 |      "
+        "88.7%  (± 0.12%)"
+        "      |",
+        source=_PAX + ", SFT Results",
+        setup="Pax, bf16 without Transformer Engine, FSDP over 16 GPUs, Adam, flash attention (on by default since "
+        "2024-04-26); remat not stated (the Pax GPT configs' SAVE_DOT_WITH_NO_BATCH_DIM priced); priced FSDP within "
+        "a node and data parallel between",
+        work=32.0,
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="nemo-gpt3-5b-fp8-64-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="GPT3 5B train step in fp8, 8 nodes of 8 H100s, 8 x 4 x 2048 tokens a GPU",
+        program=step("gpt3-5b", "train", 2048, 2048, 8, matmul="fp8", nodes=8, accumulate=8, scan=False),
+        published=23406,
+        unit="tokens/s",
+        quote="| GPT3-5B       | 64     | 2048 | 4   | 2048           | 1  | 1  | 1  | 1  | 23406              | 765"
+        "                     |",
+        source=_NEMO,
+        setup="Megatron-Core, fp8, data parallel over 64 GPUs with the distributed "
+        "optimizer, micro-batches of 4 (8 a step); remat not stated (the launcher's default, none, priced); priced "
+        "FSDP within a node",
+        work=2048 * 2048 / 64,
+        timed="stream",
+    ),
+    Case(
+        id="nemo-llama2-7b-fp8-8-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-2 7B train step in fp8, 8 H100s, 16 x 4096 tokens a GPU",
+        program=step("llama-7b", "train", 128, 4096, 8, matmul="fp8", accumulate=16, scan=False),
+        published=16934,
+        unit="tokens/s",
+        quote="| LLAMA2-7B     | 8      | 128  | 1   | 4096           | 1  | 1  | 1  | 1  | 16934              | 780"
+        "                     |",
+        source=_NEMO,
+        setup="Megatron-Core, fp8, data parallel over 8 GPUs with the distributed "
+        "optimizer, micro-batches of 1 (16 a step); remat not stated (none priced); priced FSDP",
+        work=128 * 4096 / 8,
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="megatron-bridge-llama3-8b-fp8-8-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-3 8B train step in fp8, 8 H100s (FSDP), 16 x 8192 tokens a GPU",
+        program=step("llama3-8b", "train", 128, 8192, 8, matmul="fp8", accumulate=16, scan=False),
+        published=14451,
+        unit="tokens/s",
+        quote="| LLAMA3_8B | 8 | FP8-CS | 128 | 1 | 8192 | 8 | 1 | 1 | 1 | n/a | 1 | 16 | 14451 | 744 |",
+        source="NVIDIA-NeMo/Megatron-Bridge @067f987 docs/performance-summary-archive.md (25.11 container, DGX-H100; "
+        "tokens/s a GPU)",
+        setup="Megatron-Bridge, fp8 current scaling, FSDP over 8 GPUs, micro-batches of 1 (16 a step); "
+        "remat not stated (none priced)",
+        work=128 * 8192 / 8,
+        timed="stream",
+    ),
+    # decode steps, batch 1: one GPU's program, and tensor parallel over a node's GPUs
+    Case(
+        id="gpt-fast-llama2-7b-decode-a100",
+        kind="decode",
+        gpu="A100 80GB",
+        workload="Llama-2-7B decode, batch 1, bf16 weights",
+        program=("decode", "llama-7b", 1, 208, "bf16"),
+        published=104.9,
+        unit="tokens/s",
+        quote="| Llama-2-7B  | Base    |  104.9  | 1397.31 |",
+        source=_GPTFAST,
+        setup="bf16, torch.compile reduce-overhead",
+        work=1.0,
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="gpt-fast-llama3.1-8b-decode-a100",
+        kind="decode",
+        gpu="A100 80GB",
+        workload="Llama-3.1-8B decode, batch 1, bf16 weights",
+        program=("decode", "llama3-8b", 1, 208, "bf16"),
+        published=93.89,
+        unit="tokens/s",
+        quote="| Llama-3.1-8B  | Base    |  93.89  | 1410.76 |",
+        source=_GPTFAST,
+        setup="bf16, torch.compile reduce-overhead",
+        work=1.0,
+        timed="stream",
+    ),
+    Case(
+        id="gpt-fast-llama3.1-8b-int8-a100",
+        kind="decode",
+        gpu="A100 80GB",
+        workload="Llama-3.1-8B decode, batch 1, int8 weights",
+        program=("decode", "llama3-8b", 1, 208, "int8"),
+        published=137.64,
+        unit="tokens/s",
+        quote="|           | 8-bit   | 137.64   | 1030.89 |",
+        source=_GPTFAST,
+        setup="int8 weight-only, per-channel scales, bf16 activations",
+        work=1.0,
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="torchao-llama2-7b-int8-a100",
+        kind="decode",
+        gpu="A100 80GB",
+        workload="Llama-2-7B decode, batch 1, int8 weights",
+        program=("decode", "llama-7b", 1, 208, "int8"),
+        published=170.83,
+        unit="tokens/s",
+        quote="|             | int8wo                  | "
+        "12.204              |  170.83       | 1131.18                 |  8.95            |  6.62           |",
+        source=_TORCHAO_README,
+        setup="int8 weight-only (int8wo), bf16 activations",
+        work=1.0,
+        timed="stream",
+    ),
+    Case(
+        id="torchao-llama3-8b-int8-a100",
+        kind="decode",
+        gpu="A100 80GB",
+        workload="Llama-3-8B decode, batch 1, int8 weights",
+        program=("decode", "llama3-8b", 1, 208, "int8"),
+        published=153.03,
+        unit="tokens/s",
+        quote="|             | int8wo                  |  "
+        "7.447              |  153.03       | 1150.80                 | 10.42            |  7.52           |",
+        source=_TORCHAO_README,
+        setup="int8 weight-only (int8wo), bf16 activations",
+        work=1.0,
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="gpt-fast-llama2-7b-tp2-a100",
+        kind="decode",
+        gpu="A100 80GB",
+        workload="Llama-2-7B decode, batch 1, tensor parallel over 2 A100s",
+        program=step("llama-7b", "serve", 1, 208, 2),
+        published=168.84,
+        unit="tokens/s",
+        quote="|           | 2   | 168.84   | 1181.99 |",
+        source=_GPTFAST + ", the tensor parallelism table",
+        setup="bf16, tensor parallel over 2 GPUs (NVLink)",
+        work=1.0,
+        timed="stream",
+    ),
+    Case(
+        id="gpt-fast-llama2-70b-tp4-a100",
+        kind="decode",
+        gpu="A100 80GB",
+        workload="Llama-2-70B decode, batch 1, tensor parallel over 4 A100s",
+        program=step("llama-70b", "serve", 1, 208, 4),
+        published=38.01,
+        unit="tokens/s",
+        quote="|           | 4   | 38.01   | 1340.76 |",
+        source=_GPTFAST + ", the tensor parallelism table",
+        setup="bf16, tensor parallel over 4 GPUs (NVLink)",
+        work=1.0,
+        timed="stream",
+        held_out=True,
+    ),
+]

@@ -215,7 +215,7 @@ GPUS: dict[str, Hardware] = {hw.name: hw for hw in (
         link_gbps=128, host_gbps=64,
         compiled=CompileTarget("h100-pcie", "NVIDIA H100 PCIe", (9, 0), True, 81559, 50, 228, 227,
                                f"H100 PCIe product brief, {_HOPPER}; memory as nvidia-smi reports it"),
-        kinds=("H100 PCIe",)),
+        colour="#7b3294", kinds=("H100 PCIe",)),
     # The H100 NVL (a PCIe card, NVLink bridge): the H100 datasheet's NVL column, FP64 60 on its Tensor Cores, FP32
     # 60, TF32 835, BF16 and FP16 1,671, FP8 and INT8 3,341 with sparsity (halved here); 94 GB HBM3 at 3,938 GB/s
     # and a 1.785 GHz boost (H100 NVL product brief PB-11773-001_v01); 132 SMs, 95830 MiB and the full GH100's
@@ -227,7 +227,7 @@ GPUS: dict[str, Hardware] = {hw.name: hw for hw in (
         link_gbps=128, host_gbps=64,
         compiled=CompileTarget("h100-nvl", "NVIDIA H100 NVL", (9, 0), True, 95830, 60, 228, 227,
                                f"H100 NVL product brief, {_HOPPER}; memory and L2 as public logs report them"),
-        kinds=("H100 NVL",)),
+        colour="#7b3294", kinds=("H100 NVL",)),
     # The L40S (Ada, a PCIe card): FP32 91.6, TF32 183, BF16 and FP16 362, FP8 and INT8 733 dense, 48 GB GDDR6 at
     # 864 GB/s, PCIe Gen4 x16, no NVLink (L40S product brief PB-11470-001_v02); FP64 is not listed: 1/64 of FP32, as
     # on every Ada part. 142 SMs, a 2.52 GHz boost, 46068 MiB and 96 MB of L2 as deviceQuery and nvidia-smi report

@@ -102,7 +102,6 @@ class RunContext:
     """What an experiment needs to know about the run it is part of."""
 
     platform: str  # "cpu" or "gpu"
-    profile: str
     device_kind: str
     n_devices: int
     hardware: hardware.Hardware | None
@@ -110,6 +109,7 @@ class RunContext:
     processes: int | None = None  # --processes, for the distributed experiment
     mode: str = "measured"  # or "compiled": for ``target``, which this machine only compiles for
     target: Any = None  # a jaxgpu.pricing.targets.GpuTarget in compiled mode
+    triton_plans: bool = False  # the study's config (harness.settings.Study): a timed program's plans with Triton GEMMs
 
     @property
     def device(self):

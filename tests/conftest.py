@@ -21,6 +21,9 @@ def pytest_configure(config):
     from jaxgpu.ground import devices
 
     backend = config.getoption("--backend")
+    if backend == "gpu" and getattr(config.option, "numprocesses", None):
+        # each worker's JAX would take its 75% of the card: the second cannot start
+        raise pytest.UsageError("--backend gpu runs in one process (JAX preallocates 75% of the GPU in each): drop -n")
     try:
         devices.configure("cpu" if backend == "cpu" else "auto", HOST_DEVICES)
     except devices.BackendError as err:

@@ -207,7 +207,8 @@ def test_resume_sets_a_cut_last_line_aside_and_keeps_every_record(tmp_path):
 def test_compile_for_a_gpu_not_in_the_table():
     _one_line_error(_run("experiments.run", "--compile-for", "tpu"), "unknown GPU 'tpu'; known: H100 SXM, H200 SXM")
     _one_line_error(_run("experiments.run", "--compile-for", "l4"),
-                    "no XLA:GPU target for the L4 yet; compile targets: h200 (H200 SXM)")
+                    "no XLA:GPU target for the L4, whose prices stand in from the A100 80GB's plan (--compile-for "
+                    "a100); compile targets: h100 (H100 SXM), h200 (H200 SXM)")
     _one_line_error(_run("experiments.run", "--compile-for", "h200", "--backend", "gpu"), "drop --backend")
 
 

@@ -91,7 +91,7 @@ def test_a_size_that_cannot_fit_is_recorded_not_crashed(monkeypatch):
     case = runner.Case({"n": 256}, lambda: matmul.bench_jax(sets, "fp32", target_s=0.0).metrics())
     import experiments
 
-    rec = runner._measure(experiments.load("matmul"), case, runner.RunContext("cpu", "tiny", "cpu", 1, None), "r")
+    rec = runner._measure(experiments.load("matmul"), case, runner.RunContext("cpu", "cpu", 1, None), "r")
     assert rec.status == "does_not_fit"
     assert "needs" in rec.reason and "available" in rec.reason
     assert matmul.bytes_needed(256, 256, 256, "fp32") > 10**6

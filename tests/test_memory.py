@@ -164,7 +164,7 @@ def test_transformer_table_arithmetic():
 @pytest.mark.parametrize("widths,batch,preset", [((64, 64), 16, "fp32"), ((128,), 64, "fp32"), ((256, 64), 512,
                                                                                                 "bf16")])
 def test_estimate_is_within_tolerance_of_xla(widths, batch, preset, device):
-    ctx = runner.RunContext("cpu", "tiny", device.device_kind, 1, None)
+    ctx = runner.RunContext("cpu", device.device_kind, 1, None)
     cfg = memory_fit.Config(input_dim=32)
     m = memory_fit_measure.validate(widths, batch, preset, cfg, ctx)
     assert abs(m["prediction_error"]) <= memory_fit_view.TOLERANCE, m
@@ -172,7 +172,7 @@ def test_estimate_is_within_tolerance_of_xla(widths, batch, preset, device):
 
 def test_a_size_that_cannot_fit_is_predicted_and_recorded():
     cfg = experiments.config("memory_fit", "tiny", "cpu")
-    ctx = runner.RunContext("cpu", "tiny", "cpu", 1, None)
+    ctx = runner.RunContext("cpu", "cpu", 1, None)
     recs = [runner._measure(memory_fit.EXPERIMENT, c, ctx, "r") for c in memory_fit.cases(cfg, ctx)
             if c.params.get("widths") == list(cfg.too_big) or c.params.get("case") == "allocate_past_memory"]
     assert [r.status for r in recs] == ["does_not_fit", "does_not_fit"]

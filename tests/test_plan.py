@@ -113,7 +113,7 @@ def test_a_case_reading_a_skipped_case_is_skipped_with_it_and_a_resumed_one_is_p
         def write(self, record):
             pass
 
-    ctx = runner.RunContext("cpu", "tiny", "cpu", 1, None)
+    ctx = runner.RunContext("cpu", "cpu", 1, None)
     counts = {s: 0 for s in results.STATUSES}
     # a budget too small for the run: its points, cheap by themselves, must not run (they would train it)
     skipped = runner._measure_all(plans, ctx, "r", 10.0, m, Writer(), counts, {"a": 0.0}, None, lambda msg: None,

@@ -74,7 +74,7 @@ def test_a_preset_that_does_not_compile_is_reported_unsupported(monkeypatch):
         matmul.bench_jax(matmul.operands(8, 8, 8, n_sets=1), "fp8_e4m3")
     case = runner.Case({"preset": "fp8_e4m3"}, lambda: matmul.bench_jax(matmul.operands(8, 8, 8, n_sets=1),
                                                                            "fp8_e4m3").metrics())
-    ctx = runner.RunContext("cpu", "tiny", "cpu", 1, None)
+    ctx = runner.RunContext("cpu", "cpu", 1, None)
     rec = runner._measure(experiments.load("precision"), case, ctx, "r")
     assert rec.status == "unsupported" and "no fp8 GEMM" in rec.reason
 

@@ -51,7 +51,7 @@ def test_jit_fuses_the_chain_and_op_by_op_does_not(device):
 
 
 def test_compiler_case_measures_speedup_and_compile(device):
-    ctx = runner.RunContext("cpu", "tiny", device.device_kind, 1, None)
+    ctx = runner.RunContext("cpu", device.device_kind, 1, None)
     m = compiler_measure.program("gelu_chain", experiments.config("compiler", "tiny", "cpu"), ctx)
     assert m["compile_s"] > 0 and m["eager_time_s"] > 0 and m["fusions_after"] >= 1
     assert m["instructions_before"] > m["instructions_after"]

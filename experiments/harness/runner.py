@@ -126,14 +126,14 @@ def _dry_context(s: RunSettings, platform: str) -> tuple[RunContext, budget.Mach
         from jaxgpu.pricing import targets
 
         t = targets.target(s.compile_for)
-        ctx = RunContext(platform="gpu", profile=s.profile, device_kind=t.device_kind, n_devices=COMPILE_DEVICES,
+        ctx = RunContext(platform="gpu", device_kind=t.device_kind, n_devices=COMPILE_DEVICES,
                          hardware=hardware.GPUS[t.hardware], seed=s.seed, processes=s.processes, mode="compiled",
                          target=t)
         return ctx, budget.machine("compile")
     m = budget.machine(platform, s.target)
     kind = "cpu" if platform == "cpu" else f"NVIDIA {m.hardware.name}"
     n = (s.devices or 1) if platform == "cpu" else 1
-    ctx = RunContext(platform=platform, profile=s.profile, device_kind=kind, n_devices=n, hardware=m.hardware,
+    ctx = RunContext(platform=platform, device_kind=kind, n_devices=n, hardware=m.hardware,
                      seed=s.seed, processes=s.processes)
     return ctx, _machine(platform, ctx.device_kind)
 
@@ -246,20 +246,21 @@ class _Setting:
 
 
 def _setting(s: RunSettings, platform: str) -> _Setting:
-    profile, seed, processes = s.profile, s.seed, s.processes
+    seed, processes = s.seed, s.processes
     if s.compiled:
         from jaxgpu.pricing import targets
 
         target = targets.target(s.compile_for)
         env = {**devices.fingerprint("cpu"), "backend": "gpu", "device_kind": target.device_kind,
                "n_devices": COMPILE_DEVICES, "device_memory_bytes": target.memory_bytes, "target": target.name}
-        ctx = RunContext(platform="gpu", profile=profile, device_kind=target.device_kind, n_devices=COMPILE_DEVICES,
+        ctx = RunContext(platform="gpu", device_kind=target.device_kind, n_devices=COMPILE_DEVICES,
                          hardware=hardware.GPUS[target.hardware], seed=seed, processes=processes, mode="compiled",
                          target=target)
         return _Setting(ctx, env, budget.machine("compile"))
     env = devices.fingerprint(platform)
-    ctx = RunContext(platform=platform, profile=profile, device_kind=env["device_kind"], n_devices=env["n_devices"],
-                     hardware=hardware.for_device(platform, env["device_kind"]), seed=seed, processes=processes)
+    ctx = RunContext(platform=platform, device_kind=env["device_kind"], n_devices=env["n_devices"],
+                     hardware=hardware.for_device(platform, env["device_kind"]), seed=seed, processes=processes,
+                     triton_plans=s.study.triton_plans)
     return _Setting(ctx, env, _machine(platform, env["device_kind"]))
 
 
@@ -278,7 +279,7 @@ def _meta(run_id: str, s: RunSettings, setting: _Setting, plans: list[_Plan]) ->
         "config": {"profile": s.profile, "backend": "cpu" if s.compiled else ctx.platform,
                    "compile_for": s.compile_for, "allocator": setting.env.get("allocator"), "experiments": list(names),
                    "seed": s.seed, "devices": s.devices, "processes": s.processes, "budget_s": budget_s,
-                   "settings": {k: dict(v) for k, v in s.overrides.items()},
+                   "settings": {k: dict(v) for k, v in s.overrides.items()}, "study": dataclasses.asdict(s.study),
                    "per_experiment": {n: dataclasses.asdict(c) for n, c in configs.items()}},
         "env": setting.env,
         "hardware": dataclasses.asdict(ctx.hardware) if ctx.hardware else None,
@@ -553,7 +554,6 @@ def _plans(record: results.Record, programs: list, ctx: RunContext, gpus: Sequen
     from jaxgpu.pricing.plans import of_case
 
     try:
-        # the Triton GEMM choice only in a full run: compiling it costs a quick run half a minute of its five
-        return of_case(record.metrics, programs, ctx.platform, gpus, triton=ctx.profile == "full")
+        return of_case(record.metrics, programs, ctx.platform, gpus, triton=ctx.triton_plans)
     except Exception:  # noqa: BLE001 - the record stands; the report prices it from its counts
         return []

@@ -26,6 +26,21 @@ _SAVED = {"compile_for": None, "backend": "auto", "profile": "quick", "devices":
           "allocator": None}
 
 
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """The run's own config, beside each experiment's, selected by the profile as theirs are (``STUDY``).
+
+    Attributes:
+      triton_plans: a timed program's GPU plan is compiled with its GEMMs as Triton fusions too, and the cheaper
+        kept, as XLA's autotuner keeps the faster on the GPU (it costs a quick run half a minute of its five).
+    """
+
+    triton_plans: bool = False
+
+
+STUDY = {"tiny": Study(), "quick": Study(), "full": Study(triton_plans=True)}
+
+
 class BadInput(ValueError):
     """Input the run cannot take: its message is the one line the command prints before exiting 2."""
 
@@ -62,6 +77,12 @@ class RunSettings:
     @property
     def compiled(self) -> bool:
         return bool(self.compile_for)
+
+    @property
+    def study(self) -> Study:
+        """The run's own config for its profile: the profile reaches the measuring only through the configs it
+        selects, this one and each experiment's."""
+        return STUDY[self.profile]
 
     def planned_platform(self, likely: str = "cpu") -> str:
         """The platform a plan is made for without starting JAX: a GPU for --target or --compile-for, the asked
@@ -179,14 +200,16 @@ def _gpu_name(flag: str, name: str) -> str:
 
 def _compile_target(name: str) -> str:
     """The ``jaxgpu.pricing.targets`` name of the GPU ``name`` reads as (the same resolver as --target's)."""
+    from jaxgpu.ground import hardware
     from jaxgpu.pricing import targets
 
-    card = _gpu_name("--compile-for", name)
-    found = next((t.name for t in targets.TARGETS.values() if t.hardware == card), None)
-    if found is None:
-        raise BadInput(f"--compile-for: no XLA:GPU target for the {card} yet; compile targets: "
+    card = hardware.GPUS[_gpu_name("--compile-for", name)]
+    if card.compiled is None:
+        stand_in = hardware.GPUS[card.stand_in].compiled.name
+        raise BadInput(f"--compile-for: no XLA:GPU target for the {card.name}, whose prices stand in from the "
+                       f"{card.stand_in}'s plan (--compile-for {stand_in}); compile targets: "
                        + ", ".join(f"{t.name} ({t.hardware})" for t in targets.TARGETS.values()))
-    return found
+    return card.compiled.name
 
 
 def _check_processes(s: RunSettings) -> None:

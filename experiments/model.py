@@ -284,14 +284,16 @@ COLUMNS = {"gpu": "the card", "devices": "GPUs a node", "bytes_per_device": "XLA
            "comm_s": "collectives beyond the compute", "plan": "the program priced", "mesh": "how the GPUs split it"}
 
 
-# The committed run that checked whole-step prices against published GPU measurements: its median error per kind is
-# the band a time to N tokens carries
+# The committed run that checked whole-step prices against published GPU measurements: the interval of predicted /
+# published over the cases of a step's kind is the band a time to N tokens carries
 CHECKED = Path(__file__).resolve().parents[1] / "reports" / "priced-published"
 
 
-def band(mode: str, run_dir: Path = CHECKED) -> tuple[float, int] | None:
-    """(median |error|, cases) of published whole steps of ``mode``'s kind (training, or serving: decode and
-    prefill) in the committed check, None where this checkout has none."""
+def band(mode: str, run_dir: Path = CHECKED) -> tuple[float, float, int] | None:
+    """(low, high, cases): the interval of predicted / published time over the published whole steps of ``mode``'s
+    kind (training, or serving: decode and prefill) in the committed check (``published.summary``: 90% of the cases),
+    None where this checkout has none or the kind too few cases for one. A time predicted at t was measured between
+    t / high and t / low in that share of the cases."""
     from jaxgpu.records import results
 
     from experiments.gpu_model import view
@@ -299,7 +301,7 @@ def band(mode: str, run_dir: Path = CHECKED) -> tuple[float, int] | None:
     if not (run_dir / "results.jsonl").exists():
         return None
     s = view.scores(results.merge([results.read_run(run_dir)]))["train" if mode.startswith("train") else "serving"]
-    return (s["median_abs_error"], int(s["cases"])) if s.get("cases") else None
+    return (s["ratio_low"], s["ratio_high"], int(s["cases"])) if "ratio_low" in s else None
 
 
 def to_tokens(p, tokens: float, price: float | None = None, prefill=None, generate: int | None = None
@@ -315,7 +317,7 @@ def to_tokens(p, tokens: float, price: float | None = None, prefill=None, genera
             **({"cost_usd": hours * price} if price else {})}
 
 
-def table(plans, tokens: float | None = None, prices: dict | None = None, err: float | None = None,
+def table(plans, tokens: float | None = None, prices: dict | None = None, span: tuple[float, float] | None = None,
           fewest: bool = False, prefills: dict | None = None) -> list[list[str]]:
     """The printed table, a row per plan (``prefills``: {(gpu, devices): (prefill plan, tokens each sequence
     generates)} for a decode's time to ``tokens``)."""
@@ -344,8 +346,9 @@ def table(plans, tokens: float | None = None, prices: dict | None = None, err: f
         if tokens:
             k = to_tokens(p, tokens, (prices or {}).get(p.gpu), *(prefills or {}).get((p.gpu, p.devices), (None, None)))
             t = k["to_tokens_s"]
-            span = f" ({_duration(t * (1 - err))}-{_duration(t * (1 + err))})" if err else ""
-            cells = [_duration(t) + span, f"{k['gpu_hours']:,.3g}"]
+            # the measured time, where the kind's ratios predicted / measured lay: t / high to t / low
+            likely = f" ({_duration(t / span[1])}-{_duration(t / span[0])})" if span else ""
+            cells = [_duration(t) + likely, f"{k['gpu_hours']:,.3g}"]
             rows[-1][10:10] = cells + ([f"${k['cost_usd']:,.0f}" if "cost_usd" in k else "-"] if prices else [])
     return rows
 
@@ -413,7 +416,7 @@ def _main(argv: list[str] | None) -> int:
         return cli.fail(cli.name(COMMAND), plans)
     checked = band(a.mode) if a.tokens else None
     prefills = _prefills(a, plans) if a.tokens and a.mode == "serve" else {}
-    rows = table(plans, a.tokens, a.prices, checked[0] if checked else None, fewest=a.fit, prefills=prefills)
+    rows = table(plans, a.tokens, a.prices, checked[:2] if checked else None, fewest=a.fit, prefills=prefills)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",
             "serve": "decode step"}[a.mode]
@@ -435,8 +438,9 @@ def _main(argv: list[str] | None) -> int:
     if a.tokens:
         kind = "training steps" if a.mode.startswith("train") else "decode and prefill steps"
         print(f"time to {a.tokens:,.0f} tokens at the predicted step time; " + (
-            f"in brackets, the median error of {checked[1]} published {kind} priced so ({checked[0]:.0%}, "
-            "reports/priced-published)" if checked else "no published check of such steps in this checkout")
+            f"in brackets, where 90% of {checked[2]} published {kind} priced so were measured (their predicted "
+            f"times {checked[0]:.2f}x to {checked[1]:.2f}x the measured, reports/priced-published)" if checked
+            else "no published check of such steps in this checkout")
               + (f"; each sequence's {a.seq:,}-token prompt prefilled once (bf16 weights) for every "
                f"{a.generate:,} tokens it generates" if a.mode == "serve" else "") + ".")
     if a.out:

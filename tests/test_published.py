@@ -103,7 +103,12 @@ def test_what_the_source_timed_decides_the_seconds_compared():
 def test_summary_by_hand():
     s = published.summary([0.1, -0.3, 1.5, -0.6])
     assert s["median_abs_error"] == pytest.approx(0.45) and s["within_2x"] == 0.5 and s["cases"] == 4
+    assert s["within_15"] == 0.25 and s["within_25"] == 0.25 and "ratio_low" not in s  # too few for an interval
+    assert s["bias"] == pytest.approx((1.1 * 0.7 * 2.5 * 0.4) ** 0.25)
     assert published.summary([]) == {"cases": 0.0}
+    # twenty cases: the interval is the ratio's 5th and 95th percentiles, linear between neighbours (numpy's)
+    s = published.summary([i / 100 - 0.1 for i in range(20)])  # ratios 0.90 ... 1.09
+    assert s["ratio_low"] == pytest.approx(0.9095) and s["ratio_high"] == pytest.approx(1.0805)
 
 
 def test_a_gemm_and_a_stream_case_are_priced_on_the_gpus_plan():
@@ -159,9 +164,11 @@ def test_the_section_scores_the_cases_without_the_calibration_ones():
     assert set(kinds) == set(published.KINDS) | {"decode + prefill"}
     assert kinds["train"][2] == "150%" and kinds["gemm"][2] == "10%" and kinds["decode + prefill"][1] == str(
         sum(c.kind in ("decode", "prefill") for c in published.scored()))
-    assert kinds["train"][5] == "25%"  # the records' lower bound is half the estimate: 2.5 / 2 - 1
+    assert kinds["train"][8] == "25%"  # the records' lower bound is half the estimate: 2.5 / 2 - 1
+    assert kinds["train"][3] == "2.50x" and kinds["train"][4] == "0%" and kinds["gemm"][4] == "100%"
+    assert kinds["train"][6] == "2.50x to 2.50x" and kinds["prefill"][6].startswith("none: 2 cases")
     assert any(row[7] == "calibration" for row in sec.tables[1].rows)
-    assert "held-out half" in sec.paragraphs[0] and "not run here" in sec.paragraphs[0]
+    assert "neither half is out of sample" in sec.paragraphs[0] and "not run here" in sec.paragraphs[0]
     assert view.section(Seen()).tables == []
 
 
@@ -172,19 +179,18 @@ def test_the_readme_quotes_the_committed_validation():
     md = (root / "reports" / "study" / "report.md").read_text()
     para = next(p for p in md.split("## How good is the GPU column?")[1].split("\n\n")
                 if "predicted, not run here" in p)
-    overall = re.search(r"\(predicted, not run here\): median error (\d+)%, (\d+)% within 2x \((\d+) cases\)", para)
-    held = re.search(r"held-out half[^:]*: median error (\d+)%", para)
-    cpu = re.search(r"predicted before\): median error (\d+)%, (\d+)% within 2x", para)
-    assert overall and held and cpu, para
+    overall = re.search(r"\(predicted, not run here\): median error (\d+)%, (\d+)% within 15%, predictions (\d+)% "
+                        r"(fast|slow) on the geometric mean \((\d+) cases\)", para)
+    cpu = re.search(r"predicted before\): median error (\d+)%", para)
+    assert overall and cpu and "neither half is out of sample" in para, para
     readme = (root / "README.md").read_text()
     api = (root / "docs" / "api.md").read_text()
-    median, within, n = overall.groups()
-    everyone = int(within) == 100
+    median, within, lean, way, n = overall.groups()
     for text in (readme, api):
         flat = " ".join(text.split())
-        assert f"median error {median}%" in flat and f"half {held.group(1)}%" in flat
-        assert (f"all {n} scored cases within 2x" in flat or f"{n} of {n} scored cases within 2x" in flat) == everyone
-    assert f"{cpu.group(1)}%, {cpu.group(2)}% within 2x" in " ".join(api.split())
+        assert f"{n} scored cases, median error {median}%, {within}% within 15%" in flat
+        assert f"predictions {lean}% {way} on the geometric mean" in flat and "not out of sample" in flat
+    assert f"miss by a median of {cpu.group(1)}%" in " ".join(api.split())
     flat = " ".join(readme.split())
     assert f"the GPU plan's predictions missed by a median {median}%, the CPU plan's by {cpu.group(1)}%" in flat
 

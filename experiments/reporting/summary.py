@@ -13,6 +13,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
+from jaxgpu.pricing.published import INTERVAL
 from jaxgpu.records import figures, labels, results
 
 import experiments
@@ -34,6 +35,9 @@ class Row:
     unit: str = ""
     checked: str = ""  # how far such a prediction was off on published GPU measurements ("median error 6% ...")
     plan: str = ""  # the plan a predicted figure priced: "xla:gpu" (the GPU's own) or "xla:cpu, standing in"
+    # of a predicted figure, the interval of predicted / published over its kind's published cases (90% of them):
+    # the measurement is likely between gpu_value / high and gpu_value / low; None where no published case checks it
+    band: tuple[float, float] | None = None
 
     @property
     def shown(self) -> str:
@@ -55,16 +59,25 @@ def _cpu(pairs: Sequence[Pair]) -> list[Pair]:
 def _checked(scores: dict, kind: str) -> str:
     s = scores.get(kind) or {}
     if not s.get("cases"):
-        return ""
-    return f"median error {s['median_abs_error']:.0%} on {int(s['cases'])} published {kind} cases"
+        return "no published case checks such a program"
+    within = (f", {INTERVAL:.0%} of their predicted times {s['ratio_low']:.2f}x to {s['ratio_high']:.2f}x the "
+              "measured" if "ratio_low" in s else "")
+    return f"median error {s['median_abs_error']:.0%} on {int(s['cases'])} published {kind} cases{within}"
 
 
 def _error_of(scores: dict, kind: str) -> str:
     s = scores.get(kind) or {}
     if not s.get("cases"):
-        return "not yet checked against published GPU measurements"
-    return (f"such predictions missed published {kind} measurements by a median {s['median_abs_error']:.0%}, "
-            f"{s['within_2x']:.0%} within 2x ({int(s['cases'])} cases)")
+        return "no published GPU measurement checks such a program"
+    within = (f"; {INTERVAL:.0%} of them were predicted at {s['ratio_low']:.2f}x to {s['ratio_high']:.2f}x the "
+              "measured time" if "ratio_low" in s else "")
+    return (f"such predictions missed published {kind} measurements by a median {s['median_abs_error']:.0%} "
+            f"({int(s['cases'])} cases{within})")
+
+
+def _band(scores: dict, kind: str) -> tuple[float, float] | None:
+    s = scores.get(kind) or {}
+    return (s["ratio_low"], s["ratio_high"]) if "ratio_low" in s else None
 
 
 def factor(gpu: float | None, here: float | None, error: float | None = None) -> str:
@@ -121,18 +134,20 @@ class Ask:
                  and not r.predicted and x.status == "ok" and x.key == key]
         return max(found, key=lambda p: p[0].meta.get("run_id") or "", default=None)
 
-    def plan(self, h: results.Record, kind: str) -> tuple[str, str, str, float | None]:
+    def plan(self, h: results.Record, kind: str) -> tuple[str, str, str, float | None, tuple | None]:
         """(which plan priced the price ``h``, how far such prices missed published ``kind`` measurements, in a
-        clause, in the table's words and as a number: the median |error|, None where unchecked): XLA:GPU's own, or
-        (without the gpu-compile extra) this CPU's standing in for it, whose check is the CPU plan's."""
+        clause, in the table's words, as a number (the median |error|; 1.0 where unchecked) and as the kind's
+        interval of predicted / published (``Row.band``)): XLA:GPU's own, or (without the gpu-compile extra) this
+        CPU's standing in for it, whose check is the CPU plan's. A kind no published case is of (an MLP's step: the
+        published training cases are transformer steps) is said to be unchecked."""
         if h.metrics.get("gpu_plan", 1.0):
             name, scores = "XLA:GPU's plan", self.scores
         else:
             name = "this CPU's plan standing in for XLA:GPU's (install the gpu-compile extra for the GPU's own)"
             scores = self.scores.get("cpu_plan", {})
         s = scores.get(kind) or {}
-        return name, _error_of(scores, kind), _checked(scores, kind), s.get("median_abs_error") if s.get("cases") \
-            else 1.0
+        return (name, _error_of(scores, kind), _checked(scores, kind),
+                s.get("median_abs_error") if s.get("cases") else 1.0, _band(scores, kind))
 
     def plan_of(self, h: results.Record) -> str:
         """The plan a GPU price ``h`` was had on, as ``Row.plan`` names it."""
@@ -158,11 +173,11 @@ class Ask:
             return Row(topic, labels.si(here * scale, unit), "-", "-", "not run",
                        f"{shape}: measured in {run.path.name}; no GPU run and no GPU price of it", here * scale)
         g = h.metrics["work"] / h.metrics["predicted_s"]  # FLOP/s, B/s or samples/s: the unit the row shows
-        plan, error, checked, missed = self.plan(h, kind)
+        plan, error, checked, missed, band = self.plan(h, kind)
         return Row(topic, labels.si(here * scale, unit), labels.si(g, unit), factor(g, here * scale, missed),
                    "predicted, not run", f"{shape}: measured in {run.path.name}; predicted on {self.gpu}, not run (the "
                    f"same program at {sized(h.params['size'])} on {plan}; {error})", here * scale, g, unit, checked,
-                   self.plan_of(h))
+                   self.plan_of(h), band)
 
     def host_memory(self) -> float | None:
         """This machine's memory, as its CPU run recorded it."""

@@ -208,3 +208,36 @@ def test_the_docs_state_the_counts_the_cases_hold():
     assert f"checked against {n} measurements" in readme.replace("\n", " ")
     assert f"against {n} published" in guide and f"{train} whole training steps" in guide
     assert f"{serving} decode and prefill steps" in guide
+
+
+def test_the_committed_prices_were_made_by_todays_pricing_code():
+    """reports/priced-published's records carry the fingerprint of the code that priced them: a change to any module a
+    price depends on (found by its imports; comments and docstrings aside) prices them again, or this fails."""
+    import json
+    from pathlib import Path
+
+    from jaxgpu.pricing import fingerprint
+
+    info = json.loads((Path(__file__).resolve().parents[1] / "reports" / "priced-published" / "run.json").read_text())
+    said = info.get("info", {}).get("gpu_model", {})
+    again = ("price them again: python -m experiments.run --only gpu_model --profile full --out "
+             "reports/priced-published (about 11 minutes on two cores), then rebuild reports/study")
+    assert said.get("pricing_code") == fingerprint.fingerprint(with_versions=False), again
+    if said.get("pricing_versions") != fingerprint.versions():
+        pytest.skip(f"priced with {said.get('pricing_versions')}; this machine has {fingerprint.versions()}")
+    assert said["pricing_fingerprint"] == fingerprint.fingerprint(), again
+
+
+def test_the_fingerprint_follows_imports_and_ignores_words(tmp_path):
+    from jaxgpu.pricing import fingerprint
+
+    for name, text in (("a.py", '"""Doc."""\nfrom jaxgpu import b\nx = 1  # one\n'), ("b.py", "y = 2\n"),
+                       ("c.py", "z = 3\n")):
+        (tmp_path / "jaxgpu").mkdir(exist_ok=True)
+        (tmp_path / "jaxgpu" / name).write_text(text)
+    first = fingerprint.fingerprint(["jaxgpu.a"], tmp_path, with_versions=False)
+    assert [p.name for p in fingerprint.sources(["jaxgpu.a"], tmp_path)] == ["a.py", "b.py"]  # not c.py
+    (tmp_path / "jaxgpu" / "a.py").write_text('"""Other words."""\nfrom jaxgpu import b\nx = 1  # another\n')
+    assert fingerprint.fingerprint(["jaxgpu.a"], tmp_path, with_versions=False) == first
+    (tmp_path / "jaxgpu" / "b.py").write_text("y = 3\n")  # code an import reaches
+    assert fingerprint.fingerprint(["jaxgpu.a"], tmp_path, with_versions=False) != first

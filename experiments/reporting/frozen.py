@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from jaxgpu.ground import hardware
-from jaxgpu.pricing import roofline
+from jaxgpu.pricing import fingerprint, roofline
 from jaxgpu.records import figures, labels, results
 
 from experiments.analysis import claims, pricing
@@ -28,18 +28,10 @@ from experiments.reporting import summary
 
 CARDS = tuple(name for name, hw in hardware.GPUS.items() if hw.lent)  # the cards a lent machine has
 SCHEMA = 1
-# the code a prediction's figures come from: a change to any of it is a new model, and a new file
-MODEL_SOURCES = ("jaxgpu/pricing/roofline.py", "jaxgpu/pricing/plans.py", "jaxgpu/ground/hardware.py",
-                 "experiments/analysis/pricing.py", "experiments/reporting/summary.py")
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def model_fingerprint(root: Path = ROOT) -> str:
-    """The first 12 hex digits of a hash over the pricing code (``MODEL_SOURCES``)."""
-    h = hashlib.sha256()
-    for rel in MODEL_SOURCES:
-        h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
-    return h.hexdigest()[:12]
+def model_fingerprint() -> str:
+    """The pricing code's fingerprint (``jaxgpu.pricing.fingerprint``): every module a price depends on, found by
+    its imports, as code, with the compiler's versions."""
+    return fingerprint.fingerprint()
 
 
 def _for_card(runs: Sequence[results.Run], card: str) -> list[results.Run]:
@@ -156,7 +148,7 @@ def compare(frozen: dict, runs: Sequence[results.Run]) -> list[Met]:
     return out
 
 
-FOLDER = ROOT / "reports" / "predictions"
+FOLDER = fingerprint.ROOT / "reports" / "predictions"
 
 
 def section(runs: Sequence[results.Run], folder: str | Path = FOLDER) -> figures.Section | None:

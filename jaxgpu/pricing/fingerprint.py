@@ -1,0 +1,103 @@
+"""The pricing code's fingerprint: a hash over every module a price or a plan depends on, found by following their
+imports, each as code (comments and docstrings left out), with the JAX, jaxlib and CUDA plugin versions that compile
+the plans. A record priced under one fingerprint and read under another was priced by other code: the committed
+priced runs carry theirs, and a test says when they must be priced again.
+
+Imports no JAX (versions are read from the installed packages' metadata).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.metadata
+from collections.abc import Iterable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# where a price is made: the library's planner, programs, plans and roofline, and the study's side of it (the
+# published cases priced, the model's view of timed records, the summary's rows); their imports are followed
+ENTRIES = ("jaxgpu.pricing.planner", "jaxgpu.pricing.published", "jaxgpu.pricing.plans", "jaxgpu.pricing.sizing",
+           "experiments.gpu_model.measure", "experiments.analysis.pricing", "experiments.reporting.summary")
+# the study's modules whose imports are followed too (the rest of the study, its registry and views, is not pricing)
+_STUDY = ("experiments.gpu_model", "experiments.analysis.pricing", "experiments.reporting.summary",
+          "experiments.contract")
+VERSIONED = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin")
+
+
+def _path(module: str, root: Path) -> Path | None:
+    base = root.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.exists():
+            return path
+    return None
+
+
+def _followed(module: str) -> bool:
+    return module.startswith("jaxgpu.") or module.startswith(_STUDY)
+
+
+def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """The project modules ``tree`` imports anywhere (a name imported from a package may be a module of it)."""
+    package = module if is_package else module.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                keep = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(keep + ([base] if base else []))
+            out |= {base} | {f"{base}.{a.name}" for a in node.names}
+    return out
+
+
+def sources(entries: Iterable[str] = ENTRIES, root: Path = ROOT) -> list[Path]:
+    """Every file the ``entries`` depend on, following their imports within the library and the study's pricing."""
+    seen: dict[str, Path] = {}
+    todo = list(entries)
+    while todo:
+        module = todo.pop()
+        path = _path(module, root)
+        if module in seen or path is None:
+            continue
+        seen[module] = path
+        found = _imported(ast.parse(path.read_text()), module, path.name == "__init__.py")
+        todo += [m for m in found if _followed(m) and m not in seen]
+    return sorted(seen.values())
+
+
+def _code(path: Path) -> str:
+    """A module as code: its syntax tree without docstrings (``ast`` keeps no comments)."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def versions() -> str:
+    """The compiler's versions a plan depends on, as installed: "jax==0.10.2;jaxlib==0.10.2;..."."""
+    return _versions()
+
+
+def _versions() -> str:
+    out = []
+    for name in VERSIONED:
+        try:
+            out.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ";".join(out)
+
+
+def fingerprint(entries: Iterable[str] = ENTRIES, root: Path = ROOT, with_versions: bool = True) -> str:
+    """The first 12 hex digits of a hash over the pricing code (``sources``, as code) and, ``with_versions``, the
+    compiler's versions (``versions``)."""
+    h = hashlib.sha256(_versions().encode() if with_versions else b"")
+    for path in sources(entries, root):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + _code(path).encode())
+    return h.hexdigest()[:12]

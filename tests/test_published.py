@@ -241,3 +241,14 @@ def test_the_fingerprint_follows_imports_and_ignores_words(tmp_path):
     assert fingerprint.fingerprint(["jaxgpu.a"], tmp_path, with_versions=False) == first
     (tmp_path / "jaxgpu" / "b.py").write_text("y = 3\n")  # code an import reaches
     assert fingerprint.fingerprint(["jaxgpu.a"], tmp_path, with_versions=False) != first
+
+
+def test_every_case_has_a_first_price_or_says_why_not():
+    """A case's first price is the model's price before any change it informed (priced at the commit before it
+    entered); a case without one says why: in sample (it entered with the changes it was priced under), or not yet
+    priced there. A new case is priced and recorded before anything is changed because of it."""
+    got = view.first_prices()
+    assert set(got) == {c.id for c in published.CASES}, "a case added to published_cases needs its first price"
+    for case_id, entry in got.items():
+        assert entry.get("first_price_s") or entry["why"].startswith(("in sample", "not priced yet")), case_id
+        assert entry.get("first_price_s") is None or entry["first_price_s"] > 0, case_id

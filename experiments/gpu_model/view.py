@@ -3,12 +3,24 @@ the report's predicted GPU figures can be trusted. Imports no JAX."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from jaxgpu.pricing import published
 from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Seen, View
 
 _BY_ID = {c.id: c for c in published.CASES}
+# Each case's first price: the seconds the model gave it before any change it informed, priced at the commit before
+# it entered the project; or why it has none (in sample: it entered with the changes it was priced under; or not yet
+# priced there). Data beside the cases, out of the pricing code's fingerprint: a first price is never re-priced.
+FIRST_PRICES = Path(published.__file__).with_name("first_prices.json")
+
+
+def first_prices() -> dict[str, dict]:
+    """{case id: {"entered": commit, "first_price_s": seconds or None, "why": why none}}."""
+    return json.loads(FIRST_PRICES.read_text())
 
 
 def as_published(case: published.Case, seconds: float) -> float:
@@ -45,7 +57,25 @@ def scores(pairs: list[labels.Pair], metric: str = "error") -> dict[str, dict[st
     out["serving_held_out"] = published.summary([m[metric] for c, m in serve if c.held_out])
     out["held_out"] = published.summary([m[metric] for c, m in recs if c.held_out])
     out["tuned_on"] = published.summary([m[metric] for c, m in recs if not c.held_out])
+    # out of sample: the first prices, each against its published figure
+    first = {k: v["first_price_s"] for k, v in first_prices().items() if v.get("first_price_s")}
+    for kind in (*published.KINDS, "serving", "all"):
+        out[f"{kind}_first"] = published.summary(
+            [first[c.id] / c.published_s - 1 for c in published.scored() if c.id in first
+             and (kind == "all" or c.kind == kind or kind == "serving" and c.kind in SERVING)])
     return out
+
+
+def _first_said() -> str:
+    """What the first prices are: how many cases have one, and why the others have none."""
+    got = first_prices()
+    priced = sum(bool(v.get("first_price_s")) for v in got.values())
+    in_sample = sum(v["why"].startswith("in sample") for v in got.values() if not v.get("first_price_s"))
+    pending = len(got) - priced - in_sample
+    return (f"Out of sample, only a case's first price counts (the model's price before any change it informed): "
+            f"{priced} of {len(got)} cases have one; {in_sample} entered with the model changes they were priced "
+            f"under (in sample), and {pending} are still to be priced at the commit before they entered "
+            "(jaxgpu/pricing/first_prices.json).")
 
 
 def _num(x: float) -> str:
@@ -93,7 +123,7 @@ def section(seen: Seen) -> figures.Section:
         "kind. "
         "The scored cases are split in two halves, one marked held out; the marks were made in the same commits that "
         "changed the model, and some changes were checked on held-out cases, so neither half is out of sample: "
-        f"held out {_said(s['held_out'])}; the rest {_said(s['tuned_on'])}. "
+        f"held out {_said(s['held_out'])}; the rest {_said(s['tuned_on'])}. {_first_said()} "
         "Priced on this CPU's compiled program instead (how the GPU column was predicted before): "
         f"{_said(old['all'])}" + ("; whole training steps left out, minutes each to compile here"
                                   if s["train"].get("cases") and not old["train"].get("cases") else "") + ".")
@@ -129,10 +159,11 @@ def _by_kind(est: dict, low: dict) -> figures.Table:
         kinds.append("serving")
     rows = [[" + ".join(SERVING) if kind == "serving" else kind, str(int(est[kind]["cases"])), med(est[kind]),
              f"{est[kind]['bias']:.2f}x", f"{est[kind]['within_15']:.0%}", f"{est[kind]['within_25']:.0%}",
-             band(est[kind]), med(est[f"{kind}_held_out"]), med(low[kind])] for kind in kinds]
+             band(est[kind]), med(est[f"{kind}_held_out"]), med(low[kind]),
+             f"{med(est[f'{kind}_first'])} ({int(est[f'{kind}_first'].get('cases', 0))} cases)"] for kind in kinds]
     return figures.Table(["kind", "cases", "median |error|", "bias", "within 15%", "within 25%",
                           f"{published.INTERVAL:.0%} of cases", "held out: median |error|",
-                          "lower bound: median |error|"], rows,
+                          "lower bound: median |error|", "first prices (out of sample): median |error|"], rows,
                          "Predicted, not run, by kind of published case: single kernels (gemm, memory) and whole steps "
                          "(train, decode, prefill). Bias: the geometric mean of predicted / published (below 1x the "
                          f"predictions lean fast). {published.INTERVAL:.0%} of cases: the empirical interval of "

@@ -13,7 +13,7 @@ import dataclasses
 import functools
 
 from jaxgpu.ground import hardware
-from jaxgpu.pricing import fingerprint, published
+from jaxgpu.pricing import published
 
 from experiments.contract import Case, Cost, Deferred, Experiment, RunContext
 
@@ -60,13 +60,7 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
     return out
 
 
-def _info(ctx: RunContext) -> dict:
-    # which code priced these records: read against today's (tests/test_published.py), a change re-prices them
-    return {"pricing_fingerprint": fingerprint.fingerprint(),
-            "pricing_code": fingerprint.fingerprint(with_versions=False), "pricing_versions": fingerprint.versions()}
-
-
 EXPERIMENT = Experiment(
     name="gpu_model", benchmark_version=2, config=Config, profiles=PROFILES, cases=cases, compiled_cases=cases,
-    in_host_check=False, info=_info,
+    in_host_check=False, info=_measure.info,
     description="the GPU predictions against published A100/H100/H200 measurements: GEMMs, STREAM, train and decode")

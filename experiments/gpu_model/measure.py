@@ -5,7 +5,13 @@ from __future__ import annotations
 import contextlib
 
 from jaxgpu.ground import precision
-from jaxgpu.pricing import published, roofline
+from jaxgpu.pricing import fingerprint, published, roofline
+
+
+def info(ctx) -> dict:
+    """Which code priced these records (run.json's info): read against today's by a test, a change re-prices them."""
+    return {"pricing_fingerprint": fingerprint.fingerprint(),
+            "pricing_code": fingerprint.fingerprint(with_versions=False), "pricing_versions": fingerprint.versions()}
 
 
 def price(case_id: str) -> dict[str, float]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.metadata
+import io
+import tokenize
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -69,14 +71,32 @@ def sources(entries: Iterable[str] = ENTRIES, root: Path = ROOT) -> list[Path]:
 
 
 def _code(path: Path) -> str:
-    """A module as code: its syntax tree without docstrings (``ast`` keeps no comments)."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
+    """A module as code: its text without comments and docstrings, its whitespace collapsed. Read off the text (the
+    spans ``ast`` and ``tokenize`` give), not off a syntax tree, whose form differs from one Python to the next."""
+    src = path.read_text()
+    lines = src.encode().splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    spans = []  # byte offsets to drop
+    for node in ast.walk(ast.parse(src)):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
                 and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
+            d = body[0]  # ast's columns are bytes of UTF-8
+            spans.append((starts[d.lineno - 1] + d.col_offset, starts[d.end_lineno - 1] + d.end_col_offset))
+    text = src.splitlines(keepends=True)
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.COMMENT:  # tokenize's columns are characters
+            (row, col), (end_row, end_col) = tok.start, tok.end
+            spans.append((starts[row - 1] + len(text[row - 1][:col].encode()),
+                          starts[end_row - 1] + len(text[end_row - 1][:end_col].encode())))
+    raw, kept, at = src.encode(), [], 0
+    for a, b in sorted(spans):
+        kept.append(raw[at:max(a, at)])
+        at = max(at, b)
+    kept.append(raw[at:])
+    return " ".join(b"".join(kept).decode().split())
 
 
 def versions() -> str:

@@ -153,3 +153,25 @@ def test_labels_of_points_close_together_are_moved_apart():
     figures.unclash(fig, [a, b])
     fig.draw_without_rendering()
     assert not a.get_window_extent().overlaps(b.get_window_extent()) and a.xyann == (4, -8)
+
+
+def test_a_label_hemmed_in_by_two_takes_the_nearest_free_place():
+    """Three labels of points close together, each under its point: the third, pushed off the first, is never pushed
+    onto the second (a fresh run's roofline put matvec, power and transcendental so, and two of them collided)."""
+    import itertools
+
+    from jaxgpu.records import figures
+
+    fig = figures.Figure(figsize=(7, 6), dpi=100)
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.plot([1, 1.02, 1.04, 100], [100, 97, 94, 1000], "s")
+    texts = [ax.annotate(k, (x, y), fontsize=7, xytext=(4, -8), textcoords="offset points")
+             for k, x, y in (("matvec", 1, 100), ("power", 1.02, 97), ("transcendental", 1.04, 94))]
+    figures.finish(fig, ax, legend="none")
+    figures.unclash(fig, texts)
+    fig.draw_without_rendering()
+    for a, b in itertools.combinations(texts, 2):
+        assert not a.get_window_extent().overlaps(b.get_window_extent()), (a.get_text(), b.get_text())
+    assert texts[0].xyann == (4, -8)  # the first stays where it was put

@@ -213,19 +213,21 @@ def finish(fig: Figure, ax, *, xlabel: str | None = None, ylabel: str | None = N
 
 
 def unclash(fig: Figure, texts: list, step: float = 9.0, tries: int = 8) -> None:
-    """Moves each annotation placed in offset points (``xytext``) that overlaps one placed before it away from it,
-    ``step`` points at a time, until it stands clear (or ``tries`` run out): labels of points that lie close together,
-    where no fixed offset keeps them apart for every run's numbers. Call it once the layout is final."""
+    """Moves each annotation placed in offset points (``xytext``) that overlaps one placed before it to the nearest
+    offset, ``step`` points at a time above or below its own, where it overlaps none of them (its own kept where
+    ``tries`` steps each way find none): labels of points that lie close together, where no fixed offset keeps them
+    apart for every run's numbers. Each candidate is tried against every label placed, so a label pushed off one is
+    never pushed onto another. Call it once the layout is final."""
     fig.draw_without_rendering()
     placed = []
     for t in texts:
-        for _ in range(tries):
-            box = t.get_window_extent()
-            hit = next((b for b in placed if box.overlaps(b)), None)
-            if hit is None:
+        dx, dy = t.xyann
+        for k in range(2 * tries + 1):  # 0, +1, -1, +2, -2, ... steps
+            t.xyann = (dx, dy + step * ((k + 1) // 2) * (1 if k % 2 else -1))
+            if not any(t.get_window_extent().overlaps(b) for b in placed):
                 break
-            dx, dy = t.xyann
-            t.xyann = (dx, dy + (step if box.y0 + box.y1 >= hit.y0 + hit.y1 else -step))
+        else:
+            t.xyann = (dx, dy)
         placed.append(t.get_window_extent())
 
 

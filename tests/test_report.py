@@ -524,3 +524,18 @@ def test_a_phone_s_summary_card_names_the_gpu_it_compares_with():
     assert 'content:"GPU: "' in render._css([])  # no summary: the word
     page = (Path(__file__).resolve().parents[1] / "reports" / "study" / "report.html").read_text()
     assert 'td:nth-child(3):before{content:"H200 SXM: "}' in page
+
+
+def test_the_7b_estimate_names_the_smallest_card_that_holds_it_within_jaxs_share():
+    """The quick study's 7B row (no compiled plan merged) names cards by the plans' rule: within JAX's default 75% of
+    the card, not its whole memory (a 149 GB train step does not fit a B200's 180 GB so)."""
+    from jaxgpu.ground import hardware
+
+    from experiments.transformer import view
+
+    text = view._cards(100e9)
+    hw = hardware.GPUS[text.removeprefix("one ").split(" (")[0]]
+    assert 100e9 <= view.USABLE * hw.memory_gb * 1e9 and text.endswith("75% usable) or larger")
+    assert all(100e9 > view.USABLE * g.memory_gb * 1e9 for g in hardware.GPUS.values() if g.memory_gb < hw.memory_gb)
+    biggest = max(g.memory_gb for g in hardware.GPUS.values())
+    assert view._cards(0.8 * biggest * 1e9).startswith("2 or more ")

@@ -184,12 +184,15 @@ def _takeaway(by: dict, models: list[str], gpu: str) -> str:
 
 
 def _cards(nbytes: float) -> str:
-    fits = [g.name for g in sorted(hardware.GPUS.values(), key=lambda g: g.memory_gb) if nbytes <= g.memory_gb * 1e9]
+    """The smallest card of the table that holds ``nbytes`` within JAX's default share of it, else how many of the
+    largest (the plans' rule: ``USABLE``)."""
+    fits = [g.name for g in sorted(hardware.GPUS.values(), key=lambda g: g.memory_gb)
+            if nbytes <= USABLE * g.memory_gb * 1e9]
     if fits:
-        return f"one {fits[0]} ({hardware.GPUS[fits[0]].memory_gb:g} GB) or larger"
+        return f"one {fits[0]} ({hardware.GPUS[fits[0]].memory_gb:g} GB, {USABLE:.0%} usable) or larger"
     big = max(hardware.GPUS.values(), key=lambda g: g.memory_gb)
-    n = int(-(-nbytes // (big.memory_gb * 1e9)))
-    return f"{n} or more {big.name} ({big.memory_gb:g} GB each)"
+    n = int(-(-nbytes // (USABLE * big.memory_gb * 1e9)))
+    return f"{n} or more {big.name} ({big.memory_gb:g} GB each, {USABLE:.0%} usable)"
 
 
 def headline(ask):

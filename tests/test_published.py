@@ -1,6 +1,7 @@
 """The published GPU measurements the predictions are checked against, and the gpu_model experiment."""
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -167,7 +168,7 @@ def test_the_section_scores_the_cases_without_the_calibration_ones():
     assert kinds["train"][8] == "25%"  # the records' lower bound is half the estimate: 2.5 / 2 - 1
     assert kinds["train"][3] == "2.50x" and kinds["train"][4] == "0%" and kinds["gemm"][4] == "100%"
     assert kinds["train"][6] == "2.50x to 2.50x" and kinds["prefill"][6].startswith("none: 2 cases")
-    assert any(row[7] == "calibration" for row in sec.tables[1].rows)
+    assert any(row[8] == "calibration" for row in sec.tables[1].rows)
     assert "neither half is out of sample" in sec.paragraphs[0] and "not run here" in sec.paragraphs[0]
     assert view.section(Seen()).tables == []
 
@@ -245,10 +246,49 @@ def test_the_fingerprint_follows_imports_and_ignores_words(tmp_path):
 
 def test_every_case_has_a_first_price_or_says_why_not():
     """A case's first price is the model's price before any change it informed (priced at the commit before it
-    entered); a case without one says why: in sample (it entered with the changes it was priced under), or not yet
-    priced there. A new case is priced and recorded before anything is changed because of it."""
-    got = view.first_prices()
+    entered, or before the change it guided), with that commit and how; a case without one says why (in sample: it
+    entered with the change that let the model express it). A new case is priced and recorded before anything is
+    changed because of it (experiments.gpu_model.first_price)."""
+    got = published.first_prices()
     assert set(got) == {c.id for c in published.CASES}, "a case added to published_cases needs its first price"
     for case_id, entry in got.items():
-        assert entry.get("first_price_s") or entry["why"].startswith(("in sample", "not priced yet")), case_id
-        assert entry.get("first_price_s") is None or entry["first_price_s"] > 0, case_id
+        if entry.get("first_price_s") is None:
+            assert entry["why"].startswith("in sample"), case_id
+        else:
+            assert entry["first_price_s"] > 0 and entry["priced_at"] and entry["how"], case_id
+    # a case that guided a change to the model is priced before it (its commit is not the entering commit's)
+    toolbox = got["jax-toolbox-maxtext-llama2-7b-h100"]
+    assert toolbox["priced_at"] != "1cd23a8" and "7e9254f" in toolbox["how"]
+
+
+def test_a_case_that_guided_a_change_is_not_held_out():
+    """The step tests/test_planner.py holds within 15% was checked on before it entered: it is in the tuned half and
+    names the change; a case cannot be both."""
+    pinned = next(c for c in published.CASES if c.id == "jax-toolbox-maxtext-llama2-7b-h100")
+    assert pinned.guided.startswith("7e9254f") and not pinned.held_out
+    assert all(not c.held_out for c in published.CASES if c.guided)
+    with pytest.raises(ValueError, match="cannot be held out"):
+        dataclasses.replace(pinned, held_out=True)
+
+
+def test_first_price_records_a_new_case_once_and_refuses_bad_input(tmp_path, monkeypatch, capsys):
+    """The first-price tool writes a new case's price with the commit that priced it, and refuses in one line an
+    unknown case, a case already priced, and pricing code changed from HEAD."""
+    from experiments.gpu_model import first_price, measure
+
+    prices = {k: v for k, v in published.first_prices().items() if k != "mamf-a100-bf16"}
+    path = tmp_path / "first_prices.json"
+    path.write_text(json.dumps(prices))
+    monkeypatch.setattr(published, "FIRST_PRICES", path)
+    monkeypatch.setattr(measure, "price", lambda case_id: {"predicted_s": 1e-3})
+    assert first_price.main(["no-such-case"]) == 2
+    assert first_price.main(["mamf-h100-fp8"]) == 2  # priced already
+    assert "never priced again" in capsys.readouterr().err
+    monkeypatch.setattr(first_price, "changed_pricing_code", lambda: ["jaxgpu/pricing/roofline.py"])
+    assert first_price.main(["mamf-a100-bf16"]) == 2
+    assert "differs from HEAD" in capsys.readouterr().err
+    monkeypatch.setattr(first_price, "changed_pricing_code", lambda: [])
+    assert first_price.main(["mamf-a100-bf16"]) == 0
+    entry = json.loads(path.read_text())["mamf-a100-bf16"]
+    assert entry["first_price_s"] == 1e-3 and entry["priced_at"] == first_price.head()
+    assert first_price.main(["mamf-a100-bf16"]) == 2

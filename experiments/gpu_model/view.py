@@ -3,26 +3,12 @@ the report's predicted GPU figures can be trusted. Imports no JAX."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from jaxgpu.pricing import published
 from jaxgpu.records import figures, labels, palette
 
 from experiments.contract import Seen, View
 
 _BY_ID = {c.id: c for c in published.CASES}
-# Each case's first price: the seconds the model gave it before any change it informed, priced at the commit before
-# it entered the project; or why it has none (in sample: it entered with the changes it was priced under; or not yet
-# priced there). Data beside the cases, out of the pricing code's fingerprint: a first price is never re-priced.
-FIRST_PRICES = Path(published.__file__).with_name("first_prices.json")
-
-
-def first_prices() -> dict[str, dict]:
-    """{case id: {"entered": commit, "first_price_s": seconds or None, "why": why none}}."""
-    return json.loads(FIRST_PRICES.read_text())
-
-
 def as_published(case: published.Case, seconds: float) -> float:
     """Seconds per call in the unit the source gave its figure in."""
     if case.unit in published.RATES:
@@ -58,7 +44,7 @@ def scores(pairs: list[labels.Pair], metric: str = "error") -> dict[str, dict[st
     out["held_out"] = published.summary([m[metric] for c, m in recs if c.held_out])
     out["tuned_on"] = published.summary([m[metric] for c, m in recs if not c.held_out])
     # out of sample: the first prices, each against its published figure
-    first = {k: v["first_price_s"] for k, v in first_prices().items() if v.get("first_price_s")}
+    first = {k: v["first_price_s"] for k, v in published.first_prices().items() if v.get("first_price_s")}
     for kind in (*published.KINDS, "serving", "all"):
         out[f"{kind}_first"] = published.summary(
             [first[c.id] / c.published_s - 1 for c in published.scored() if c.id in first
@@ -66,16 +52,16 @@ def scores(pairs: list[labels.Pair], metric: str = "error") -> dict[str, dict[st
     return out
 
 
-def _first_said() -> str:
-    """What the first prices are: how many cases have one, and why the others have none."""
-    got = first_prices()
+def _first_said(first: dict[str, float]) -> str:
+    """What the first prices are and how far they missed (``first``: their summary over the scored cases), how many
+    cases have one, how they were had, and why the others have none."""
+    got = published.first_prices()
     priced = sum(bool(v.get("first_price_s")) for v in got.values())
-    in_sample = sum(v["why"].startswith("in sample") for v in got.values() if not v.get("first_price_s"))
-    pending = len(got) - priced - in_sample
-    return (f"Out of sample, only a case's first price counts (the model's price before any change it informed): "
-            f"{priced} of {len(got)} cases have one; {in_sample} entered with the model changes they were priced "
-            f"under (in sample), and {pending} are still to be priced at the commit before they entered "
-            "(jaxgpu/pricing/first_prices.json).")
+    return (f"Out of sample, only a case's first price counts (the model's price before any change it informed, priced "
+            f"at the commit before the case entered, or before the change it guided, from the project's history): "
+            f"{_said(first)} with a first price. {priced} of {len(got)} cases have one; the other "
+            f"{len(got) - priced} entered together with the change that let the model express them (in sample). "
+            "The first prices are in jaxgpu/pricing/first_prices.json, each with the commit that priced it.")
 
 
 def _num(x: float) -> str:
@@ -113,6 +99,8 @@ def section(seen: Seen) -> figures.Section:
     latest = {x.params["case"]: x for _, x in good if x.params["case"] in _BY_ID}
     gpu_plans = sum(x.metrics.get("gpu_plan", 0) for x in latest.values())
     s, old = scores(pairs), scores(pairs, "cpu_plan_error")
+    guided = [c for c in published.CASES if c.guided]
+    first = published.first_prices()
     plan = ("XLA:GPU's own plan for the case's GPU, compiled on this CPU" if gpu_plans == len(latest) else
             f"XLA:GPU's own plan for {int(gpu_plans)} of {len(latest)} cases (the rest on this CPU's plan: the "
             "gpu-compile extra was missing or failed)")
@@ -122,8 +110,9 @@ def section(seen: Seen) -> figures.Section:
         f"real A100, H100 and H200 GPUs (predicted, not run here): {_said(s['all'])}; the first table gives each "
         "kind. "
         "The scored cases are split in two halves, one marked held out; the marks were made in the same commits that "
-        "changed the model, and some changes were checked on held-out cases, so neither half is out of sample: "
-        f"held out {_said(s['held_out'])}; the rest {_said(s['tuned_on'])}. {_first_said()} "
+        f"changed the model, so neither half is out of sample, and the {len(guided)} cases known to have guided a "
+        "change are in the other half, each naming the change (the role column): "
+        f"held out {_said(s['held_out'])}; the rest {_said(s['tuned_on'])}. {_first_said(s['all_first'])} "
         "Priced on this CPU's compiled program instead (how the GPU column was predicted before): "
         f"{_said(old['all'])}" + ("; whole training steps left out, minutes each to compile here"
                                   if s["train"].get("cases") and not old["train"].get("cases") else "") + ".")
@@ -133,16 +122,22 @@ def section(seen: Seen) -> figures.Section:
         pred = as_published(c, m["predicted_s"])
         lo, hi = sorted((as_published(c, m["lower_s"]), as_published(c, m["upper_s"])))
         role = "calibration" if c.calibration else "held out" if c.held_out else "tuned on"
+        if c.guided:
+            role += f"; guided {c.guided}"
         cpu = f"{m['cpu_plan_error']:+.0%}" if "cpu_plan_error" in m else "-"
+        f = first.get(key, {})
+        first_error = (f"{f['first_price_s'] / c.published_s - 1:+.0%} (at {f['priced_at']})" if f.get("first_price_s")
+                       else "in sample")
         rows.append([c.id, c.gpu, c.workload, f"{_num(c.published)} {c.unit}", f"{_num(pred)} ({_num(lo)}-"
-                     f"{_num(hi)})", f"{m['error']:+.0%}", cpu, role, c.source])
+                     f"{_num(hi)})", f"{m['error']:+.0%}", first_error, cpu, role, c.source])
         points.append((c.kind, c.published_s, m["predicted_s"], m.get("cpu_plan_predicted_s")))
     sec.tables.append(_by_kind(s, scores(pairs, "lower_error")))
     sec.tables.append(figures.Table(
-        ["case", "GPU", "workload", "published", "predicted (bounds)", "error", "error on the CPU plan", "role",
-         "source"], rows,
+        ["case", "GPU", "workload", "published", "predicted (bounds)", "error", "first price: error",
+         "error on the CPU plan", "role", "source"], rows,
         "Predicted, not run: error = predicted time / published time - 1 (+50%: the prediction is 1.5x slower than "
-        "the measurement). Calibration cases set a constant of the model and are not scored."))
+        "the measurement). First price: the model's error on the case before any change it informed, at the commit "
+        "named. Calibration cases set a constant of the model and are not scored."))
     sec.plots.append(figures.Plot("gpu_model", _figure(points),
                              f"Predicted against published seconds per call, on XLA:GPU's plan: {_said(s['all'])}; on "
                              f"this CPU's plan: {_said(old['all'])}."))

@@ -7,19 +7,35 @@ source whose shapes, dtype or batch are ambiguous is left out. ``published_s`` t
 seconds of one call of the program, so a prediction and the figure compare directly.
 
 Cases the model's constants were read from are marked ``calibration`` and are never scored; the rest are
-split in two halves (``held_out``). The marks were made in the commits that changed the model, and some changes were
-checked on held-out cases: neither half is out of sample. ``summary`` is the one definition of how far predictions
-missed. The cases are data in ``jaxgpu.pricing.published_cases``; ``program`` imports JAX when it is called.
+split in two halves (``held_out``). The marks were made in the commits that changed the model, so neither half is out
+of sample; a case known to have guided a change says which (``guided``) and is not held out. Out of sample is only a
+case's first price (``first_prices``): the model's price before any change it informed. ``summary`` is the one
+definition of how far predictions missed. The cases are data in ``jaxgpu.pricing.published_cases``; ``program``
+imports JAX when it is called.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from jaxgpu.ground import decoders
 from jaxgpu.pricing.published_cases import CASES, KINDS, RATES, TIMED, UNITS, Case, gemm_flops  # noqa: F401 - the cases and their record, read here too
+
+
+# Each case's first price: the seconds the model gave it before any change it informed, priced at the commit before it
+# entered the project (or before the change it guided); or why it has none. Data beside the cases, outside the pricing
+# code's fingerprint: a first price is never priced again. experiments.gpu_model.first_price records a new case's.
+FIRST_PRICES = Path(__file__).with_name("first_prices.json")
+
+
+def first_prices() -> dict[str, dict]:
+    """{case id: {"entered": commit, "priced_at": commit, "first_price_s": seconds, "how": how it was priced}}, or
+    ``"first_price_s": None`` with ``"why"`` there is none."""
+    return json.loads(FIRST_PRICES.read_text())
 
 
 def scored(cases: list[Case] | None = None) -> list[Case]:

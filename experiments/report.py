@@ -18,7 +18,7 @@ from jaxgpu.records import results
 
 from experiments import cli
 from experiments.reporting.build import build_sections  # noqa: F401 - the report as data, for notebooks
-from experiments.reporting.render import write_report
+from experiments.reporting.render import once, write_report
 
 COMMAND = "experiments.report"
 
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         from experiments.reporting import frozen
 
         try:
-            print(frozen.write(frozen.freeze([results.read_run(d) for d in args.dirs]), args.freeze))
+            print(frozen.write(frozen.freeze(once(args.dirs)[1]), args.freeze))
         except FileExistsError as err:
             print(f"experiments.report: {err}", file=sys.stderr)
     print("\n".join(closing_lines(out)), file=sys.stderr)

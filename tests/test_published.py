@@ -212,21 +212,57 @@ def test_the_docs_state_the_counts_the_cases_hold():
 
 
 def test_the_committed_prices_were_made_by_todays_pricing_code():
-    """reports/priced-published's records carry the fingerprint of the code that priced them: a change to any module a
-    price depends on (found by its imports; comments and docstrings aside) prices them again, or this fails."""
-    import json
-    from pathlib import Path
+    """Every committed run the study merges carries, for each experiment whose records hold prices (the published
+    cases', the transformer plans'), the stamp of the code that priced them: a change to any module a price depends
+    on (found by its imports; comments and docstrings aside) prices them again (experiments.reprice), or this
+    fails."""
+    from experiments import reprice
 
+    assert reprice.stale() == {}, ("priced by other code; price them again: python -m experiments.reprice (about 11 "
+                                   "minutes on two cores for priced-published, 2 for each compiled run)")
+
+
+def test_reprice_finds_a_stale_run_and_puts_fresh_records_in_place(tmp_path, monkeypatch, capsys):
+    """A compiled run whose transformer stamp is not today's is stale; repricing it compiles that experiment again,
+    puts the new records where the old ones stood under the run's own id, stamps run.json and says when and why; the
+    other experiments' records are untouched. An unknown run is refused in one line."""
+    import shutil
+
+    from experiments import reprice
     from jaxgpu.pricing import fingerprint
 
-    info = json.loads((Path(__file__).resolve().parents[1] / "reports" / "priced-published" / "run.json").read_text())
-    said = info.get("info", {}).get("gpu_model", {})
-    again = ("price them again: python -m experiments.run --only gpu_model --profile full --out "
-             "reports/priced-published (about 11 minutes on two cores), then rebuild reports/study")
-    assert said.get("pricing_code") == fingerprint.fingerprint(with_versions=False), again
-    if said.get("pricing_versions") != fingerprint.versions():
-        pytest.skip(f"priced with {said.get('pricing_versions')}; this machine has {fingerprint.versions()}")
-    assert said["pricing_fingerprint"] == fingerprint.fingerprint(), again
+    root = Path(__file__).resolve().parents[1] / "reports"
+    shutil.copytree(root / "compiled-h100", tmp_path / "compiled-h100")
+    folder = tmp_path / "compiled-h100"
+    meta = json.loads((folder / "run.json").read_text())
+    meta["info"]["transformer"] = {**fingerprint.stamp("transformer"), "pricing_code": "0" * 12}
+    (folder / "run.json").write_text(json.dumps(meta))
+    assert reprice.stale(["compiled-h100"], tmp_path) == {"compiled-h100": ["transformer"]}
+    before = [json.loads(x) for x in (folder / "results.jsonl").read_text().splitlines()]
+    calls = []
+
+    def fake_run(args):  # experiments.run writes a fresh run of one record; experiments.report is left out
+        calls.append(args)
+        if args[0] == "experiments.run":
+            out = Path(args[args.index("--out") + 1])
+            out.mkdir(parents=True)
+            rec = {**next(r for r in before if r["experiment"] == "transformer"), "run_id": "fresh"}
+            (out / "results.jsonl").write_text(json.dumps(rec) + "\n")
+            (out / "run.json").write_text(json.dumps({"info": {"transformer": fingerprint.stamp("transformer")}}))
+
+    monkeypatch.setattr(reprice, "_run", fake_run)
+    reprice.part(folder, "transformer", "a test")
+    after = [json.loads(x) for x in (folder / "results.jsonl").read_text().splitlines()]
+    assert [r for r in after if r["experiment"] != "transformer"] == [r for r in before if r["experiment"] !=
+                                                                       "transformer"]
+    mine = [r for r in after if r["experiment"] == "transformer"]
+    assert len(mine) == 1 and mine[0]["run_id"] == meta["run_id"]
+    assert calls[0][:6] == ["experiments.run", "--only", "transformer", "--compile-for", "h100", "--profile"]
+    said = json.loads((folder / "run.json").read_text())["info"]
+    assert said["transformer"] == fingerprint.stamp("transformer") and said["recompiled"].startswith(
+        "transformer's records compiled again on") and ": a test. Before that:" in said["recompiled"]
+    assert reprice.stale(["compiled-h100"], tmp_path) == {}
+    assert reprice.main(["no-such-run"]) == 2 and "not one of the study's runs" in capsys.readouterr().err
 
 
 def test_the_fingerprint_follows_imports_and_ignores_words(tmp_path):

@@ -16,7 +16,7 @@ from experiments.analysis import pricing
 from experiments.contract import Seen
 from experiments.harness import runner
 from experiments.harness.settings import RunSettings
-from experiments.reporting import build
+from experiments.reporting import build, render
 
 
 @pytest.fixture(scope="module")
@@ -278,7 +278,10 @@ def test_the_committed_report_is_reproduced_from_the_committed_runs(tmp_path):
     assert len(rows) == 18 and len(rules) == 18 and all("](#" in r or "(not run)" in r for r in rules)
 
 
-def test_an_older_benchmark_version_is_flagged_not_mixed_silently(tiny_run, tmp_path):
+def test_an_older_benchmark_version_is_left_out_and_said_not_mixed(tiny_run, tmp_path):
+    """Records of an older method of an experiment never share a figure with the newer's: a merged report keeps each
+    experiment's newest benchmark_version and says, in its Runs section and on stderr, which run's records it left
+    out; a run alone keeps its own."""
     old = tmp_path / "old"
     shutil.copytree(tiny_run, old)
     meta = json.loads((old / "run.json").read_text())
@@ -287,11 +290,14 @@ def test_an_older_benchmark_version_is_flagged_not_mixed_silently(tiny_run, tmp_
     for rec in lines:
         rec["benchmark_version"] = 0
     (old / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    dirs, runs, notes = render.once([old, tiny_run])
+    assert [len(r.records) for r in runs] == [0, len(lines)]  # the old run's records are all of older methods
+    n = sum(rec["experiment"] == "matmul" for rec in lines)
+    said = f"old's {n} matmul records (benchmark_version 0) are left out: {tiny_run.name} hold matmul records"
+    assert any(note.startswith(said) for note in notes), notes
     md = report.write_report([old, tiny_run], tmp_path / "merged")[0].read_text()
-    now = experiments.load("matmul").benchmark_version
-    assert f"measured matmul with different methods (benchmark_version [0, {now}])" in md
-    alone = report.write_report([tiny_run], tmp_path / "alone")[0].read_text()
-    assert "different methods" not in alone
+    assert said in " ".join(md.split()) and "different methods" not in md
+    assert report.write_report([old], tmp_path / "alone")[0].read_text().count("are left out") == 0
 
 
 def test_the_readme_headline_and_experiment_table_match_the_committed_report():

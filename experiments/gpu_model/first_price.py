@@ -8,13 +8,15 @@ model's. A case that already has a first price keeps it: a first price is never 
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 
 from jaxgpu.pricing import fingerprint, published
 
+from experiments import cli
+
+COMMAND = "experiments.gpu_model.first_price"
 # the case data itself: a new case changes it, and it is not the model
 CASE_DATA = ("jaxgpu/pricing/published_cases.py",)
 
@@ -53,22 +55,20 @@ def record(case_ids: list[str]) -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.gpu_model.first_price", description=__doc__.split("\n")[0])
+    ap = cli.Parser(prog=cli.prog(COMMAND), description=__doc__.split("\n")[0])
     ap.add_argument("cases", nargs="+", metavar="CASE_ID", help="ids of cases in jaxgpu/pricing/published_cases.py")
     args = ap.parse_args(argv)
     known, have = {c.id for c in published.CASES}, published.first_prices()
     if unknown := [c for c in args.cases if c not in known]:
-        print(f"error: no published case {', '.join(unknown)} (add it to jaxgpu/pricing/published_cases.py first)",
-              file=sys.stderr)
-        return 2
+        return cli.fail(cli.name(COMMAND), f"no published case {', '.join(unknown)} (add it to "
+                                           "jaxgpu/pricing/published_cases.py first)")
     if priced := [c for c in args.cases if have.get(c, {}).get("first_price_s") or have.get(c, {}).get("why")]:
-        print(f"error: {', '.join(priced)} already has a first price or says why not; a first price is never priced "
-              "again", file=sys.stderr)
-        return 2
+        return cli.fail(cli.name(COMMAND), f"{', '.join(priced)} already has a first price or says why not; a first "
+                                           "price is never priced again")
     if dirty := changed_pricing_code():
-        print(f"error: the pricing code differs from HEAD ({', '.join(dirty)}): a first price is the model's before "
-              "any change; commit or stash the change, price, then change", file=sys.stderr)
-        return 2
+        return cli.fail(cli.name(COMMAND), f"the pricing code differs from HEAD ({', '.join(dirty)}): a first price is "
+                                           "the model's before any change; commit or stash the change, price, then "
+                                           "change")
     record(args.cases)
     return 0
 

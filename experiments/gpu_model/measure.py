@@ -5,13 +5,7 @@ from __future__ import annotations
 import contextlib
 
 from jaxgpu.ground import precision
-from jaxgpu.pricing import fingerprint, published, roofline
-
-
-def info(ctx) -> dict:
-    """Which code priced these records (run.json's info): read against today's by a test, a change re-prices them."""
-    return {"pricing_fingerprint": fingerprint.fingerprint(),
-            "pricing_code": fingerprint.fingerprint(with_versions=False), "pricing_versions": fingerprint.versions()}
+from jaxgpu.pricing import published, roofline
 
 
 def price(case_id: str) -> dict[str, float]:
@@ -40,10 +34,17 @@ def _step(case: published.Case) -> dict[str, float]:
     """A whole step over GPUs, priced by ``plan_model`` on XLA:GPU's plan (there is no CPU plan of it to compare:
     this CPU has not the devices): its time, bounds, and what the plan says of memory and collectives."""
     m = published.plan_step(case)
-    return {"predicted_s": m.seconds, "lower_s": m.lower_s, "upper_s": m.upper_s,
-            "error": published.error(m.seconds, case), "gpu_plan": float(m.plan.startswith("xla:gpu")),
-            "fits": float(m.fits), "bytes_per_device": m.bytes_per_device, "comm_s": m.comm_s,
-            "overlapped_s": m.overlapped_s, "internode_s": m.internode_s, "mfu": m.mfu}
+    out = {"predicted_s": m.seconds, "lower_s": m.lower_s, "upper_s": m.upper_s,
+           "error": published.error(m.seconds, case), "gpu_plan": float(m.plan.startswith("xla:gpu")),
+           "fits": float(m.fits), "bytes_per_device": m.bytes_per_device, "comm_s": m.comm_s,
+           "overlapped_s": m.overlapped_s, "internode_s": m.internode_s, "mfu": m.mfu}
+    if case.kind == "train":
+        out |= published.memory_share(case, m.bytes_per_device)
+    if case.plausible:
+        # what the source leaves unstated, priced each plausible way: the spread the choice alone makes
+        seconds = [m.seconds, *(published.plan_step(case, alt).seconds for alt in case.plausible)]
+        out |= {"plausible_low_s": min(seconds), "plausible_high_s": max(seconds)}
+    return out
 
 
 # ---- the summary's programs ----------------------------------------------------------------------------------

@@ -64,6 +64,15 @@ def _first_said(first: dict[str, float]) -> str:
             "The first prices are in jaxgpu/pricing/first_prices.json, each with the commit that priced it.")
 
 
+def _guided_said(guided: list[published.Case]) -> str:
+    """The changes cases guided, one sentence each: "a and b guided bb97d57: what it changed."."""
+    by: dict[str, list[str]] = {}
+    for c in guided:
+        by.setdefault(c.guided, []).append(c.id)
+    return " ".join(f"{' and '.join(ids) if len(ids) < 3 else ', '.join(ids[:-1]) + ' and ' + ids[-1]} guided "
+                    f"{text}." for text, ids in by.items())
+
+
 def _num(x: float) -> str:
     """A figure in its source's unit: whole numbers with thousands separators from 100 up."""
     return f"{x:,.0f}" if abs(x) >= 100 else labels.fmt(x)
@@ -111,8 +120,9 @@ def section(seen: Seen) -> figures.Section:
         "kind. "
         "The scored cases are split in two halves, one marked held out; the marks were made in the same commits that "
         f"changed the model, so neither half is out of sample, and the {len(guided)} cases known to have guided a "
-        "change are in the other half, each naming the change (the role column): "
-        f"held out {_said(s['held_out'])}; the rest {_said(s['tuned_on'])}. {_first_said(s['all_first'])} "
+        "change are in the other half: "
+        f"held out {_said(s['held_out'])}; the rest {_said(s['tuned_on'])}. {_guided_said(guided)} "
+        f"{_first_said(s['all_first'])} "
         "Priced on this CPU's compiled program instead (how the GPU column was predicted before): "
         f"{_said(old['all'])}" + ("; whole training steps left out, minutes each to compile here"
                                   if s["train"].get("cases") and not old["train"].get("cases") else "") + ".")
@@ -123,7 +133,7 @@ def section(seen: Seen) -> figures.Section:
         lo, hi = sorted((as_published(c, m["lower_s"]), as_published(c, m["upper_s"])))
         role = "calibration" if c.calibration else "held out" if c.held_out else "tuned on"
         if c.guided:
-            role += f"; guided {c.guided}"
+            role += f"; guided {c.guided.split(':')[0]}"
         cpu = f"{m['cpu_plan_error']:+.0%}" if "cpu_plan_error" in m else "-"
         f = first.get(key, {})
         first_error = (f"{f['first_price_s'] / c.published_s - 1:+.0%} (at {f['priced_at']})" if f.get("first_price_s")
@@ -138,10 +148,43 @@ def section(seen: Seen) -> figures.Section:
         "Predicted, not run: error = predicted time / published time - 1 (+50%: the prediction is 1.5x slower than "
         "the measurement). First price: the model's error on the case before any change it informed, at the commit "
         "named. Calibration cases set a constant of the model and are not scored."))
+    steps = _steps_table(latest)
+    if steps.rows:
+        sec.tables.append(steps)
     sec.plots.append(figures.Plot("gpu_model", _figure(points),
                              f"Predicted against published seconds per call, on XLA:GPU's plan: {_said(s['all'])}; on "
                              f"this CPU's plan: {_said(old['all'])}."))
     return sec
+
+
+def _steps_table(latest: dict) -> figures.Table:
+    """Each published training step as priced: its settings, its memory a GPU on XLA's plan against what the source's
+    run could hold of its card, and the spread of its price over the settings its source leaves unstated."""
+    rows = []
+    for key, x in sorted(latest.items()):
+        c, m = _BY_ID[key], x.metrics
+        if c.kind != "train" or "plan_share" not in m:
+            continue
+        held = (f"{m['allowed_share']:.0%} ({c.memory_source})" if c.memory_fraction else
+                f"{m['allowed_share']:.0%} (not stated: JAX's default)")
+        over = m["over_allowed"] - 1
+        verdict = "fits" if over <= 0 else f"over by {over:.0%}"
+        if "plausible_low_s" in m:
+            spread = (f"{as_published(c, m['plausible_high_s']):,.3g} to {as_published(c, m['plausible_low_s']):,.3g} "
+                      f"{c.unit}" if c.unit in published.RATES else
+                      f"{as_published(c, m['plausible_low_s']):,.3g} to {as_published(c, m['plausible_high_s']):,.3g} "
+                      f"{c.unit}")
+        else:
+            spread = "settings stated"
+        rows.append([c.id, ", ".join(f"{k}={v}" for k, v in c.program[6]) or "defaults",
+                     f"{labels.si(m['bytes_per_device'], 'B')} ({m['plan_share']:.0%} of {labels.si(m['card_bytes'], 'B')})",
+                     held, verdict, spread])
+    return figures.Table(["case", "settings priced", "memory a GPU on XLA's plan (of the card)",
+                          "the run could hold", "the plan", "price over the unstated settings"], rows,
+                         "Compiled and priced, not run: each training step with its source's settings where the "
+                         "step's settings can say them. The card's bytes are as the device reports them (its compile "
+                         "target's MiB). Where a source leaves a setting unstated, the case names its choice in its "
+                         "setup, and the last column prices the plausible others too.")
 
 
 def _by_kind(est: dict, low: dict) -> figures.Table:

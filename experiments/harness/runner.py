@@ -303,7 +303,8 @@ def _meta(run_id: str, s: RunSettings, setting: _Setting, plans: list[_Plan]) ->
 def _describe_machine(writer: results.RunWriter, plans: list[_Plan], ctx: RunContext, out_dir: Path,
                       spent: dict[str, float]) -> None:
     """Each experiment's ``info`` and ``attachments`` hooks, into run.json: facts about the machine that measures.
-    Their seconds count in ``spent`` (run.json's timing sets them against the plan's ``info_cost``)."""
+    Their seconds count in ``spent`` (run.json's timing sets them against the plan's ``info_cost``). An experiment
+    whose records hold prices (``fingerprint.PRICED``) gets the stamp of the code that prices them, in either mode."""
     info, attached = {}, {}
     for p in plans if ctx.mode == "measured" else ():
         t0 = time.perf_counter()
@@ -315,6 +316,11 @@ def _describe_machine(writer: results.RunWriter, plans: list[_Plan], ctx: RunCon
         except Exception as err:  # noqa: BLE001 - facts about a run must not stop it
             info[p.name] = {"error": results.status_of(err)[1]}
         spent[p.name] += time.perf_counter() - t0
+    from jaxgpu.pricing import fingerprint
+
+    for p in plans:  # measured or compiled: records that hold prices say which code priced them
+        if p.name in fingerprint.PRICED:
+            info[p.name] = {**info.get(p.name, {}), **fingerprint.stamp(p.name)}
     writer.update(info={**writer.meta.get("info", {}), **info},
                   attachments={**writer.meta.get("attachments", {}), **attached})
 

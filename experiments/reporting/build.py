@@ -31,6 +31,8 @@ def build_sections(runs: Sequence[results.Run], notes: Sequence[str] = ()) -> li
     Every record reaches the views guarded (``analysis.evidence``): a section whose records lack a field
     it draws says so in one line, and the others build."""
     runs = [dataclasses.replace(r, records=tuple(guard(x) for x in r.records)) for r in runs]  # plans kept
+    runs, older = results.newest_methods(runs)  # one method per experiment (write_report's runs have it already)
+    notes = [*notes, *older]
     pairs = results.merge(runs)
     present = {rec.experiment for _, rec in pairs}
     broken: list[str] = []  # what could not be drawn, in one line each (the ledger's first paragraphs)
@@ -143,7 +145,6 @@ def experiment_section(name: str, pairs, predicted=()) -> figures.Section:
                 sec.tables.append(_compiled_table(compiled))
         except MissingField as err:
             sec.paragraphs.append(f"What runs compiled for a GPU planned could not be drawn: {err}.")
-    _version_warning(sec, name, pairs)
     spec = experiments.load(name)
     sec.lead = sec.lead or f"{spec.description[0].upper()}{spec.description[1:]}."
     return sec
@@ -292,13 +293,6 @@ def ledger_section(pairs, present: set[str] | None = None, guessed_pairs=None, g
                                         "deciding figure"], rows, marks={1: VERDICT_MARKS, 2: VERDICT_MARKS},
                                        details=details, details_title="The rules", id="ledger-table")],
                       exports={"ledger.json": items})
-
-
-def _version_warning(sec: figures.Section, name: str, pairs) -> None:
-    versions = {rec.benchmark_version for _, rec in pairs if rec.experiment == name}
-    if len(versions) > 1:
-        sec.paragraphs.insert(0, f"Warning: these runs measured {name} with different methods "
-                                 f"(benchmark_version {sorted(versions)}); compare their figures with care.")
 
 
 def _status_summary(runs) -> str:

@@ -244,9 +244,10 @@ def render(sections: Sequence[figures.Section], out_dir: Path, sources: Sequence
 
 
 def once(dirs: Sequence[str | Path]) -> tuple[list[Path], list[results.Run], list[str]]:
-    """The folders and runs to report, each run once (its run id, or its folder where it has none), and a
-    sentence for each one named more than once: counted twice, its records would weigh twice in every
-    figure and verdict."""
+    """The folders and runs to report, each run once (its run id, or its folder where it has none), each
+    experiment's records of its newest method only (``results.newest_methods``), and a sentence for each run
+    named more than once (counted twice, its records would weigh twice in every figure and verdict) and for
+    each run's records left out."""
     kept: dict[str, tuple[Path, results.Run]] = {}
     named: dict[str, list[str]] = {}
     for d in dirs:
@@ -256,7 +257,8 @@ def once(dirs: Sequence[str | Path]) -> tuple[list[Path], list[results.Run], lis
         kept.setdefault(ident, (Path(d), run))
     notes = [f"Run {ident} was named {len(where)} times ({', '.join(where)}): it is counted once."
              for ident, where in named.items() if len(where) > 1]
-    return [d for d, _ in kept.values()], [r for _, r in kept.values()], notes
+    runs, older = results.newest_methods([r for _, r in kept.values()])
+    return [d for d, _ in kept.values()], runs, notes + older
 
 
 def write_report(dirs: Sequence[str | Path], out_dir: str | Path) -> tuple[Path, Path]:

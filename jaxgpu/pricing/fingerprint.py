@@ -23,7 +23,10 @@ ENTRIES = ("jaxgpu.pricing.planner", "jaxgpu.pricing.published", "jaxgpu.pricing
            "experiments.gpu_model.measure", "experiments.analysis.pricing", "experiments.reporting.summary")
 # the study's modules whose imports are followed too (the rest of the study, its registry and views, is not pricing)
 _STUDY = ("experiments.gpu_model", "experiments.analysis.pricing", "experiments.reporting.summary",
-          "experiments.contract")
+          "experiments.contract", "experiments.transformer")
+# the experiments whose records hold prices, each with where its prices are made: its run.json carries the stamp
+# (``stamp``) of the code that priced them, and experiments.reprice prices them again when it changes
+PRICED = {"gpu_model": ENTRIES, "transformer": (*ENTRIES, "experiments.transformer.measure")}
 VERSIONED = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin")
 
 
@@ -35,8 +38,12 @@ def _path(module: str, root: Path) -> Path | None:
     return None
 
 
+# modules that draw and colour (matplotlib figures, the palette): no number of a price passes through them
+_DRAWING = ("jaxgpu.records.figures", "jaxgpu.records.palette")
+
+
 def _followed(module: str) -> bool:
-    return module.startswith("jaxgpu.") or module.startswith(_STUDY)
+    return (module.startswith("jaxgpu.") or module.startswith(_STUDY)) and not module.startswith(_DRAWING)
 
 
 def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
@@ -121,3 +128,11 @@ def fingerprint(entries: Iterable[str] = ENTRIES, root: Path = ROOT, with_versio
     for path in sources(entries, root):
         h.update(str(path.relative_to(root)).encode() + b"\0" + _code(path).encode())
     return h.hexdigest()[:12]
+
+
+def stamp(experiment: str) -> dict[str, str]:
+    """What a run.json's info says of the code that priced ``experiment``'s records (``PRICED``): the fingerprint with
+    and without the compiler's versions, and those versions."""
+    entries = PRICED[experiment]
+    return {"pricing_fingerprint": fingerprint(entries), "pricing_code": fingerprint(entries, with_versions=False),
+            "pricing_versions": versions()}

@@ -186,24 +186,51 @@ def is_step(case: Case) -> bool:
     return case.program[0] == "step"
 
 
-def plan_step(case: Case):
+def plan_step(case: Case, alternative: tuple = ()):
     """The ``jaxgpu.pricing.planner.ModelPlan`` of a ``("step", ...)`` case: its model, mode (``planner.MODES``), global
-    batch, sequence, GPUs a node and ``StepSettings`` fields (pairs), compiled for its GPU and priced."""
+    batch, sequence, GPUs a node and ``StepSettings`` fields (pairs), compiled for its GPU and priced; with
+    ``alternative`` (one of ``case.plausible``) its pairs in place of the case's."""
     from jaxgpu.pricing import planner
 
     _, model, mode, batch, seq, devices, settings = case.program
     return planner.plan_model(model_config(model), case.gpu, mode=mode, batch=batch, seq=seq, devices=devices,
-                             settings=step_settings(case))
+                             settings=step_settings(case, alternative))
 
 
-def step_settings(case: Case):
+def step_settings(case: Case, alternative: tuple = ()):
     """A ``("step", ...)`` case's ``StepSettings``: the mode's defaults (``planner.default_settings``), with what the
-    case sets."""
+    case sets, and then what ``alternative`` sets."""
     import dataclasses as dc
 
     from jaxgpu.pricing import planner
 
-    return dc.replace(planner.default_settings(case.program[2]), **dict(case.program[6]))
+    return dc.replace(planner.default_settings(case.program[2]), **(dict(case.program[6]) | dict(alternative)))
+
+
+def spans(case: Case) -> tuple[int, int]:
+    """(the GPUs the source's run used, the GPUs of the program priced for it). A step over several nodes is priced as
+    one node's program plus the gradients' all-reduce between nodes; llm.c's steps as one GPU's share of a
+    data-parallel step (``("train", ...)``), its collectives left out; the rest whole."""
+    if is_step(case):
+        devices, nodes = case.program[5], dict(case.program[6]).get("nodes", 1)
+        return devices * nodes, devices
+    if case.program[0] == "train":
+        return case.program[5], 1
+    return 1, 1
+
+
+def memory_share(case: Case, bytes_per_device: float) -> dict[str, float]:
+    """A step's memory a GPU on XLA's plan against its card: the card's bytes as the device reports them (its compile
+    target's MiB, else the datasheet's GB), the plan's share of them, the share the source's run could hold
+    (``memory_fraction``, else JAX's default) and the plan over that share (1.04: 4% more than the run could hold)."""
+    from jaxgpu.ground import hardware
+    from jaxgpu.pricing import sharded
+
+    hw = hardware.find_gpu(case.gpu)
+    card = hw.compiled.memory_mib * 2**20 if hw.compiled else hw.memory_gb * 1e9
+    allowed = case.memory_fraction or sharded.USABLE_FRACTION
+    return {"card_bytes": card, "plan_share": bytes_per_device / card, "allowed_share": allowed,
+            "over_allowed": bytes_per_device / (allowed * card)}
 
 
 _BUILDERS = {"gemm": _gemm, "stream": _stream, "decode": _decode, "train": _train, "prefill": _prefill, "dot": _dot}

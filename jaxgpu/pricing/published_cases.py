@@ -53,6 +53,14 @@ class Case:
     # the changes to the model this case was looked at for (commits and what changed): such a case is never held
     # out, and its first price (first_prices.json) is the one before the earliest of them
     guided: str = ""
+    # a whole training step's run: the share of its card's memory its framework could hold, as its own scripts set it
+    # (JAX's XLA_PYTHON_CLIENT_MEM_FRACTION; 1.0 for PyTorch's caching allocator, which none of them limits), and the
+    # line that says so; 0.0 where the source does not say (JAX's default 75% is then assumed, and said)
+    memory_fraction: float = 0.0
+    memory_source: str = ""
+    # settings the source leaves unstated: each alternative is (field, value) pairs of StepSettings put in place of the
+    # priced ones; the report shows the spread of the prices over them
+    plausible: tuple = ()
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -63,6 +71,8 @@ class Case:
             raise ValueError(f"{self.id}: timed must be one of {TIMED}, got {self.timed!r}")
         if self.guided and self.held_out:
             raise ValueError(f"{self.id}: a case that guided a change to the model cannot be held out")
+        if not 0.0 <= self.memory_fraction <= 1.0 or bool(self.memory_fraction) != bool(self.memory_source):
+            raise ValueError(f"{self.id}: memory_fraction is a share of the card in (0, 1] with the line that sets it")
         if self.unit in RATES and self.work <= 0:
             raise ValueError(f"{self.id}: a rate in {self.unit} needs the work of one call")
 
@@ -497,6 +507,15 @@ _TORCHAO_README = (
     "200 new tokens, torch.compile)"
 )
 _SAVE_DOTS = ("remat", "dots_with_no_batch_dims_saveable")
+# What each source's run could hold of its card (research by reading each script at the commit named)
+_MAXTEXT_MEMORY = ("AI-Hypercomputer/maxtext @efb6d9e4a MaxText/configs/a3/llama_2_7b/{}vm.sh: 'export "
+                   "XLA_PYTHON_CLIENT_MEM_FRACTION=0.85' (and XLA's rematerialization pass disabled)")
+_PAX_MEMORY = ("NVIDIA/JAX-Toolbox @8bfbd17 patches/paxml/mirror-patch-moe-support.patch, run_base_config_multinode.sh "
+               "(the script the README launches the GPT configs with): "
+               "'export XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.9}'")
+_TORCH_MEMORY = ("PyTorch's caching allocator: neither the source's page nor its recipe sets "
+                 "torch.cuda.set_per_process_memory_fraction (Megatron-Bridge's recipe sets only "
+                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)")
 
 
 def step(model: str, mode: str, batch: int, seq: int, devices: int, **settings) -> tuple:
@@ -517,6 +536,8 @@ CASES += [
         setup=_MAXTEXT_SETUP.format(1),
         work=_MAXTEXT_FLOPS,
         timed="stream",
+        memory_fraction=0.85,
+        memory_source=_MAXTEXT_MEMORY.format(1),
     ),
     Case(
         id="maxtext-llama2-7b-2x8-h100",
@@ -532,6 +553,8 @@ CASES += [
         work=_MAXTEXT_FLOPS,
         timed="stream",
         held_out=True,
+        memory_fraction=0.85,
+        memory_source=_MAXTEXT_MEMORY.format(2),
     ),
     Case(
         id="maxtext-llama2-7b-16x8-h100",
@@ -546,6 +569,8 @@ CASES += [
         setup=_MAXTEXT_SETUP.format(16),
         work=_MAXTEXT_FLOPS,
         timed="stream",
+        memory_fraction=0.85,
+        memory_source=_MAXTEXT_MEMORY.format(16),
     ),
     Case(
         id="jax-toolbox-maxtext-llama2-7b-h100",
@@ -564,6 +589,9 @@ CASES += [
         timed="stream",
         guided="7e9254f: an async collective runs under the step's compute and only what outlasts it is added "
         "(checked on this step before it entered; tests/test_planner.py holds it within 15%)",
+        memory_fraction=0.90,
+        memory_source="NVIDIA/JAX-Toolbox @db09688 rosetta/rosetta/projects/maxtext/scripts/example_slurm.sub (the "
+        "script the README's table points to): 'export XLA_PYTHON_CLIENT_MEM_FRACTION=0.90'",
     ),
     Case(
         id="pax-gpt-126m-64-a100",
@@ -582,6 +610,9 @@ CASES += [
         "priced FSDP within a node",
         work=256.0,
         timed="stream",
+        memory_fraction=0.9,
+        memory_source=_PAX_MEMORY,
+        plausible=((_SAVE_DOTS,),),
     ),
     Case(
         id="pax-gpt-126m-64-h100",
@@ -599,6 +630,9 @@ CASES += [
         work=256.0,
         timed="stream",
         held_out=True,
+        memory_fraction=0.9,
+        memory_source=_PAX_MEMORY,
+        plausible=((_SAVE_DOTS,),),
     ),
     Case(
         id="pax-gpt-5b-256-a100",
@@ -617,6 +651,8 @@ CASES += [
         "data parallel between",
         work=2048.0,
         timed="stream",
+        memory_fraction=0.9,
+        memory_source=_PAX_MEMORY,
     ),
     Case(
         id="pax-gpt-5b-256-h100",
@@ -635,6 +671,8 @@ CASES += [
         work=2048.0,
         timed="stream",
         held_out=True,
+        memory_fraction=0.9,
+        memory_source=_PAX_MEMORY,
     ),
     Case(
         id="pax-gpt-5b-fp8-256-h100",
@@ -651,6 +689,8 @@ CASES += [
         "SAVE_DOT_WITH_NO_BATCH_DIM; priced FSDP within a node and data parallel between",
         work=2048.0,
         timed="stream",
+        memory_fraction=0.9,
+        memory_source=_PAX_MEMORY,
     ),
     Case(
         id="pax-llama2-7b-16-h100",
@@ -670,6 +710,10 @@ CASES += [
         work=32.0,
         timed="stream",
         held_out=True,
+        memory_fraction=0.85,
+        memory_source="NVIDIA/JAX-Toolbox @8bfbd17 patches/paxml/mirror-patch-lora-and-sft-support.patch, "
+        "run_llama_boolq.sh (the SFT runs' script): 'XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.85}'",
+        plausible=((("remat", "none"),),),
     ),
     Case(
         id="nemo-gpt3-5b-fp8-64-h100",
@@ -687,6 +731,8 @@ CASES += [
         "FSDP within a node",
         work=2048 * 2048 / 64,
         timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
     ),
     Case(
         id="nemo-llama2-7b-fp8-8-h100",
@@ -704,6 +750,8 @@ CASES += [
         work=128 * 4096 / 8,
         timed="stream",
         held_out=True,
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
     ),
     Case(
         id="megatron-bridge-llama3-8b-fp8-8-h100",
@@ -720,6 +768,8 @@ CASES += [
         "remat not stated (none priced)",
         work=128 * 8192 / 8,
         timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
     ),
     # decode steps, batch 1: one GPU's program, and tensor parallel over a node's GPUs
     Case(

@@ -17,7 +17,7 @@ import os
 import re
 import uuid
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -450,6 +450,33 @@ def latest(records: Iterable[Record]) -> list[Record]:
     for r in records:
         by_key[r.key] = r
     return list(by_key.values())
+
+
+def newest_methods(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
+    """The runs with each experiment's records of its newest ``benchmark_version`` among them, and a sentence for
+    each run whose older records were left out: figures measured by different methods do not share a table, a
+    figure or a verdict (the older run measures the newer method again to come back)."""
+    newest: dict[str, int] = {}
+    for run in runs:
+        for r in run.records:
+            newest[r.experiment] = max(newest.get(r.experiment, 0), r.benchmark_version)
+    kept, notes = [], []
+    for run in runs:
+        old = [r for r in run.records if r.benchmark_version < newest[r.experiment]]
+        if not old:
+            kept.append(run)
+            continue
+        gone = {id(r) for r in old}
+        kept.append(dataclasses.replace(run, records=tuple(r for r in run.records if id(r) not in gone)))
+        for name in sorted({r.experiment for r in old}):
+            mine = sorted({r.benchmark_version for r in old if r.experiment == name})
+            where = sorted(other.path.name for other in runs if any(
+                r.experiment == name and r.benchmark_version == newest[name] for r in other.records))
+            notes.append(f"{run.path.name}'s {sum(r.experiment == name for r in old)} {name} records (benchmark_version "
+                         f"{', '.join(map(str, mine))}) are left out: {', '.join(where)} hold {name} records of a newer "
+                         f"method (version {newest[name]}); run {name} again on {run.path.name}'s machine to bring "
+                         "them back.")
+    return kept, notes
 
 
 def merge(runs: Iterable[Run]) -> list[tuple[Run, Record]]:

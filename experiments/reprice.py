@@ -97,14 +97,14 @@ def part(folder: Path, experiment: str, why: str) -> None:
     for r in new:
         r["run_id"] = meta["run_id"]
     lines = kept[:at] + new + kept[at:]
-    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (folder / "results.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in lines))
     info = meta.setdefault("info", {})
     note = (f"{experiment}'s records compiled again on {_dt.date.today().isoformat()} (experiments.reprice, "
             f"{fingerprint.versions()}): {why.rstrip('.')}.")
     before = info.get("recompiled")
     info["recompiled"] = note + (f" Before that: {before}" if before else "")
     info[experiment] = {**info.get(experiment, {}), **stamp}
-    (folder / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (folder / "run.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")  # as RunWriter writes it
     _run(["experiments.report", str(folder)])
 
 

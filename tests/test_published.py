@@ -194,6 +194,31 @@ def test_the_readme_quotes_the_committed_validation():
     assert f"miss by a median of {cpu.group(1)}%" in " ".join(api.split())
     flat = " ".join(readme.split())
     assert f"the GPU plan's predictions missed by a median {median}%, the CPU plan's by {cpu.group(1)}%" in flat
+    first = re.search(r"median error (\d+)%, (\d+)% within 15%, predictions (\d+)% (fast|slow) on the geometric mean "
+                      r"\((\d+) cases\) with a first price", para)
+    assert first, para
+    median, within, lean, way, n = first.groups()
+    assert (f"over the {n} scored cases with one, median error {median}%, {within}% within 15%, predictions {lean}% "
+            f"{way} on the geometric mean") in flat
+
+
+def test_the_readme_says_what_each_priced_program_spans():
+    """The README's counts of GPUs a published run used and its priced program spans are the cases' own."""
+    from collections import Counter
+
+    flat = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    spans = Counter((c.kind, published.spans(c)) for c in published.CASES)
+    kernels = sum(n for (kind, _), n in spans.items() if kind in ("gemm", "memory"))
+    serving = Counter(s for (kind, s), n in spans.items() for _ in range(n) if kind in ("decode", "prefill"))
+    train = Counter(s for (kind, s), n in spans.items() for _ in range(n) if kind == "train")
+    assert f"the {kernels} GEMM and memory cases and {serving[(1, 1)]} of the {sum(serving.values())} decode" in flat
+    assert sorted(s for s in serving if s != (1, 1)) == [(2, 2), (4, 4)]
+    assert f"of the {sum(train.values())} training steps, llm.c's {train[(8, 1)]} ran on 8 GPUs" in flat
+    assert f"{train[(8, 8)]} ran on one node of 8 GPUs and are priced whole" in flat
+    many = [s for s in train if s[0] > 8]
+    assert all(priced == 8 for _, priced in many)
+    assert (f"{sum(train[s] for s in many)} ran on {min(s[0] for s in many)} to {max(s[0] for s in many)} GPUs and "
+            "are priced as one node's program of 8 GPUs") in flat
 
 
 def test_the_docs_state_the_counts_the_cases_hold():
@@ -220,6 +245,24 @@ def test_the_committed_prices_were_made_by_todays_pricing_code():
 
     assert reprice.stale() == {}, ("priced by other code; price them again: python -m experiments.reprice (about 11 "
                                    "minutes on two cores for priced-published, 2 for each compiled run)")
+
+
+@pytest.mark.slow
+def test_a_gemm_a_decode_and_a_training_case_priced_again_give_the_committed_figures():
+    """The committed prices are today's: a GEMM, a decode and a training case priced again here land within 1% of
+    reports/priced-published's records (where this machine compiles with the versions that priced them)."""
+    from jaxgpu.pricing import fingerprint, targets
+
+    from experiments.gpu_model import measure
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    run = results.read_run(Path(__file__).resolve().parents[1] / "reports" / "priced-published")
+    if run.meta["info"]["gpu_model"]["pricing_versions"] != fingerprint.versions():
+        pytest.skip("priced with other compiler versions than this machine's")
+    committed = {r.params["case"]: r.metrics for r in results.latest(run.records) if "case" in r.params}
+    for case_id in ("torch-mm-h100-bf16-8192", "gpt-fast-llama2-7b-decode-a100", "pax-gpt-126m-64-h100"):
+        assert measure.price(case_id)["predicted_s"] == pytest.approx(committed[case_id]["predicted_s"], rel=0.01)
 
 
 def test_reprice_finds_a_stale_run_and_puts_fresh_records_in_place(tmp_path, monkeypatch, capsys):

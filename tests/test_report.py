@@ -89,7 +89,8 @@ def test_failed_and_unsupported_cases_are_shown_not_hidden(tiny_run, tmp_path):
     shutil.copytree(tiny_run, run)
     with open(run / "results.jsonl", "a") as f:
         rec = results.Record("matmul", {"case": "worked_example", "dtype": "float4"}, {}, status="unsupported",
-                             reason="no such dtype here", backend="cpu")
+                             reason="no such dtype here", backend="cpu",
+                             benchmark_version=experiments.load("matmul").benchmark_version)
         f.write(json.dumps(rec.to_dict()) + "\n")
     md = report.write_report([run], run)[0].read_text()
     assert "unsupported: no such dtype here" in md

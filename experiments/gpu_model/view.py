@@ -3,6 +3,8 @@ the report's predicted GPU figures can be trusted. Imports no JAX."""
 
 from __future__ import annotations
 
+import re
+
 from jaxgpu.pricing import published
 from jaxgpu.records import figures, labels, palette
 
@@ -165,15 +167,12 @@ def _steps_table(latest: dict) -> figures.Table:
         c, m = _BY_ID[key], x.metrics
         if c.kind != "train" or "plan_share" not in m:
             continue
-        held = (f"{m['allowed_share']:.0%} ({c.memory_source})" if c.memory_fraction else
-                f"{m['allowed_share']:.0%} (not stated: JAX's default)")
+        held = f"{m['allowed_share']:.0%}: {_memory_said(c)}"
         over = m["over_allowed"] - 1
         verdict = "fits" if over <= 0 else f"over by {over:.0%}"
         if "plausible_low_s" in m:
-            spread = (f"{as_published(c, m['plausible_high_s']):,.3g} to {as_published(c, m['plausible_low_s']):,.3g} "
-                      f"{c.unit}" if c.unit in published.RATES else
-                      f"{as_published(c, m['plausible_low_s']):,.3g} to {as_published(c, m['plausible_high_s']):,.3g} "
-                      f"{c.unit}")
+            ends = sorted(as_published(c, m[f"plausible_{end}_s"]) for end in ("low", "high"))
+            spread = f"{_num(ends[0])} to {_num(ends[1])} {c.unit} ({len(c.plausible) + 1} settings)"
         else:
             spread = "settings stated"
         rows.append([c.id, ", ".join(f"{k}={v}" for k, v in c.program[6]) or "defaults",
@@ -182,9 +181,22 @@ def _steps_table(latest: dict) -> figures.Table:
     return figures.Table(["case", "settings priced", "memory a GPU on XLA's plan (of the card)",
                           "the run could hold", "the plan", "price over the unstated settings"], rows,
                          "Compiled and priced, not run: each training step with its source's settings where the "
-                         "step's settings can say them. The card's bytes are as the device reports them (its compile "
-                         "target's MiB). Where a source leaves a setting unstated, the case names its choice in its "
-                         "setup, and the last column prices the plausible others too.")
+                         "step's settings can say them, and the share of its card the run could hold, as the line of "
+                         "its script that sets it (each case's memory_source names where). The card's bytes are as the device reports them (its compile "
+                         "target's MiB). A plan over what its run could hold is XLA's plan of this project's program "
+                         "of the step, compiled here, not the source's program under its own XLA: the gap is their "
+                         "difference. Where a source leaves a setting unstated, the case names its choice in its "
+                         "setup, and the last column prices the plausible others too. llm.c's steps are priced as one "
+                         "GPU's program, its memory not read, and are not here.")
+
+
+def _memory_said(c: published.Case) -> str:
+    """What let a run hold its share of the card, briefly: the line of its script that sets it (where the whole source
+    is the case's ``memory_source``), or the allocator's name, or JAX's default where the source says nothing."""
+    if not c.memory_fraction:
+        return "not stated (JAX's default)"
+    line = re.search(r"'([^']*XLA_PYTHON_CLIENT_MEM_FRACTION[^']*)'", c.memory_source)
+    return line.group(1) if line else c.memory_source.split(":")[0]
 
 
 def _by_kind(est: dict, low: dict) -> figures.Table:

@@ -26,7 +26,8 @@ _STUDY = ("experiments.gpu_model", "experiments.analysis.pricing", "experiments.
           "experiments.contract", "experiments.transformer")
 # the experiments whose records hold prices, each with where its prices are made: its run.json carries the stamp
 # (``stamp``) of the code that priced them, and experiments.reprice prices them again when it changes
-PRICED = {"gpu_model": ENTRIES, "transformer": (*ENTRIES, "experiments.transformer.measure")}
+PRICED = {"gpu_model": ENTRIES, "transformer": ("experiments.transformer.measure", "jaxgpu.pricing.planner",
+                                                 "jaxgpu.pricing.plans", "jaxgpu.pricing.roofline")}
 VERSIONED = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin")
 
 

@@ -513,9 +513,9 @@ _MAXTEXT_MEMORY = ("AI-Hypercomputer/maxtext @efb6d9e4a MaxText/configs/a3/llama
 _PAX_MEMORY = ("NVIDIA/JAX-Toolbox @8bfbd17 patches/paxml/mirror-patch-moe-support.patch, run_base_config_multinode.sh "
                "(the script the README launches the GPT configs with): "
                "'export XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.9}'")
-_TORCH_MEMORY = ("PyTorch's caching allocator: neither the source's page nor its recipe sets "
-                 "torch.cuda.set_per_process_memory_fraction (Megatron-Bridge's recipe sets only "
-                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)")
+_TORCH_MEMORY = ("PyTorch's caching allocator, not limited: NVIDIA/NeMo @08264fe docs and code and Megatron-Bridge's "
+                 "perf recipes set no torch.cuda.set_per_process_memory_fraction (the latter only "
+                 "'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True')")
 
 
 def step(model: str, mode: str, batch: int, seq: int, devices: int, **settings) -> tuple:

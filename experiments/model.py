@@ -49,7 +49,9 @@ def parser() -> cli.Parser:
     p.add_argument("--seq", type=int, default=2048, help="tokens per sequence, or the cache's context (default 2048)")
     p.add_argument("--devices", help="GPU counts, comma separated (default 1,8; with --fit, those searched)")
     p.add_argument("--fit", action="store_true",
-                   help="per GPU, the fewest of 1, 2, 4 or 8 (one node) that hold the step, or 'more than 8'")
+                   help="per GPU, the fewest of 1, 2, 4 or 8 (one node) that hold the step, or 'more than 8'; a "
+                        "train step that needs more as asked is tried with micro-batches, activation checkpointing "
+                        "and bf16 state on fewer, the knob that made it fit and its cost in time said")
     p.add_argument("--gpus", help="GPUs of the hardware table, comma separated (default: all)")
     p.add_argument("--out", metavar="PATH", help="write PATH.csv, PATH.json and PATH.png (default: no files): the "
                    "figure is memory per GPU by kind against each card, and predicted time by kind of kernel")
@@ -318,12 +320,46 @@ def to_tokens(p, tokens: float, price: float | None = None, prefill=None, genera
 
 
 def table(plans, tokens: float | None = None, prices: dict | None = None, span: tuple[float, float] | None = None,
-          fewest: bool = False, prefills: dict | None = None) -> list[list[str]]:
+          fewest: bool = False, prefills: dict | None = None, fits: dict | None = None) -> list[list[str]]:
     """The printed table, a row per plan (``prefills``: {(gpu, devices): (prefill plan, tokens each sequence
-    generates)} for a decode's time to ``tokens``)."""
+    generates)} for a decode's time to ``tokens``; ``fits``: {gpu: the fit search's answer}, its knob a column)."""
     from jaxgpu.records import labels
 
     rows = [["GPU", "GPUs", "per GPU", "formula", "fits", "step", "bounds", "tokens/s", "MFU", "binds", "plan"]]
+    rows = _with_knobs(_rows(rows, plans, tokens, prices, span, fewest, prefills, labels), plans, fits)
+    return rows
+
+
+def _with_knobs(rows: list[list[str]], plans, fits: dict | None) -> list[list[str]]:
+    """The fit search's knob and what it costs in time, a column after "fits" (under --fit)."""
+    if not fits:
+        return rows
+    rows[0].insert(5, "knob (time a step)")
+    for row, p in zip(rows[1:], plans):
+        f = fits.get(p.gpu) if hasattr(p, "seconds") else None
+        row.insert(5, "-" if f is None or not p.fits else
+                   f"{f.knob} ({f.cost:+.0%})" if f.knob else "as asked")
+    return rows
+
+
+def raised_lines(fits: dict) -> list[str]:
+    """Under --fit, per card, what a raised memory share would change: the fewest GPUs among the plans compiled
+    that hold the step within it, where fewer than at JAX's default."""
+    from jaxgpu.pricing import knobs
+
+    out = [f"knob: what made the step fit on that many GPUs; its time a step against the step as asked on as many "
+           "GPUs, priced though it does not fit them (fits: within JAX's default 75% of the card)."
+           ] if any(f.knob for f in fits.values()) else []
+    for f in fits.values():
+        if f.raised and (f.raised < f.plan.devices or not f.plan.fits):
+            how = f" with {f.raised_knob}" if f.raised_knob else " as asked"
+            out.append(f"{f.plan.gpu}: with {knobs.RAISE_WITH}={knobs.RAISED} (JAX's share of the card raised from "
+                       f"75%, as MaxText's and Pax's scripts raise it) {f.raised} GPU{'s' if f.raised > 1 else ''} "
+                       f"hold it{how}.")
+    return out
+
+
+def _rows(rows, plans, tokens, prices, span, fewest, prefills, labels) -> list[list[str]]:
     if tokens:
         rows[0][10:10] = [f"to {labels.si(tokens, 'tokens')}", "GPU-hours"] + (["cost"] if prices else [])
     for p in plans:
@@ -383,8 +419,10 @@ def _plans(a: Asked) -> list | str:
 
     try:
         if a.fit:
-            return planner.fewest_on_gpus(a.decoder, mode=a.mode, batch=a.batch, seq=a.seq, counts=a.devices,
-                                          gpus=a.gpus, settings=a.settings)
+            from jaxgpu.pricing import knobs
+
+            return knobs.fit_on_gpus(a.decoder, mode=a.mode, batch=a.batch, seq=a.seq, counts=a.devices,
+                                     gpus=a.gpus, settings=a.settings)
         return planner.model_on_gpus(a.decoder, mode=a.mode, batch=a.batch, seq=a.seq, devices=a.devices,
                                      gpus=a.gpus, settings=a.settings)
     except KeyError as err:
@@ -414,9 +452,15 @@ def _main(argv: list[str] | None) -> int:
     plans = _plans(a)
     if isinstance(plans, str):
         return cli.fail(cli.name(COMMAND), plans)
+    from jaxgpu.pricing.knobs import Fit
+
+    # under --fit each card's answer: its plan, and the knob that made it fit
+    fits = {f.plan.gpu: f for f in plans if isinstance(f, Fit)}
+    plans = [f.plan if isinstance(f, Fit) else f for f in plans]
     checked = band(a.mode) if a.tokens else None
     prefills = _prefills(a, plans) if a.tokens and a.mode == "serve" else {}
-    rows = table(plans, a.tokens, a.prices, checked[:2] if checked else None, fewest=a.fit, prefills=prefills)
+    rows = table(plans, a.tokens, a.prices, checked[:2] if checked else None, fewest=a.fit, prefills=prefills,
+                 fits=fits)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",
             "serve": "decode step"}[a.mode]
@@ -427,6 +471,8 @@ def _main(argv: list[str] | None) -> int:
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     for line in formula_lines(plans):
+        print(line)
+    for line in raised_lines(fits):
         print(line)
     from jaxgpu.ground import hardware
 
@@ -444,24 +490,42 @@ def _main(argv: list[str] | None) -> int:
               + (f"; each sequence's {a.seq:,}-token prompt prefilled once (bf16 weights) for every "
                f"{a.generate:,} tokens it generates" if a.mode == "serve" else "") + ".")
     if a.out:
-        out = Path(a.out)
-        try:
-            with open(out.with_suffix(".csv"), "w", newline="") as f:
-                w = csv.writer(f)
-                extra = ("to_tokens_s", "prefill_s", "gpu_hours", "cost_usd") if a.tokens else ()
-                w.writerow((*COLUMNS, *extra))
-                w.writerows([[getattr(p, c, "") for c in COLUMNS]
-                             + [_tokens_of(p, a, prefills).get(c, "") for c in extra] for p in plans])
-            out.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(p) | _tokens_of(p, a, prefills)
-                                                            for p in plans], indent=1) + "\n")
-            _figure(plans, f"{name}, one {what}, batch {a.batch} x {a.seq:,} (compiled, predicted, not run)"
-                    ).savefig(out.with_suffix(".png"), dpi=150, metadata={"Software": None})
-        except OSError as err:  # the input was fine: the machine could not take the write
-            print(f"{cli.name(COMMAND)}: error: cannot write {out}: {err.strerror or err}", file=sys.stderr)
-            return 1
-        print(f"written: {out.with_suffix('.csv')}, {out.with_suffix('.json')} and {out.with_suffix('.png')}",
-              file=sys.stderr)
+        return _write(Path(a.out), plans, a, prefills, fits, f"{name}, one {what}, batch {a.batch} x {a.seq:,} "
+                      "(compiled, predicted, not run)")
     return 0
+
+
+def _write(out: Path, plans, a: Asked, prefills: dict, fits: dict, title: str) -> int:
+    """--out PATH: PATH.csv, PATH.json and PATH.png; 1 where the machine could not take the write."""
+    try:
+        with open(out.with_suffix(".csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            extra = (("to_tokens_s", "prefill_s", "gpu_hours", "cost_usd") if a.tokens else ()) + (
+                ("knob", "knob_cost", "asked_s", "raised_fraction", "raised_devices", "raised_knob") if fits else ())
+            w.writerow((*COLUMNS, *extra))
+            w.writerows([[getattr(p, c, "") for c in COLUMNS]
+                         + [(_tokens_of(p, a, prefills) | _knob_of(p, fits)).get(c, "") for c in extra]
+                         for p in plans])
+        out.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(p) | _tokens_of(p, a, prefills)
+                                                        | _knob_of(p, fits) for p in plans], indent=1) + "\n")
+        _figure(plans, title).savefig(out.with_suffix(".png"), dpi=150, metadata={"Software": None})
+    except OSError as err:  # the input was fine: the machine could not take the write
+        print(f"{cli.name(COMMAND)}: error: cannot write {out}: {err.strerror or err}", file=sys.stderr)
+        return 1
+    print(f"written: {out.with_suffix('.csv')}, {out.with_suffix('.json')} and {out.with_suffix('.png')}",
+          file=sys.stderr)
+    return 0
+
+
+def _knob_of(p, fits: dict) -> dict:
+    """Under --fit, the knob that made the step fit, its cost in time and the raised share's answer, for the JSON."""
+    f = fits.get(p.gpu) if hasattr(p, "seconds") else None
+    if f is None:
+        return {}
+    from jaxgpu.pricing import knobs
+
+    return {"knob": f.knob, "knob_cost": f.cost, "asked_s": f.asked_s, "raised_fraction": knobs.RAISED,
+            "raised_devices": f.raised, "raised_knob": f.raised_knob}
 
 
 def _tokens_of(p, a: Asked, prefills: dict) -> dict[str, float]:

@@ -1,0 +1,147 @@
+"""What practitioners turn when a training step does not fit: the fit search over the knobs real runs use.
+
+``fewest`` finds the fewest GPUs of a node that hold a step as asked, trying only the meshes. When that is not one GPU,
+``fit`` tries the knobs a practitioner reaches for first, each a change to the step's settings, cheapest first by
+what it usually costs in time: micro-batches (the batch in passes, gradients accumulated), activation checkpointing
+as MaxText's and Pax's policies save (the products without a batch dimension kept) and as torch's checkpoint of each
+layer does (nothing kept), and the weights and AdamW's state in bf16. At each count below the fewest found, from the
+largest down, the knobs are compiled in that order until one holds the step; the search stops at the first count
+none holds (one GPU's share only grows as the count falls). The answer names the knob and what it costs in time:
+the step with the knob against the step as asked on the same GPUs (priced, though it does not fit there).
+
+"Fits" is JAX's default: the plan within 75% of the card (``sharded.USABLE_FRACTION``). The answer also says the
+fewest GPUs that would hold it with the share raised (``RAISED``, the ``XLA_PYTHON_CLIENT_MEM_FRACTION`` MaxText's and
+Pax's scripts set), among the plans compiled on the way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from jaxgpu.ground import hardware
+from jaxgpu.pricing import planner
+
+# JAX's preallocated share raised as MaxText's (0.85) and Pax's and JAX-Toolbox's (0.9) scripts raise it
+RAISED = 0.9
+RAISE_WITH = "XLA_PYTHON_CLIENT_MEM_FRACTION"
+# activation checkpointing as runs set it: MaxText's minimal / Pax's SAVE_DOT_WITH_NO_BATCH_DIM keep the products
+# without a batch dimension; torch.utils.checkpoint around each layer keeps nothing but the layer's input
+SAVE_DOTS = "dots_with_no_batch_dims_saveable"
+SAVE_NOTHING = "nothing_saveable"
+
+
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    """One change to a step's settings: its name in the answer, and the settings and mode it gives."""
+
+    name: str
+    changes: tuple = ()  # StepSettings fields, (name, value) pairs
+    mode: str = ""  # another mode (train_bf16: the weights and AdamW's state in bf16), or the step's own
+
+    def apply(self, settings: Any, mode: str) -> tuple[Any, str]:
+        return dataclasses.replace(settings, **dict(self.changes)), self.mode or mode
+
+
+def knobs(settings: Any, mode: str, batch: int) -> list[Knob]:
+    """The knobs to try on a training step as asked, cheapest first; none that the settings already turn, none a
+    serving step takes, micro-batches only where they split each node's batch evenly."""
+    if not mode.startswith("train"):
+        return []
+    out = []
+    per_node = batch // settings.nodes
+    for k in (2, 4, 8):
+        acc = settings.accumulate * k
+        if per_node % acc == 0 and per_node // acc >= 1:
+            out.append(Knob(f"{acc} micro-batches", (("accumulate", acc),)))
+    if settings.remat == "none":
+        out.append(Knob(f"remat {SAVE_DOTS} (MaxText's minimal, Pax's SAVE_DOT_WITH_NO_BATCH_DIM)",
+                        (("remat", SAVE_DOTS),)))
+    if mode == "train":
+        out.append(Knob("bf16 weights and AdamW state", mode="train_bf16"))
+    if settings.remat in ("none", SAVE_DOTS):
+        out.append(Knob(f"remat {SAVE_NOTHING} (each layer recomputed, as torch's checkpoint of a layer)",
+                        (("remat", SAVE_NOTHING),)))
+        deepest = max((k for k in out if k.changes and k.changes[0][0] == "accumulate"),
+                      key=lambda k: k.changes[0][1], default=None)
+        if deepest is not None:
+            out.append(Knob(f"{deepest.name} and remat {SAVE_NOTHING}",
+                            (*deepest.changes, ("remat", SAVE_NOTHING))))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit:
+    """The fit search's answer for one card.
+
+    Attributes:
+      plan: the step on the fewest GPUs that hold it (``plan.fits``), with ``knob`` turned; where nothing held it,
+        the step as asked on the most GPUs searched.
+      knob: the knob that made it fit on ``plan.devices`` ("" for the step as asked).
+      asked_s: the step as asked on the same GPUs (its time, though it may not fit there): ``plan.seconds /
+        asked_s - 1`` is what the knob costs.
+      raised: the fewest GPUs among the plans compiled that hold it within ``RAISED`` of the card, and that plan's
+        knob ("" as asked); 0 where none did.
+    """
+
+    plan: Any
+    knob: str
+    asked_s: float
+    raised: int
+    raised_knob: str
+
+    @property
+    def cost(self) -> float:
+        """The knob's cost in time: its step over the step as asked on the same GPUs, less one (0.12: 12% slower)."""
+        return self.plan.seconds / self.asked_s - 1 if self.asked_s else 0.0
+
+
+def fit(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, counts: Sequence[int] = planner.NODE,
+        train: bool = True, batch: int = 1, seq: int = 2048, mode: str | None = None, settings: Any = None) -> Fit:
+    """The fewest of ``counts`` GPUs named ``gpu`` that hold the step, the step as asked first (``planner.fewest``)
+    and then with each knob (``knobs``) on fewer; arguments as ``planner.plan_model``'s."""
+    m = mode or ("train" if train else "serve")
+    s = settings or planner.default_settings(m)
+    tried: list[tuple[str, Any]] = []  # (knob, plan) for every plan compiled here
+
+    def plan(n: int, knob: Knob | None) -> Any:
+        s2, m2 = knob.apply(s, m) if knob else (s, m)
+        p = planner.plan_model(model, gpu, batch=batch, seq=seq, devices=n, mode=m2, settings=s2)
+        tried.append((knob.name if knob else "", p))
+        return p
+
+    best = planner.fewest(model, gpu, counts=counts, batch=batch, seq=seq, mode=m, settings=s)
+    tried.append(("", best))
+    knob_name = ""
+    ordered = sorted(set(counts))
+    below = [n for n in ordered if n < best.devices] if best.fits else ordered
+    for n in reversed(below):
+        held = next((p for k in knobs(s, m, batch) if (p := plan(n, k)).fits), None)
+        if held is None:
+            break  # one GPU's share only grows as the count falls: no knob holds it on fewer
+        best, knob_name = held, tried[-1][0]
+    asked = next((p for k, p in tried if not k and p.devices == best.devices), None)
+    if asked is None and knob_name:
+        asked = plan(best.devices, None)
+    card = hardware.find_gpu(best.gpu).memory_gb * 1e9
+    raised = [(p.devices, k) for k, p in tried if p.bytes_per_device <= RAISED * card]
+    low = min(raised, default=(0, ""))
+    return Fit(best, knob_name, asked.seconds if asked else best.seconds, low[0], low[1])
+
+
+def fit_on_gpus(model: str | Any, *, counts: Sequence[int] = planner.NODE, gpus: Sequence[str] | None = None,
+                **step: Any) -> list[Fit | planner.NotPriced]:
+    """``fit`` for each GPU of the hardware table (or ``gpus``): what ``python -m experiments.model --fit`` prints;
+    a card that cannot run the step as asked is a ``planner.NotPriced``."""
+    from jaxgpu.records.results import Unsupported
+
+    out: list[Fit | planner.NotPriced] = []
+    for hw in [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values()):
+        try:
+            out.append(fit(model, hw.name, counts=counts, **step))
+        except Unsupported as why:
+            name = model if isinstance(model, str) else model.name
+            mode = step.get("mode") or ("train" if step.get("train", True) else "serve")
+            out.append(planner.NotPriced(name, mode, hw.name, max(counts), str(why)))
+    return out

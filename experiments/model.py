@@ -347,7 +347,7 @@ def raised_lines(fits: dict) -> list[str]:
     that hold the step within it, where fewer than at JAX's default."""
     from jaxgpu.pricing import knobs
 
-    out = [f"knob: what made the step fit on that many GPUs; its time a step against the step as asked on as many "
+    out = ["knob: what made the step fit on that many GPUs; its time a step against the step as asked on as many "
            "GPUs, priced though it does not fit them (fits: within JAX's default 75% of the card)."
            ] if any(f.knob for f in fits.values()) else []
     for f in fits.values():

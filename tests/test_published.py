@@ -271,8 +271,9 @@ def test_reprice_finds_a_stale_run_and_puts_fresh_records_in_place(tmp_path, mon
     other experiments' records are untouched. An unknown run is refused in one line."""
     import shutil
 
-    from experiments import reprice
     from jaxgpu.pricing import fingerprint
+
+    from experiments import reprice
 
     root = Path(__file__).resolve().parents[1] / "reports"
     shutil.copytree(root / "compiled-h100", tmp_path / "compiled-h100")

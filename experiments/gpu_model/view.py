@@ -176,14 +176,16 @@ def _steps_table(latest: dict) -> figures.Table:
         else:
             spread = "settings stated"
         rows.append([c.id, ", ".join(f"{k}={v}" for k, v in c.program[6]) or "defaults",
-                     f"{labels.si(m['bytes_per_device'], 'B')} ({m['plan_share']:.0%} of {labels.si(m['card_bytes'], 'B')})",
+                     f"{labels.si(m['bytes_per_device'], 'B')} ({m['plan_share']:.0%} of "
+                     f"{labels.si(m['card_bytes'], 'B')})",
                      held, verdict, spread])
-    return figures.Table(["case", "settings priced", "memory a GPU on XLA's plan (of the card)",
-                          "the run could hold", "the plan", "price over the unstated settings"], rows,
+    return figures.Table(["case", "settings priced", "a GPU on XLA's plan (of the card)", "the run could hold",
+                          "plan vs run", "over unstated settings"], rows,
                          "Compiled and priced, not run: each training step with its source's settings where the "
                          "step's settings can say them, and the share of its card the run could hold, as the line of "
-                         "its script that sets it (each case's memory_source names where). The card's bytes are as the device reports them (its compile "
-                         "target's MiB). A plan over what its run could hold is XLA's plan of this project's program "
+                         "its script that sets it (each case's memory_source names where). The card's bytes are as "
+                         "the device reports them (its compile target's MiB). A plan over what its run could hold is "
+                         "XLA's plan of this project's program "
                          "of the step, compiled here, not the source's program under its own XLA: the gap is their "
                          "difference. Where a source leaves a setting unstated, the case names its choice in its "
                          "setup, and the last column prices the plausible others too. llm.c's steps are priced as one "

@@ -134,14 +134,4 @@ def fit_on_gpus(model: str | Any, *, counts: Sequence[int] = planner.NODE, gpus:
                 **step: Any) -> list[Fit | planner.NotPriced]:
     """``fit`` for each GPU of the hardware table (or ``gpus``): what ``python -m experiments.model --fit`` prints;
     a card that cannot run the step as asked is a ``planner.NotPriced``."""
-    from jaxgpu.records.results import Unsupported
-
-    out: list[Fit | planner.NotPriced] = []
-    for hw in [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values()):
-        try:
-            out.append(fit(model, hw.name, counts=counts, **step))
-        except Unsupported as why:
-            name = model if isinstance(model, str) else model.name
-            mode = step.get("mode") or ("train" if step.get("train", True) else "serve")
-            out.append(planner.NotPriced(name, mode, hw.name, max(counts), str(why)))
-    return out
+    return planner.each_gpu(fit, model, counts=counts, gpus=gpus, **step)

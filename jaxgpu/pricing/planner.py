@@ -404,12 +404,19 @@ def model_on_gpus(model: str | Any, *, train: bool = True, batch: int = 1, seq: 
 
 def fewest_on_gpus(model: str | Any, *, counts: Sequence[int] = NODE, gpus: Sequence[str] | None = None,
                    **step: Any) -> list[ModelPlan | NotPriced]:
-    """``fewest`` for each GPU of the hardware table (or ``gpus``): what ``python -m experiments.model --fit``
-    prints; a card that cannot run the step as asked is a ``NotPriced``."""
-    out: list[ModelPlan | NotPriced] = []
+    """``fewest`` for each GPU of the hardware table (or ``gpus``); a card that cannot run the step as asked is a
+    ``NotPriced``."""
+    return each_gpu(fewest, model, counts=counts, gpus=gpus, **step)
+
+
+def each_gpu(search: Any, model: str | Any, *, counts: Sequence[int] = NODE, gpus: Sequence[str] | None = None,
+             **step: Any) -> list:
+    """``search(model, gpu, counts=, **step)`` (``fewest``, ``knobs.fit``) for each GPU of the hardware table (or
+    ``gpus``); a card that cannot run the step as asked is a ``NotPriced`` with its reason."""
+    out: list = []
     for hw in [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values()):
         try:
-            out.append(fewest(model, hw.name, counts=counts, **step))
+            out.append(search(model, hw.name, counts=counts, **step))
         except Unsupported as why:
             name = model if isinstance(model, str) else model.name
             mode = step.get("mode") or ("train" if step.get("train", True) else "serve")

@@ -25,7 +25,6 @@ from typing import Any
 from jaxgpu.ground import decoders
 from jaxgpu.pricing.published_cases import CASES, KINDS, RATES, TIMED, UNITS, Case, gemm_flops  # noqa: F401 - the cases and their record, read here too
 
-
 # Each case's first price: the seconds the model gave it before any change it informed, priced at the commit before it
 # entered the project (or before the change it guided); or why it has none. Data beside the cases, outside the pricing
 # code's fingerprint: a first price is never priced again. experiments.gpu_model.first_price records a new case's.

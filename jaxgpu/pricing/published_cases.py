@@ -1,5 +1,6 @@
 """Published GPU measurements as data: each ``Case`` beside its quote, its source and its role (``calibration``: the
-model's constants were read from it, never scored; ``held_out``: the half of the scored cases a change is judged on).
+model's constants were read from it, never scored; ``held_out``: the half of the scored cases set aside as the model
+changes, not out of sample: only a case's first price is; ``guided``: the change a case was looked at for).
 
 A case is one figure measured on a real A100, H100 or H200 by someone else: the figure as its source states it, the
 setup the source gives, and the same workload named as a program (``program``: a builder and its arguments, which
@@ -712,7 +713,8 @@ CASES += [
         held_out=True,
         memory_fraction=0.85,
         memory_source="NVIDIA/JAX-Toolbox @8bfbd17 patches/paxml/mirror-patch-lora-and-sft-support.patch, "
-        "run_llama_boolq.sh (the SFT runs' script): 'XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.85}'",
+        "run_llama_boolq.sh (the SFT runs' script): "
+        "'XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.85}'",
         plausible=((("remat", "none"),),),
     ),
     Case(

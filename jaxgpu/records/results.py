@@ -472,10 +472,10 @@ def newest_methods(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
             mine = sorted({r.benchmark_version for r in old if r.experiment == name})
             where = sorted(other.path.name for other in runs if any(
                 r.experiment == name and r.benchmark_version == newest[name] for r in other.records))
-            notes.append(f"{run.path.name}'s {sum(r.experiment == name for r in old)} {name} records (benchmark_version "
-                         f"{', '.join(map(str, mine))}) are left out: {', '.join(where)} hold {name} records of a newer "
-                         f"method (version {newest[name]}); run {name} again on {run.path.name}'s machine to bring "
-                         "them back.")
+            count = sum(r.experiment == name for r in old)
+            notes.append(f"{run.path.name}'s {count} {name} records (benchmark_version {', '.join(map(str, mine))}) "
+                         f"are left out: {', '.join(where)} hold {name} records of a newer method (version "
+                         f"{newest[name]}); run {name} again on {run.path.name}'s machine to bring them back.")
     return kept, notes
 
 

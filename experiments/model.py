@@ -52,6 +52,10 @@ def parser() -> cli.Parser:
                    help="per GPU, the fewest of 1, 2, 4 or 8 (one node) that hold the step, or 'more than 8'; a "
                         "train step that needs more as asked is tried with micro-batches, activation checkpointing "
                         "and bf16 state on fewer, the knob that made it fit and its cost in time said")
+    p.add_argument("--max-batch", action="store_true",
+                   help="per GPU and count of --devices, the largest batch that fits (the sequence as --seq)")
+    p.add_argument("--max-seq", action="store_true",
+                   help="per GPU and count of --devices, the longest sequence that fits (the batch as --batch)")
     p.add_argument("--gpus", help="GPUs of the hardware table, comma separated (default: all)")
     p.add_argument("--out", metavar="PATH", help="write PATH.csv, PATH.json and PATH.png (default: no files): the "
                    "figure is memory per GPU by kind against each card, and predicted time by kind of kernel")
@@ -106,6 +110,7 @@ class Asked:
     devices: tuple[int, ...] = (1, 8)
     devices_said: bool = False
     fit: bool = False
+    largest: str = ""  # "batch" or "seq": per GPU and count, the largest that fits (--max-batch, --max-seq)
     gpus: tuple[str, ...] | None = None
     settings: Any = None
     tokens: float | None = None
@@ -140,13 +145,18 @@ def parse_args(argv: list[str] | None = None) -> Asked:
     for name in ("batch", "seq"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if sum((args.fit, args.max_batch, args.max_seq)) > 1:
+        p.error("ask one search: --fit (the fewest GPUs), --max-batch or --max-seq (the largest on each count)")
+    if args.tokens and (args.max_batch or args.max_seq):
+        p.error("--tokens prices the step as asked; with --max-batch or --max-seq, ask it of the size found")
     devices = _devices(p, args)
     gpus = _check_out_and_gpus(p, args)
     decoder, unread = _read_config(p, args) if args.config else (args.model or _described(args), ())
     settings = _settings(p, args, mode)
     return Asked(decoder=decoder, mode=mode, batch=args.batch, seq=args.seq,
                  devices=_check_tp(p, args, devices) if args.tp else devices, devices_said=args.devices is not None,
-                 fit=args.fit, gpus=gpus, settings=settings, tokens=args.tokens, generate=args.generate,
+                 fit=args.fit, largest="batch" if args.max_batch else "seq" if args.max_seq else "",
+                 gpus=gpus, settings=settings, tokens=args.tokens, generate=args.generate,
                  prices=_prices(p, args), out=args.out, config_path=args.config, unread=tuple(unread))
 
 
@@ -418,6 +428,8 @@ def _plans(a: Asked) -> list | str:
     from jaxgpu.pricing import planner
 
     try:
+        if a.largest:
+            return _largest(a)
         if a.fit:
             from jaxgpu.pricing import knobs
 
@@ -431,6 +443,26 @@ def _plans(a: Asked) -> list | str:
         return str(err)
     except RuntimeError as err:  # the compiler failed: its own lines say why
         return f"{err} (the compiler's log: {cli.compiler_log()})"
+
+
+def _largest(a: Asked) -> list:
+    """--max-batch / --max-seq: per GPU and count, the plan of the largest size that fits, or why none does."""
+    from jaxgpu.ground import hardware
+    from jaxgpu.pricing import knobs, planner
+    from jaxgpu.records.results import Unsupported
+
+    name = a.decoder if isinstance(a.decoder, str) else a.decoder.name
+    smallest = "1 sequence" if a.largest == "batch" else f"{knobs.SEQ_UNIT} tokens"
+    out = []
+    for hw in [hardware.find_gpu(g) for g in a.gpus] if a.gpus else list(hardware.GPUS.values()):
+        for n in a.devices:
+            try:
+                found = knobs.largest(a.decoder, hw.name, what=a.largest, devices=n, mode=a.mode, batch=a.batch,
+                                      seq=a.seq, settings=a.settings)
+            except Unsupported as why:
+                found = planner.NotPriced(name, a.mode, hw.name, n, str(why))
+            out.append(found or planner.NotPriced(name, a.mode, hw.name, n, f"even {smallest} does not fit"))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -461,13 +493,18 @@ def _main(argv: list[str] | None) -> int:
     prefills = _prefills(a, plans) if a.tokens and a.mode == "serve" else {}
     rows = table(plans, a.tokens, a.prices, checked[:2] if checked else None, fewest=a.fit, prefills=prefills,
                  fits=fits)
+    if a.largest:  # the size found, after the GPUs
+        rows[0].insert(2, a.largest)
+        for row, p in zip(rows[1:], plans):
+            row.insert(2, f"{getattr(p, a.largest):,}" if hasattr(p, "seconds") else "-")
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",
             "serve": "decode step"}[a.mode]
     name = plans[0].model if a.named and plans else "described decoder"  # the table's spelling
     print(f"{name}, one {what}, batch {a.batch} x {a.seq:,} tokens, "
           f"{a.settings.words()} (compiled for each GPU on this CPU, predicted, not run)"
-          + (f"; per GPU the fewest of {', '.join(map(str, a.devices))} that hold it" if a.fit else "") + ":")
+          + (f"; per GPU the fewest of {', '.join(map(str, a.devices))} that hold it" if a.fit else "")
+          + (f"; per GPU and count the largest {a.largest} that fits (the rows' column)" if a.largest else "") + ":")
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     for line in formula_lines(plans):

@@ -105,3 +105,55 @@ def test_a_7b_step_maxtext_trains_on_8_h100s_fits_8_with_a_knob():
     assert f.plan.fits and f.plan.devices <= 8 and f.knob and len(calls) <= 20
     as_asked = planner.plan_model("llama-7b", "H100 SXM", batch=32, seq=4096, devices=8)
     assert not as_asked.fits and as_asked.bytes_per_device > 80e9  # 86.9 GB a GPU without remat (the issue's)
+
+
+def _linear(monkeypatch, fixed: float, per: float, what: str, ceiling: int | None = None):
+    """A planner whose step holds ``fixed`` bytes plus ``per`` for each unit of ``what`` (sequences or tokens), at
+    75% of an 80 GB card; past ``ceiling`` the model refuses the size (as a GPT-2's learned positions do)."""
+    calls = []
+
+    def plan_model(model, gpu, *, batch, seq, devices, mode, settings):
+        x = {"batch": batch, "seq": seq}[what]
+        calls.append(x)
+        if ceiling and x > ceiling:
+            raise ValueError("longer than the model's positions")
+        nbytes = fixed + per * x
+        return types.SimpleNamespace(gpu=gpu, devices=devices, batch=batch, seq=seq, bytes_per_device=nbytes,
+                                     seconds=1.0, fits=nbytes <= 0.75 * CARD)
+
+    monkeypatch.setattr(planner, "plan_model", plan_model)
+    return calls
+
+
+def test_the_largest_batch_is_found_by_doubling_then_halving_the_gap(monkeypatch):
+    calls = _linear(monkeypatch, fixed=10e9, per=1e9, what="batch")  # 50 sequences fit 60 GB
+    p = knobs.largest("llama-7b", "H100 SXM", what="batch", devices=1, batch=8, seq=2048)
+    assert p.batch == 50 and len(calls) <= 12
+    assert knobs.largest("llama-7b", "H100 SXM", what="batch", devices=1, batch=64, seq=2048).batch == 50  # shrinks
+    # fsdp over 8 GPUs splits the batch: it grows by 8 (a batch they do not split is held whole on each)
+    assert knobs.largest("llama-7b", "H100 SXM", what="batch", devices=8, batch=8, seq=2048).batch == 48
+
+
+def test_the_longest_sequence_is_a_whole_number_of_blocks_and_stops_at_the_models_ceiling(monkeypatch):
+    _linear(monkeypatch, fixed=10e9, per=1e6, what="seq")  # 50,000 tokens fit
+    assert knobs.largest("llama-7b", "H100 SXM", what="seq", devices=1, batch=1, seq=2048).seq == 49920
+    _linear(monkeypatch, fixed=10e9, per=1e6, what="seq", ceiling=4096)
+    assert knobs.largest("gpt2-124m", "H100 SXM", what="seq", devices=1, batch=1, seq=1024).seq == 4096
+
+
+def test_nothing_is_the_largest_where_even_the_smallest_does_not_fit(monkeypatch):
+    _linear(monkeypatch, fixed=70e9, per=1e9, what="batch")
+    assert knobs.largest("llama-70b", "H100 SXM", what="batch", devices=1, batch=8, seq=2048) is None
+    with pytest.raises(ValueError, match="must be one of"):
+        knobs.largest("llama-7b", what="heads")
+
+
+def test_the_command_asks_one_search():
+    from experiments import model
+
+    for argv in (["--model", "llama-7b", "--fit", "--max-batch"], ["--model", "llama-7b", "--max-seq", "--tokens",
+                                                                    "1e9"]):
+        with pytest.raises(SystemExit) as err:
+            model.parse_args(argv)
+        assert err.value.code == 2
+    assert model.parse_args(["--model", "llama-7b", "--max-seq"]).largest == "seq"

@@ -135,3 +135,58 @@ def fit_on_gpus(model: str | Any, *, counts: Sequence[int] = planner.NODE, gpus:
     """``fit`` for each GPU of the hardware table (or ``gpus``): what ``python -m experiments.model --fit`` prints;
     a card that cannot run the step as asked is a ``planner.NotPriced``."""
     return planner.each_gpu(fit, model, counts=counts, gpus=gpus, **step)
+
+
+# the largest a search grows to: sequences a step (batch) and tokens a sequence (seq)
+LIMITS = {"batch": 65536, "seq": 1 << 20}
+SEQ_UNIT = 256  # a sequence grows in whole blocks of a fused attention kernel's tiles
+
+
+def largest(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, what: str = "batch", devices: int = 8,
+            train: bool = True, batch: int = 1, seq: int = 2048, mode: str | None = None,
+            settings: Any = None) -> Any:
+    """The plan of the step with the largest batch (``what="batch"``) or sequence (``"seq"``) that ``devices`` GPUs
+    named ``gpu`` hold (``fits``), the other held as asked: doubling from the size asked until a plan does not fit,
+    then halving the gap to a batch its nodes, micro-batches and GPUs split evenly (a batch the GPUs do not split is
+    held whole on each), or a whole ``SEQ_UNIT`` of tokens; below
+    the size asked where even that does not fit. None where even the smallest does not. Each try is a plan_model
+    compile (the plan cache answers a repeat)."""
+    if what not in LIMITS:
+        raise ValueError(f"what must be one of {', '.join(LIMITS)}, got {what!r}")
+    m = mode or ("train" if train else "serve")
+    s = settings or planner.default_settings(m)
+    # a batch grows by what splits it evenly: its nodes, micro-batches and, where the GPUs split the batch (fsdp), them
+    split = planner.split_of(s, m)
+    unit = s.nodes * s.accumulate * (devices if split != "tp" else 1) if what == "batch" else SEQ_UNIT
+    cache: dict[int, Any] = {}
+
+    def plan(x: int) -> Any:
+        if x not in cache:
+            size = {"batch": batch, "seq": seq} | {what: x}
+            try:
+                cache[x] = planner.plan_model(model, gpu, devices=devices, mode=m, settings=s, **size)
+            except ValueError:  # past what the model takes (a GPT-2's learned positions): no larger fits
+                cache[x] = None
+        return cache[x]
+
+    def fits(x: int) -> bool:
+        return plan(x) is not None and plan(x).fits
+
+    x = max(unit, ({"batch": batch, "seq": seq}[what] // unit) * unit)
+    lo, hi = 0, None
+    while fits(x):  # grow while it fits
+        lo = x
+        if x >= LIMITS[what]:
+            return plan(x)
+        x = min(2 * x, LIMITS[what])
+    hi = x
+    while not lo and hi > unit:  # even the size asked does not fit: shrink until one does
+        hi, x = max(unit, (hi // 2 // unit) * unit), hi
+        if fits(hi):
+            lo, hi = hi, x
+    if not lo:
+        return None
+    while hi - lo > unit:
+        mid = (lo + hi) // 2 // unit * unit
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return plan(lo)

@@ -182,10 +182,10 @@ def _steps_table(latest: dict) -> figures.Table:
     return figures.Table(["case", "settings priced", "a GPU on XLA's plan (of the card)", "the run could hold",
                           "plan vs run", "over unstated settings"], rows,
                          "Compiled and priced, not run: each training step with its source's settings where the "
-                         "step's settings can say them, and the share of its card the run could hold, as the line of "
-                         "its script that sets it (each case's memory_source names where). The card's bytes are as "
-                         "the device reports them (its compile target's MiB). A plan over what its run could hold is "
-                         "XLA's plan of this project's program "
+                         "step's settings can say them, and the share of its card the run could hold, as its script "
+                         "sets it (each case's memory_source quotes the line and says where it stands). The card's "
+                         "bytes are as the device reports them (its compile target's MiB). A plan over what its run "
+                         "could hold is XLA's plan of this project's program "
                          "of the step, compiled here, not the source's program under its own XLA: the gap is their "
                          "difference. Where a source leaves a setting unstated, the case names its choice in its "
                          "setup, and the last column prices the plausible others too. llm.c's steps are priced as one "
@@ -193,12 +193,14 @@ def _steps_table(latest: dict) -> figures.Table:
 
 
 def _memory_said(c: published.Case) -> str:
-    """What let a run hold its share of the card, briefly: the line of its script that sets it (where the whole source
-    is the case's ``memory_source``), or the allocator's name, or JAX's default where the source says nothing."""
+    """What let a run hold its share of the card, briefly: JAX's variable set in its script (the line and where it
+    stands are the case's ``memory_source``), or the allocator's name, or JAX's default where the source says
+    nothing."""
     if not c.memory_fraction:
         return "not stated (JAX's default)"
-    line = re.search(r"'([^']*XLA_PYTHON_CLIENT_MEM_FRACTION[^']*)'", c.memory_source)
-    return line.group(1) if line else c.memory_source.split(":")[0]
+    if re.search(r"'[^']*XLA_PYTHON_CLIENT_MEM_FRACTION[^']*'", c.memory_source):
+        return "XLA_PYTHON_CLIENT_MEM_FRACTION in its script"
+    return c.memory_source.split(":")[0]
 
 
 def _by_kind(est: dict, low: dict) -> figures.Table:

@@ -30,6 +30,18 @@ from experiments import cli
 COMMAND = "experiments.model"
 
 
+def _searches(p: cli.Parser) -> None:
+    """The searches the command can make in place of pricing the counts asked: one at a time."""
+    p.add_argument("--fit", action="store_true",
+                   help="per GPU, the fewest of 1, 2, 4 or 8 (one node) that hold the step, or 'more than 8'; a "
+                        "train step that needs more as asked is tried with micro-batches, activation checkpointing "
+                        "and bf16 state on fewer, the knob that made it fit and its cost in time said")
+    p.add_argument("--max-batch", action="store_true",
+                   help="per GPU and count of --devices, the largest batch that fits (the sequence as --seq)")
+    p.add_argument("--max-seq", action="store_true",
+                   help="per GPU and count of --devices, the longest sequence that fits (the batch as --batch)")
+
+
 def parser() -> cli.Parser:
     examples = __doc__.split("::")[1].split("\n\n")[1]
     prog = cli.prog(COMMAND)
@@ -48,14 +60,7 @@ def parser() -> cli.Parser:
     p.add_argument("--batch", type=int, default=8, help="sequences per step (default 8)")
     p.add_argument("--seq", type=int, default=2048, help="tokens per sequence, or the cache's context (default 2048)")
     p.add_argument("--devices", help="GPU counts, comma separated (default 1,8; with --fit, those searched)")
-    p.add_argument("--fit", action="store_true",
-                   help="per GPU, the fewest of 1, 2, 4 or 8 (one node) that hold the step, or 'more than 8'; a "
-                        "train step that needs more as asked is tried with micro-batches, activation checkpointing "
-                        "and bf16 state on fewer, the knob that made it fit and its cost in time said")
-    p.add_argument("--max-batch", action="store_true",
-                   help="per GPU and count of --devices, the largest batch that fits (the sequence as --seq)")
-    p.add_argument("--max-seq", action="store_true",
-                   help="per GPU and count of --devices, the longest sequence that fits (the batch as --batch)")
+    _searches(p)
     p.add_argument("--gpus", help="GPUs of the hardware table, comma separated (default: all)")
     p.add_argument("--out", metavar="PATH", help="write PATH.csv, PATH.json and PATH.png (default: no files): the "
                    "figure is memory per GPU by kind against each card, and predicted time by kind of kernel")

@@ -328,7 +328,7 @@ def test_every_case_has_a_first_price_or_says_why_not():
     """A case's first price is the model's price before any change it informed (priced at the commit before it
     entered, or before the change it guided), with that commit and how; a case without one says why (in sample: it
     entered with the change that let the model express it). A new case is priced and recorded before anything is
-    changed because of it (experiments.gpu_model.first_price)."""
+    changed because of it (experiments.first_price)."""
     got = published.first_prices()
     assert set(got) == {c.id for c in published.CASES}, "a case added to published_cases needs its first price"
     for case_id, entry in got.items():
@@ -354,7 +354,8 @@ def test_a_case_that_guided_a_change_is_not_held_out():
 def test_first_price_records_a_new_case_once_and_refuses_bad_input(tmp_path, monkeypatch, capsys):
     """The first-price tool writes a new case's price with the commit that priced it, and refuses in one line an
     unknown case, a case already priced, and pricing code changed from HEAD."""
-    from experiments.gpu_model import first_price, measure
+    from experiments import first_price
+    from experiments.gpu_model import measure
 
     prices = {k: v for k, v in published.first_prices().items() if k != "mamf-a100-bf16"}
     path = tmp_path / "first_prices.json"

@@ -27,7 +27,7 @@ from jaxgpu.pricing.published_cases import CASES, KINDS, RATES, TIMED, UNITS, Ca
 
 # Each case's first price: the seconds the model gave it before any change it informed, priced at the commit before it
 # entered the project (or before the change it guided); or why it has none. Data beside the cases, outside the pricing
-# code's fingerprint: a first price is never priced again. experiments.gpu_model.first_price records a new case's.
+# code's fingerprint: a first price is never priced again. experiments.first_price records a new case's.
 FIRST_PRICES = Path(__file__).with_name("first_prices.json")
 
 

@@ -1,4 +1,4 @@
-"""Record a new published case's first price: ``python -m experiments.gpu_model.first_price CASE_ID ...``.
+"""Record a new published case's first price: ``python -m experiments.first_price CASE_ID ...``.
 
 A case is priced by the model as it stands at HEAD, before anything in the model is changed because of it, and the
 price is written to ``jaxgpu/pricing/first_prices.json`` with the commit that priced it. The case's own data may be
@@ -16,7 +16,7 @@ from jaxgpu.pricing import fingerprint, published
 
 from experiments import cli
 
-COMMAND = "experiments.gpu_model.first_price"
+COMMAND = "experiments.first_price"
 # the case data itself: a new case changes it, and it is not the model
 CASE_DATA = ("jaxgpu/pricing/published_cases.py",)
 
@@ -45,7 +45,7 @@ def record(case_ids: list[str]) -> dict[str, dict]:
         m = measure.price(case_id)
         written[case_id] = {"entered": f"after {at}", "priced_at": at, "first_price_s": m["predicted_s"],
                             "how": f"{at}'s model on the case as it entered, priced before any change it informed "
-                                   "(experiments.gpu_model.first_price)"}
+                                   "(experiments.first_price)"}
         case = next(c for c in published.CASES if c.id == case_id)
         print(f"{case_id}: {m['predicted_s']:.4g} s, {published.error(m['predicted_s'], case):+.1%} against the "
               f"published {case.published_s:.4g} s")

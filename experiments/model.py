@@ -357,6 +357,27 @@ def _with_knobs(rows: list[list[str]], plans, fits: dict | None) -> list[list[st
     return rows
 
 
+def _fits(p) -> str:
+    """Whether the plan fits the card: "yes" within JAX's default 75%, "at 90%" where it needs the share raised
+    (``knobs.RAISED``, with ``XLA_PYTHON_CLIENT_MEM_FRACTION``), else "no"."""
+    from jaxgpu.pricing import knobs, sharded
+
+    if p.fits:
+        return "yes"
+    card = p.capacity / sharded.USABLE_FRACTION
+    return f"at {knobs.RAISED:.0%}" if p.bytes_per_device <= knobs.RAISED * card else "no"
+
+
+def raised_note(plans) -> str:
+    """The line that says what "at 90%" means, where a row says it."""
+    from jaxgpu.pricing import knobs, sharded
+
+    if not any(hasattr(p, "seconds") and _fits(p).startswith("at ") for p in plans):
+        return ""
+    return (f"fits \"at {knobs.RAISED:.0%}\": over JAX's default share of the card ({sharded.USABLE_FRACTION:.0%}), "
+            f"within {knobs.RAISED:.0%} of it: set {knobs.RAISE_WITH}={knobs.RAISED} before JAX starts.")
+
+
 def raised_lines(fits: dict) -> list[str]:
     """Under --fit, per card, what a raised memory share would change: the fewest GPUs among the plans compiled
     that hold the step within it, where fewer than at JAX's default."""
@@ -387,7 +408,7 @@ def _rows(rows, plans, tokens, prices, span, fewest, prefills, labels) -> list[l
         elif fewest or " x " in p.mesh:  # how they split it: the fewest's mesh, or a 2-D mesh's grid at this count
             gpus = f"{gpus} ({p.mesh})"
         rows.append([p.gpu, gpus, labels.si(p.bytes_per_device, "B"), labels.si(p.estimate_bytes, "B"),
-                     "yes" if p.fits else "no",
+                     _fits(p),
                      labels.si(p.seconds, "s"), f"{labels.si(p.lower_s, 's')}-{labels.si(p.upper_s, 's')}",
                      labels.si(p.tokens_per_s, "tokens/s"), f"{p.mfu:.0%}", p.binds, p.plan])
         if fewest and not p.fits:  # no time for a step that no count of these GPUs holds
@@ -514,8 +535,9 @@ def _main(argv: list[str] | None) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     for line in formula_lines(plans):
         print(line)
-    for line in raised_lines(fits):
-        print(line)
+    for line in [raised_note(plans), *raised_lines(fits)]:
+        if line:
+            print(line)
     from jaxgpu.ground import hardware
 
     for hw in {p.gpu: hardware.find_gpu(p.gpu) for p in plans}.values():

@@ -157,3 +157,17 @@ def test_the_command_asks_one_search():
             model.parse_args(argv)
         assert err.value.code == 2
     assert model.parse_args(["--model", "llama-7b", "--max-seq"]).largest == "seq"
+
+
+def test_the_command_says_fits_at_a_raised_share_and_how_to_raise_it():
+    """A plan over JAX's default 75% of the card but within 90% fits "at 90%", and one line says which variable
+    raises the share; past 90% it does not fit."""
+    from experiments import model
+
+    def plan(gb):
+        return types.SimpleNamespace(seconds=1.0, fits=gb * 1e9 <= 0.75 * CARD, bytes_per_device=gb * 1e9,
+                                     capacity=0.75 * CARD)
+
+    assert [model._fits(plan(gb)) for gb in (50, 70, 75)] == ["yes", "at 90%", "no"]
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION=0.9" in model.raised_note([plan(50), plan(70)])
+    assert model.raised_note([plan(50), plan(75)]) == ""

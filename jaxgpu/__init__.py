@@ -45,12 +45,15 @@ _NAMES = {
     "pricing.sizing": ("on_gpus", "OnGpus", "GpuRow"),
     "pricing.planner": ("plan_model", "ModelPlan", "model_on_gpus", "NotPriced", "fewest", "fewest_on_gpus",
                         "formula_vs_plan"),
+    "pricing.knobs": ("Fit", "fit_on_gpus"),
     "pricing.fit": ("MemoryEstimate", "transformer_inference", "transformer_prefill", "transformer_train"),
     "records.results": ("DoesNotFit", "Record", "ResultsError", "Run", "Unsupported", "merge", "read_run"),
     "records.figures": ("Table", "Series", "Limit", "line_plot"),
 }
 _RENAMED = {
     "estimate_mlp_train": ("pricing.fit", "mlp_train"),
+    "fit_with_knobs": ("pricing.knobs", "fit"),
+    "largest_that_fits": ("pricing.knobs", "largest"),
     "launch_distributed": ("kernels.distributed", "launch"),
     "precision_matmul": ("ground.precision", "matmul"),
     "use_precision": ("ground.precision", "use"),

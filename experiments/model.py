@@ -335,13 +335,16 @@ def to_tokens(p, tokens: float, price: float | None = None, prefill=None, genera
 
 
 def table(plans, tokens: float | None = None, prices: dict | None = None, span: tuple[float, float] | None = None,
-          fewest: bool = False, prefills: dict | None = None, fits: dict | None = None) -> list[list[str]]:
+          fewest: bool = False, prefills: dict | None = None, fits: dict | None = None,
+          largest: str = "") -> list[list[str]]:
     """The printed table, a row per plan (``prefills``: {(gpu, devices): (prefill plan, tokens each sequence
-    generates)} for a decode's time to ``tokens``; ``fits``: {gpu: the fit search's answer}, its knob a column)."""
-    from jaxgpu.records import labels
-
-    rows = [["GPU", "GPUs", "per GPU", "formula", "fits", "step", "bounds", "tokens/s", "MFU", "binds", "plan"]]
-    rows = _with_knobs(_rows(rows, plans, tokens, prices, span, fewest, prefills, labels), plans, fits)
+    generates)} for a decode's time to ``tokens``; ``fits``: {gpu: the fit search's answer}, its knob a column;
+    ``largest``: "batch" or "seq", the size each plan was found at, a column after the GPUs)."""
+    rows = _with_knobs(_rows(plans, tokens, prices, span, fewest, prefills), plans, fits)
+    if largest:
+        rows[0].insert(2, largest)
+        for row, p in zip(rows[1:], plans):
+            row.insert(2, f"{getattr(p, largest):,}" if hasattr(p, "seconds") else "-")
     return rows
 
 
@@ -360,12 +363,9 @@ def _with_knobs(rows: list[list[str]], plans, fits: dict | None) -> list[list[st
 def _fits(p) -> str:
     """Whether the plan fits the card: "yes" within JAX's default 75%, "at 90%" where it needs the share raised
     (``knobs.RAISED``, with ``XLA_PYTHON_CLIENT_MEM_FRACTION``), else "no"."""
-    from jaxgpu.pricing import knobs, sharded
+    from jaxgpu.pricing import knobs
 
-    if p.fits:
-        return "yes"
-    card = p.capacity / sharded.USABLE_FRACTION
-    return f"at {knobs.RAISED:.0%}" if p.bytes_per_device <= knobs.RAISED * card else "no"
+    return "yes" if p.fits else f"at {knobs.RAISED:.0%}" if knobs.fits_raised(p) else "no"
 
 
 def raised_note(plans) -> str:
@@ -381,21 +381,25 @@ def raised_note(plans) -> str:
 def raised_lines(fits: dict) -> list[str]:
     """Under --fit, per card, what a raised memory share would change: the fewest GPUs among the plans compiled
     that hold the step within it, where fewer than at JAX's default."""
-    from jaxgpu.pricing import knobs
+    from jaxgpu.pricing import knobs, sharded
 
+    default = f"{sharded.USABLE_FRACTION:.0%}"
     out = ["knob: what made the step fit on that many GPUs; its time a step against the step as asked on as many "
-           "GPUs, priced though it does not fit them (fits: within JAX's default 75% of the card)."
+           f"GPUs, priced though it does not fit them (fits: within JAX's default {default} of the card)."
            ] if any(f.knob for f in fits.values()) else []
     for f in fits.values():
         if f.raised and (f.raised < f.plan.devices or not f.plan.fits):
             how = f" with {f.raised_knob}" if f.raised_knob else " as asked"
             out.append(f"{f.plan.gpu}: with {knobs.RAISE_WITH}={knobs.RAISED} (JAX's share of the card raised from "
-                       f"75%, as MaxText's and Pax's scripts raise it) {f.raised} GPU{'s' if f.raised > 1 else ''} "
-                       f"hold it{how}.")
+                       f"{default}, as MaxText's and Pax's scripts raise it) {f.raised} "
+                       f"GPU{'s' if f.raised > 1 else ''} hold it{how}.")
     return out
 
 
-def _rows(rows, plans, tokens, prices, span, fewest, prefills, labels) -> list[list[str]]:
+def _rows(plans, tokens, prices, span, fewest, prefills) -> list[list[str]]:
+    from jaxgpu.records import labels
+
+    rows = [["GPU", "GPUs", "per GPU", "formula", "fits", "step", "bounds", "tokens/s", "MFU", "binds", "plan"]]
     if tokens:
         rows[0][10:10] = [f"to {labels.si(tokens, 'tokens')}", "GPU-hours"] + (["cost"] if prices else [])
     for p in plans:
@@ -518,11 +522,7 @@ def _main(argv: list[str] | None) -> int:
     checked = band(a.mode) if a.tokens else None
     prefills = _prefills(a, plans) if a.tokens and a.mode == "serve" else {}
     rows = table(plans, a.tokens, a.prices, checked[:2] if checked else None, fewest=a.fit, prefills=prefills,
-                 fits=fits)
-    if a.largest:  # the size found, after the GPUs
-        rows[0].insert(2, a.largest)
-        for row, p in zip(rows[1:], plans):
-            row.insert(2, f"{getattr(p, a.largest):,}" if hasattr(p, "seconds") else "-")
+                 fits=fits, largest=a.largest)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     what = {"train": "train step", "train_bf16": "pure-bf16 train step", "prefill": "prefill",
             "serve": "decode step"}[a.mode]

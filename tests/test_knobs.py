@@ -27,7 +27,7 @@ def _fake(monkeypatch, whole: float, acts: float):
                                                                          knobs.SAVE_NOTHING: 0.33}[settings.remat])
         nbytes = w + a
         return types.SimpleNamespace(gpu=gpu, devices=devices, bytes_per_device=nbytes, seconds=t,
-                                     fits=nbytes <= 0.75 * CARD)
+                                     fits=nbytes <= 0.75 * CARD, capacity=0.75 * CARD)
 
     def fewest(model, gpu, *, counts, batch, seq, mode, settings):
         for n in sorted(counts):
@@ -119,7 +119,7 @@ def _linear(monkeypatch, fixed: float, per: float, what: str, ceiling: int | Non
             raise ValueError("longer than the model's positions")
         nbytes = fixed + per * x
         return types.SimpleNamespace(gpu=gpu, devices=devices, batch=batch, seq=seq, bytes_per_device=nbytes,
-                                     seconds=1.0, fits=nbytes <= 0.75 * CARD)
+                                     seconds=1.0, fits=nbytes <= 0.75 * CARD, capacity=0.75 * CARD)
 
     monkeypatch.setattr(planner, "plan_model", plan_model)
     return calls

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jaxgpu.ground import hardware
-from jaxgpu.pricing import planner
+from jaxgpu.pricing import planner, sharded
 
 # JAX's preallocated share raised as MaxText's (0.85) and Pax's and JAX-Toolbox's (0.9) scripts raise it
 RAISED = 0.9
@@ -30,6 +30,12 @@ RAISE_WITH = "XLA_PYTHON_CLIENT_MEM_FRACTION"
 # without a batch dimension; torch.utils.checkpoint around each layer keeps nothing but the layer's input
 SAVE_DOTS = "dots_with_no_batch_dims_saveable"
 SAVE_NOTHING = "nothing_saveable"
+
+
+def fits_raised(plan: Any) -> bool:
+    """Whether a ``planner.ModelPlan`` fits its card with JAX's share raised to ``RAISED`` (its ``capacity`` is the
+    default share's)."""
+    return plan.bytes_per_device <= RAISED * plan.capacity / sharded.USABLE_FRACTION
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,8 +130,7 @@ def fit(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, counts: Sequence[i
     asked = next((p for k, p in tried if not k and p.devices == best.devices), None)
     if asked is None and knob_name:
         asked = plan(best.devices, None)
-    card = hardware.find_gpu(best.gpu).memory_gb * 1e9
-    raised = [(p.devices, k) for k, p in tried if p.bytes_per_device <= RAISED * card]
+    raised = [(p.devices, k) for k, p in tried if fits_raised(p)]
     low = min(raised, default=(0, ""))
     return Fit(best, knob_name, asked.seconds if asked else best.seconds, low[0], low[1])
 

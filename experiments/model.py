@@ -80,8 +80,10 @@ def parser() -> cli.Parser:
                         "unrolled in a decode step, as serving runs hold each layer's weights apart)")
     p.add_argument("--nodes", type=int, default=1,
                    help="with --train: nodes of --devices GPUs each, --batch split over them (default 1)")
-    p.add_argument("--weights", choices=("bf16", "int8", "fp8"), default="bf16",
-                   help="with --serve: layer matrices stored in int8 or fp8, per-channel scales (default bf16)")
+    p.add_argument("--weights", choices=("bf16", "int8", "fp8", "nf4"), default="bf16",
+                   help="with --serve: layer matrices stored in int8 or fp8, per-channel scales; with --lora: the "
+                        "frozen base in int8 or nf4 (QLoRA) (default bf16)")
+    _lora_flags(p)
     p.add_argument("--tokens", type=float, metavar="N",
                    help="also the time and GPU-hours to train on N tokens (or to prefill or decode N tokens)")
     p.add_argument("--generate", type=int, default=256, metavar="K",
@@ -130,6 +132,14 @@ class Asked:
     def named(self) -> bool:
         """The decoder has a name of its own (--model or --config), not the described one's."""
         return isinstance(self.decoder, str) or self.config_path is not None
+
+
+def _lora_flags(p: cli.Parser) -> None:
+    p.add_argument("--lora", type=int, default=0, metavar="R",
+                   help="with --train: fine-tune LoRA adapters of rank R, the base frozen (default 0: train every "
+                        "weight)")
+    p.add_argument("--lora-on", choices=("all", "attention"), default="all",
+                   help="with --lora: the matrices adapted, every matrix of a layer or the attention's (default all)")
 
 
 def parse_args(argv: list[str] | None = None) -> Asked:
@@ -228,12 +238,23 @@ def _settings(p: cli.Parser, args: argparse.Namespace, mode: str):
         p.error("--tp sizes the tensor-parallel groups of the fsdp+tp mesh; give --mesh fsdp+tp too")
     if args.tp < 0:
         p.error(f"--tp takes the GPUs of a group, 1 or more, got {args.tp}")
+    if args.lora and not mode.startswith("train"):
+        p.error("--lora trains adapters: a training step's setting (--train)")
+    if args.lora < 0:
+        p.error(f"--lora takes an adapter rank, 1 or more, got {args.lora}")
+    if args.weights == "nf4" and not args.lora:
+        p.error("--weights nf4 is QLoRA's frozen base: give --lora R too")
+    if args.weights != "bf16" and mode.startswith("train") and not args.lora:
+        p.error(f"--weights {args.weights} stores a decode step's weights (--serve) or a LoRA step's frozen base "
+                "(--lora R); full training keeps fp32 master weights")
+    if args.weights == "fp8" and args.lora:
+        p.error("--weights with --lora takes the base in bf16, int8 or nf4; an fp8 base is not built")
     try:
         return dataclasses.replace(base, remat=args.remat, flash=base.flash and not args.no_flash,
                                    matmul="fp8" if args.fp8 else "bf16",
                                    scan=args.layer_loop == "scan" if args.layer_loop else base.scan, nodes=args.nodes,
                                    accumulate=args.accumulate, weights=args.weights, mesh=args.mesh or "auto",
-                                   tp=args.tp)
+                                   tp=args.tp, lora=args.lora, lora_on=args.lora_on)
     except KeyError as err:
         p.error(f"--remat: {err.args[0]}")
     except ValueError as err:

@@ -102,6 +102,18 @@ class Decoder:
             return self.params()
         return self.params() - (self.experts - self.top_k) * 3 * self.d_model * self.ffn * self.layers
 
+    def adapter_shapes(self, rank: int, on: str = "all") -> dict[str, tuple[int, ...]]:
+        """A LoRA step's adapters by name: for each matrix ``LORA_TARGETS[on]`` names, ``<name>_lora_a`` [L, in,
+        rank] and ``<name>_lora_b`` [L, rank, out] (a mixture's experts are not adapted)."""
+        out = {}
+        for k, (n, m) in ((k, s) for k, s in self.layer_shapes().items() if k in LORA_TARGETS[on] and len(s) == 2):
+            out[k + "_lora_a"], out[k + "_lora_b"] = (self.layers, n, rank), (self.layers, rank, m)
+        return out
+
+    def adapter_params(self, rank: int, on: str = "all") -> int:
+        """The weights a LoRA step trains: its adapters' (``adapter_shapes``)."""
+        return sum(math.prod(s) for s in self.adapter_shapes(rank, on).values())
+
     def formula_params(self) -> int:
         """The weights the memory formula counts: the attention's four matrices, the MLP's two or three (every
         expert's and the router), the embedding and an output head of its own; no norms, biases or positions.
@@ -250,7 +262,14 @@ def keys_seen(seq: int, window: int = 0) -> int:
 REMAT_POLICIES = ("dots_saveable", "dots_with_no_batch_dims_saveable", "checkpoint_dots",
                   "checkpoint_dots_with_no_batch_dims", "nothing_saveable", "everything_saveable")
 MATMULS = ("bf16", "fp8")
-WEIGHTS = ("bf16", "int8", "fp8")  # a decode step's stored weights: int8 and fp8 with a scale per output channel
+# stored weights: a decode step's int8 and fp8 with a scale per output channel; a LoRA step's frozen base in int8, or
+# in NF4 (QLoRA's 4-bit NormalFloat: 16 levels, two to a byte, an absmax scale a block of NF4_BLOCK inputs)
+WEIGHTS = ("bf16", "int8", "fp8", "nf4")
+NF4_BLOCK = 64  # QLoRA's block (Dettmers et al. 2023, bitsandbytes' default for 4-bit weights)
+# the matrices a LoRA step adapts (StepSettings.lora_on): every matrix of a layer, as NeMo's default targets
+# (linear_qkv, linear_proj, linear_fc1, linear_fc2) and QLoRA's paper (all linear layers); or the attention's alone
+LORA_TARGETS = {"all": ("wqkv", "wo", "w_gate", "w_up", "w_down", "w_qkv", "w_o", "w_fc", "w_proj"),
+                "attention": ("wqkv", "wo", "w_qkv", "w_o")}
 # how a step's GPUs split it: auto is fsdp to train, tensor parallel to serve; fsdp+tp is both, on a 2-D mesh
 MESHES = ("auto", "fsdp", "tp", "fsdp+tp")
 
@@ -281,6 +300,10 @@ class StepSettings:
         recomputed in the backward pass (0: all at once). The same arithmetic; what changes is what XLA's memory
         plan holds: a block's scores, not a layer's, nearer what a fused kernel holds (which holds none).
         ``jaxgpu.pricing.planner.plan_model`` reads a long context's memory off such a twin of the step.
+      lora: a training step's adapter rank (LoRA): the base weights frozen (no gradients, no optimizer state), a
+        pair of rank-``lora`` matrices beside each adapted one trained with AdamW; 0: every weight trained. With it,
+        ``weights`` stores the frozen base: "bf16", or "int8" / "nf4" (QLoRA), widened for each product.
+      lora_on: the matrices adapted (``LORA_TARGETS``): "all" of a layer's, or the "attention"'s.
     """
 
     remat: str = "none"
@@ -293,6 +316,8 @@ class StepSettings:
     mesh: str = "auto"
     tp: int = 0
     query_block: int = 0
+    lora: int = 0
+    lora_on: str = "all"
 
     def __post_init__(self):
         if self.mesh not in MESHES:
@@ -310,13 +335,20 @@ class StepSettings:
             raise KeyError(f"unknown weight storage {self.weights!r}; known: {', '.join(WEIGHTS)}")
         if self.accumulate < 1:
             raise ValueError(f"accumulate must be at least 1 micro-batch, got {self.accumulate}")
+        if self.lora < 0:
+            raise ValueError(f"a LoRA rank must be 1 or more (0: no adapters), got {self.lora}")
+        if self.lora_on not in LORA_TARGETS:
+            raise KeyError(f"unknown LoRA targets {self.lora_on!r}; known: {', '.join(LORA_TARGETS)}")
+        if self.weights == "nf4" and not self.lora:
+            raise ValueError("nf4 weights are QLoRA's frozen base: a step with LoRA adapters (lora > 0)")
 
     def words(self) -> str:
         """The settings in a phrase: "remat dots_saveable, flash attention, bf16, scanned, 1 node"."""
         return (f"remat {self.remat}, {'flash' if self.flash else 'XLA'} attention, {self.matmul} products, "
                 f"{'scanned' if self.scan else 'unrolled'} layers, {self.nodes} node{'s' if self.nodes > 1 else ''}"
                 + (f", {self.accumulate} micro-batches" if self.accumulate > 1 else "")
-                + (f", {self.weights} weights" if self.weights != "bf16" else "")
+                + (f", LoRA rank {self.lora} on {self.lora_on} matrices" if self.lora else "")
+                + (f", {self.weights} {'base ' if self.lora else ''}weights" if self.weights != "bf16" else "")
                 + (f", {self.mesh} mesh" if self.mesh != "auto" else "")
                 + (f" (tp {self.tp})" if self.tp else "")
                 + (f", attention in blocks of {self.query_block} queries" if self.query_block else ""))

@@ -88,7 +88,11 @@ def _fsdp_spec(shape: tuple[int, ...], n: int, axis: str = AXIS, taken: tuple = 
 def _tp_cut(name: str, shape: tuple[int, ...], n: int) -> int | None:
     """The dimension tensor parallelism cuts an array named ``name`` along, or None where it keeps it whole."""
     cut = None
-    if name in _COLUMNS or name.startswith(tuple(c + "_" for c in _COLUMNS)):
+    base, _, part = name.partition("_lora_")
+    if part:  # an adapter: of a matrix cut by columns, A whole and B by columns; of one cut by rows, A by rows, B whole
+        cut = (len(shape) - 1 if part == "b" else None) if base in _COLUMNS else \
+            (len(shape) - 2 if part == "a" else None) if base in _ROWS else None
+    elif name in _COLUMNS or name.startswith(tuple(c + "_" for c in _COLUMNS)):
         cut = len(shape) - 1
     elif name in _ROWS:
         cut = len(shape) - 2

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 
 from jaxgpu.ground.decoders import Decoder, StepSettings
 from jaxgpu.kernels.sharding import residual_layout
+from jaxgpu.kernels.stored import STORED, frozen_mm, quantize, stored_specs, widened  # noqa: F401 (quantize: tf.quantize)
 
 
 def param_specs(c: Decoder, dtype: Any = jnp.float32) -> dict:
@@ -77,15 +78,24 @@ def _rope(x, positions):
 
 FLASH_SCOPE = "flash_attention"
 
-
-
-_STORED = {"int8": jnp.int8, "fp8": jnp.float8_e4m3fn}  # the narrow ones' types
-
+# a LoRA adapter's output is scaled by alpha / rank: alpha = 2 x rank, as NeMo's (32 over 16) and torchtune's (16
+# over 8) defaults set it (a constant: it changes no cost)
+LORA_SCALE = 2.0
 
 
 def _mm(a, b, matmul: str = "bf16"):
     """A matrix product as the step's settings run it: ``a @ b``, or ``_fp8_mm``."""
     return _fp8_mm(a, b) if matmul == "fp8" else a @ b
+
+
+def _lin(h, w, name: str, matmul: str = "bf16"):
+    """``h`` times the layer's matrix ``name`` as the step holds it: a product in the step's type (``_mm``), or of a
+    frozen matrix stored narrow beside ``<name>_scale`` (``frozen_mm``); plus, where the step trains LoRA adapters on
+    it (``<name>_lora_a``, ``<name>_lora_b``), (h A) B x ``LORA_SCALE``."""
+    y = frozen_mm(h, w[name], w[name + "_scale"]) if name + "_scale" in w else _mm(h, w[name], matmul)
+    if name + "_lora_a" in w:
+        y = y + (h @ w[name + "_lora_a"]) @ w[name + "_lora_b"] * LORA_SCALE
+    return y
 
 
 @jax.custom_vjp
@@ -189,12 +199,12 @@ def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=Fals
     hd = c.head_dim
     if c.style == "gpt2":
         h = _norm(x, w["ln1_g"], w["ln1_b"], c.style)
-        qkv = _mm(h, w["w_qkv"], matmul) + w["b_qkv"]
+        qkv = _lin(h, w, "w_qkv", matmul) + w["b_qkv"]
         q, k, v = jnp.split(qkv, 3, axis=-1)
         q, k, v = (a.reshape(b, t, -1, hd) for a in (q, k, v))
     else:
         h = _norm(x, w["attn_norm"], None, c.style)
-        q, k, v = jnp.split(_mm(h, w["wqkv"], matmul), [c.heads * hd, (c.heads + c.kv_heads) * hd], axis=-1)
+        q, k, v = jnp.split(_lin(h, w, "wqkv", matmul), [c.heads * hd, (c.heads + c.kv_heads) * hd], axis=-1)
         q = _rope(q.reshape(b, t, c.heads, hd), positions)
         k = _rope(k.reshape(b, t, c.kv_heads, hd), positions)
         v = v.reshape(b, t, c.kv_heads, hd)
@@ -208,17 +218,17 @@ def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=Fals
     else:
         a = _attention(q, k, v, mask, flash, query_block)
     if c.style == "gpt2":
-        x = x + (_mm(a, w["w_o"], matmul) + w["b_o"])
+        x = x + (_lin(a, w, "w_o", matmul) + w["b_o"])
         h = _norm(x, w["ln2_g"], w["ln2_b"], c.style)
-        x = x + (_mm(_gelu_bias(_mm(h, w["w_fc"], matmul), w["b_fc"]), w["w_proj"], matmul) + w["b_proj"])
+        x = x + (_lin(_gelu_bias(_lin(h, w, "w_fc", matmul), w["b_fc"]), w, "w_proj", matmul) + w["b_proj"])
     else:
-        x = x + _mm(a, w["wo"], matmul)
+        x = x + _lin(a, w, "wo", matmul)
         h = _norm(x, w["mlp_norm"], None, c.style)
         gated = _geglu if c.mlp == "geglu" else _swiglu
         if c.experts > 1:
             x = x + _moe(c, h, w, gated)
         else:
-            x = x + _mm(gated(_mm(h, w["w_gate"], matmul), _mm(h, w["w_up"], matmul)), w["w_down"], matmul)
+            x = x + _lin(gated(_lin(h, w, "w_gate", matmul), _lin(h, w, "w_up", matmul)), w, "w_down", matmul)
     return x, cache
 
 
@@ -328,26 +338,76 @@ def train_step(c: Decoder, *, compute: Any = jnp.bfloat16, micro_batches: int = 
     layout = residual_layout(sharding[2].mesh if sharding else None)
 
     def step(params, opt_state, tokens):
-        # micro-batch m takes rows m, m + M, m + 2M, ...: each device's rows of a batch split over devices stay
-        # on it (a reshape to [M, B / M] would hand each device's block to one micro-batch and move the rest)
-        chunks = tokens.reshape(-1, micro_batches, tokens.shape[-1]).swapaxes(0, 1)
-
-        def micro(acc, x):
-            lv, g = jax.value_and_grad(lambda p: loss(c, p, x, compute, flash, settings, layout))(params)
-            return jax.tree.map(jnp.add, acc, (lv, g)), None
-
-        zero = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
-        (lv, grads), _ = jax.lax.scan(micro, zero, chunks) if micro_batches > 1 else (micro(zero, chunks[0])[0], 0)
-        grads = jax.tree.map(lambda g: g / micro_batches, grads)
+        lv, grads = _accumulated(lambda p, x: loss(c, p, x, compute, flash, settings, layout), params, tokens,
+                                 micro_batches)
         mine, g_mine = update_share(params, shards), update_share(grads, shards)
         updates, opt_state = opt.update(g_mine, opt_state, mine)
-        return optax.apply_updates(mine, updates), opt_state, lv / micro_batches
+        return optax.apply_updates(mine, updates), opt_state, lv
 
     if sharding is None:
         return jax.jit(step), opt
     p_sh, o_sh, t_sh = sharding
     scalar = jax.sharding.NamedSharding(t_sh.mesh, jax.sharding.PartitionSpec())
     return jax.jit(step, in_shardings=sharding, out_shardings=(p_sh, o_sh, scalar), donate_argnums=(0, 1)), opt
+
+
+def _accumulated(loss_of: Callable, params: Any, tokens: jax.Array, micro_batches: int) -> tuple:
+    """(the loss, the gradients of ``loss_of(params, tokens)``) averaged over ``micro_batches`` slices of the batch,
+    taken in turn (a scan): the same tokens in a micro-batch's activation memory."""
+    # micro-batch m takes rows m, m + M, m + 2M, ...: each device's rows of a batch split over devices stay
+    # on it (a reshape to [M, B / M] would hand each device's block to one micro-batch and move the rest)
+    chunks = tokens.reshape(-1, micro_batches, tokens.shape[-1]).swapaxes(0, 1)
+
+    def micro(acc, x):
+        lv, g = jax.value_and_grad(lambda p: loss_of(p, x))(params)
+        return jax.tree.map(jnp.add, acc, (lv, g)), None
+
+    zero = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
+    (lv, grads), _ = jax.lax.scan(micro, zero, chunks) if micro_batches > 1 else (micro(zero, chunks[0])[0], 0)
+    return lv / micro_batches, jax.tree.map(lambda g: g / micro_batches, grads)
+
+
+def lora_step(c: Decoder, settings: StepSettings, *, compute: Any = jnp.bfloat16, lr: float = 1e-4,
+              sharding: tuple | None = None):
+    """A jitted ``step(frozen, adapters, opt_state, tokens) -> (adapters', opt_state', loss)`` of LoRA fine-tuning
+    (``settings.lora``): the base ``frozen`` (bf16, its layer matrices stored as ``settings.weights``: QLoRA's NF4
+    or int8, widened for each product) takes no gradient; the adapters (``lora_specs``) are trained with AdamW,
+    over ``settings.accumulate`` micro-batches. ``sharding``: the four arguments' shardings (``shard_specs``)."""
+    import optax
+
+    opt = optax.adamw(lr, weight_decay=0.0)
+    layout = residual_layout(sharding[3].mesh if sharding else None)
+
+    def step(frozen, adapters, opt_state, tokens):
+        base = {k: (v if k == "layers" else v.astype(compute)) for k, v in frozen.items()}
+
+        def loss_of(a, x):
+            p = {**base, "layers": {**base["layers"], **jax.tree.map(lambda v: v.astype(compute), a)}}
+            return _cross_entropy(_logits(c, p, _hidden(c, p, x[:, :-1], settings.flash, settings, layout)), x[:, 1:])
+
+        lv, grads = _accumulated(loss_of, adapters, tokens, settings.accumulate)
+        updates, opt_state = opt.update(grads, opt_state, adapters)
+        return optax.apply_updates(adapters, updates), opt_state, lv
+
+    if sharding is None:
+        return jax.jit(step, donate_argnums=(1, 2)), opt
+    f_sh, a_sh, o_sh, t_sh = sharding
+    scalar = jax.sharding.NamedSharding(t_sh.mesh, jax.sharding.PartitionSpec())
+    return jax.jit(step, in_shardings=sharding, out_shardings=(a_sh, o_sh, scalar), donate_argnums=(1, 2)), opt
+
+
+def lora_specs(c: Decoder, batch: int, seq: int, settings: StepSettings, dtype: Any = jnp.float32) -> tuple:
+    """(frozen, adapters, opt_state, tokens) specs for ``lora_step``: the base in bf16 with its layer matrices
+    stored as ``settings.weights`` (``stored_specs``), the adapters (``Decoder.adapter_shapes``) in ``dtype``, AdamW's
+    state for the adapters alone."""
+    import optax
+
+    frozen = param_specs(c, jnp.bfloat16)
+    frozen = {**frozen, "layers": stored_specs(frozen["layers"], settings.weights)}
+    adapters = jax.tree.map(lambda shape: jax.ShapeDtypeStruct(shape, dtype), c.adapter_shapes(settings.lora,
+                            settings.lora_on), is_leaf=lambda x: isinstance(x, tuple))
+    state = jax.eval_shape(optax.adamw(1e-4, weight_decay=0.0).init, adapters)
+    return frozen, adapters, state, jax.ShapeDtypeStruct((batch, seq + 1), jnp.int32)
 
 
 # ---- split over devices ---------------------------------------------------------------------------------------
@@ -442,28 +502,9 @@ def decode_step(c: Decoder, compute: Any = jnp.bfloat16, weights: str = "bf16", 
 
 
 def _widen(v, w, name, compute):
-    if v.dtype in _STORED.values():
-        return v.astype(compute) * w[name + "_scale"].astype(compute)
+    if v.dtype in STORED.values():
+        return widened(v, w[name + "_scale"], compute)
     return v.astype(compute)
-
-
-def quantize(params: dict, weights: str, dtype: Any = jnp.bfloat16) -> dict:
-    """``params`` with each layer matrix stored as ``decode_specs`` says for ``weights`` ("int8" or "fp8"): the
-    matrix over a per-output-channel scale (its largest magnitude onto the type's largest finite value), rounded
-    into the type, beside ``<name>_scale``."""
-    stored = _STORED[weights]
-    top = 127.0 if weights == "int8" else float(jnp.finfo(stored).max)
-    layers = {}
-    for k, w in params["layers"].items():
-        if w.ndim != 3:
-            layers[k] = w.astype(dtype)
-            continue
-        scale = jnp.maximum(jnp.abs(w.astype(jnp.float32)).max(axis=1), 1e-12) / top  # [L, out]
-        q = w.astype(jnp.float32) / scale[:, None, :]
-        layers[k] = (jnp.round(q) if weights == "int8" else q).astype(stored)
-        layers[k + "_scale"] = scale.astype(dtype)
-    return {**jax.tree.map(lambda a: a.astype(dtype), {k: v for k, v in params.items() if k != "layers"}),
-            "layers": layers}
 
 
 def decode_specs(c: Decoder, batch: int, context: int, weights: str = "bf16", dtype: Any = jnp.bfloat16,
@@ -472,16 +513,7 @@ def decode_specs(c: Decoder, batch: int, context: int, weights: str = "bf16", dt
     with per-channel scales), the cache in ``dtype`` for ``context`` tokens; ``unrolled``: one entry per
     layer (lists) instead of stacks."""
     params = param_specs(c, dtype)
-    if weights in _STORED:
-        stored = _STORED[weights]
-        layers = {}
-        for k, s in params["layers"].items():
-            if len(s.shape) == 3:
-                layers[k] = jax.ShapeDtypeStruct(s.shape, stored)
-                layers[k + "_scale"] = jax.ShapeDtypeStruct((s.shape[0], s.shape[2]), dtype)
-            else:
-                layers[k] = s
-        params = {**params, "layers": layers}
+    params = {**params, "layers": stored_specs(params["layers"], weights, dtype)}
     if c.window:  # a rolling cache of the window's tokens
         context = min(context, c.window)
     kv = jax.ShapeDtypeStruct((c.layers, batch, context, c.kv_heads, c.head_dim), dtype)

@@ -182,6 +182,23 @@ def transformer_train(t: Decoder, preset: str = "bf16", seq: int = 2048, batch: 
     return {"state": t.formula_params() * per_param, "activations": acts}
 
 
+# bytes a weight of a LoRA step's frozen base is stored in: bf16; int8 (its scale a column left out); NF4, two a byte
+# with a float32 absmax a block of NF4_BLOCK (QLoRA without its double quantisation of the absmax)
+BASE_BYTES = {"bf16": 2.0, "int8": 1.0, "nf4": 0.5 + 4 / decoders.NF4_BLOCK}
+
+
+def transformer_lora(t: Decoder, seq: int = 2048, batch: int = 1, flash: bool = False, rank: int = 16,
+                     on: str = "all", weights: str = "bf16") -> dict[str, float]:
+    """Bytes to fine-tune with LoRA: the frozen base (its layers' matrices in ``BASE_BYTES[weights]``, the embeddings
+    in bf16), the adapters' state as a trained weight's (18 bytes: fp32 weights, gradients and two moments, a bf16
+    copy), and the activations of ``transformer_train`` (the backward pass still carries every layer's gradient
+    through the frozen matrices; the adapters' own rank-wide values are left out)."""
+    full = transformer_train(t, "bf16", seq, batch, flash)
+    embeddings = t.vocab * t.d_model * (1 if t.tied_head else 2)
+    base = (t.formula_params() - embeddings) * BASE_BYTES[weights] + 2 * embeddings
+    return {"weights": base, "state": 18 * t.adapter_params(rank, on), "activations": full["activations"]}
+
+
 def transformer_prefill(t: Decoder, preset: str = "bf16", seq: int = 2048, batch: int = 1,
                         flash: bool = True) -> dict[str, int]:
     """Bytes to run a ``seq``-token prompt through every layer: the weights, and one layer's values at a time (the

@@ -1,17 +1,18 @@
 """What practitioners turn when a training step does not fit: the fit search over the knobs real runs use.
 
-``fewest`` finds the fewest GPUs of a node that hold a step as asked, trying only the meshes. When that is not one GPU,
-``fit`` tries the knobs a practitioner reaches for first, each a change to the step's settings, cheapest first by
-what it usually costs in time: micro-batches (the batch in passes, gradients accumulated), activation checkpointing
-as MaxText's and Pax's policies save (the products without a batch dimension kept) and as torch's checkpoint of each
-layer does (nothing kept), and the weights and AdamW's state in bf16. At each count below the fewest found, from the
-largest down, the knobs are compiled in that order until one holds the step; the search stops at the first count
-none holds (one GPU's share only grows as the count falls). The answer names the knob and what it costs in time:
-the step with the knob against the step as asked on the same GPUs (priced, though it does not fit there).
+``fewest`` finds the fewest GPUs of a node that hold a step as asked, trying only the meshes. When that is not one
+GPU, ``fit`` tries the knobs a practitioner reaches for first, each a change to the step's settings, cheapest first
+by what it usually costs in time: micro-batches (the batch in passes, gradients accumulated), activation
+checkpointing as MaxText's and Pax's policies save (the products without a batch dimension kept) and as torch's
+checkpoint of each layer does (nothing kept), and the weights and AdamW's state in bf16 (of a LoRA step, its frozen
+base in NF4). At each count below the fewest found, from the largest down, the knobs are compiled in that order
+until one holds the step; the search stops at the first count none holds (one GPU's share only grows as the count
+falls). The answer names the knob and what it costs in time: the step with the knob against the step as asked on the
+same GPUs (priced, though it does not fit there).
 
 "Fits" is JAX's default: the plan within 75% of the card (``sharded.USABLE_FRACTION``). The answer also says the
-fewest GPUs that would hold it with the share raised (``RAISED``, the ``XLA_PYTHON_CLIENT_MEM_FRACTION`` MaxText's and
-Pax's scripts set), among the plans compiled on the way.
+fewest GPUs that would hold it with the share raised (``RAISED``, the ``XLA_PYTHON_CLIENT_MEM_FRACTION`` MaxText's
+and Pax's scripts set), among the plans compiled on the way.
 """
 
 from __future__ import annotations
@@ -64,8 +65,10 @@ def knobs(settings: Any, mode: str, batch: int) -> list[Knob]:
     if settings.remat == "none":
         out.append(Knob(f"remat {SAVE_DOTS} (MaxText's minimal, Pax's SAVE_DOT_WITH_NO_BATCH_DIM)",
                         (("remat", SAVE_DOTS),)))
-    if mode == "train":
+    if mode == "train" and not settings.lora:
         out.append(Knob("bf16 weights and AdamW state", mode="train_bf16"))
+    if settings.lora and settings.weights == "bf16":  # LoRA's frozen base in 4 bits: QLoRA
+        out.append(Knob("nf4 base weights (QLoRA)", (("weights", "nf4"),)))
     if settings.remat in ("none", SAVE_DOTS):
         out.append(Knob(f"remat {SAVE_NOTHING} (each layer recomputed, as torch's checkpoint of a layer)",
                         (("remat", SAVE_NOTHING),)))

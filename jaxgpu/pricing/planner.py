@@ -122,7 +122,7 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
     scores = _scores_bytes(c, mode, batch, seq, s, how, dict(mesh.shape))
     nbytes, split, block, written = _blocked_memory(c, mode, batch // s.nodes, seq, mesh, how, s, label, scores,
                                                     nbytes, split)
-    between = _internode_s(c, mode, hw, devices, s.nodes)
+    between = _internode_s(c, mode, hw, devices, s)
     est = _estimate(c, mode, batch, seq, s)
     # XLA:GPU's latency-hiding schedule starts an async collective early and waits for it late: only what outlasts
     # the compute between adds to the step (a synchronous collective and the nodes' all-reduce are priced whole)
@@ -233,6 +233,8 @@ def mesh_words(how: str, mesh: Any) -> str:
 def _estimate(c, mode: str, batch: int, seq: int, s) -> dict[str, float]:
     """``jaxgpu.pricing.fit``'s formula for the whole step, by component (divided by the devices it is split over)."""
     micro = batch // s.nodes // s.accumulate  # the sequences whose activations a GPU's node holds at once
+    if mode.startswith("train") and s.lora:
+        return fit.transformer_lora(c, seq, micro, s.flash, s.lora, s.lora_on, s.weights)
     if mode.startswith("train"):
         return fit.transformer_train(c, "bf16", seq, micro, flash=s.flash)
     if mode == "prefill":
@@ -249,7 +251,15 @@ def _step(c, mode: str, batch: int, seq: int, mesh, how: str, s: Any) -> tuple:
     from jaxgpu.kernels import sharding
     from jaxgpu.kernels import transformer as tf
 
-    if mode.startswith("train"):
+    if mode.startswith("train") and s.lora:  # the base frozen: its weights an argument of their own, no gradient
+        specs = tf.lora_specs(c, batch, seq, s, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
+        sh = tuple(sharding.shard_specs(a, mesh, how, batch=i == 3) for i, a in enumerate(specs))
+        step, _ = tf.lora_step(c, s, sharding=sh)
+        # the forward pass and the backward's through every frozen matrix (2 + 2 FLOPs a weight a token, none for
+        # the frozen weights' gradients), the adapters' 6
+        tokens = batch * seq
+        model_flops = (4.0 * c.active_params() + 6.0 * c.adapter_params(s.lora, s.lora_on)) * tokens
+    elif mode.startswith("train"):
         specs = tf.train_specs(c, batch, seq, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
         sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, how),
               sharding.shard_specs(specs[2], mesh, how, batch=True))
@@ -290,8 +300,14 @@ def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int, c: Any = No
     if not training and (s.remat != "none" or s.nodes > 1 or s.accumulate > 1):
         raise ValueError("remat, nodes and micro-batches are a training step's settings; a prefill or decode step "
                          "runs on one node and keeps no activations for a backward pass")
-    if mode != "serve" and s.weights != "bf16":
-        raise ValueError("int8 or fp8 weights are a decode step's storage (--serve); training keeps its master weights")
+    if s.lora and not training:
+        raise ValueError("LoRA adapters are trained: a training step's setting (--train)")
+    if s.lora and (c is not None and c.experts > 1 or s.matmul != "bf16" or s.weights == "fp8"):
+        raise ValueError("LoRA is built for dense decoders with bf16 products, the base in bf16, int8 or nf4: not "
+                         "for a mixture of experts, fp8 products or an fp8 base")
+    if mode != "serve" and s.weights != "bf16" and not s.lora:
+        raise ValueError("int8 or fp8 weights are a decode step's storage (--serve), or a LoRA step's frozen base "
+                         "(with lora); full training keeps its master weights")
     if mode == "serve" and s.matmul != "bf16":
         raise ValueError("fp8 products in a decode step are not built; its weights' storage is a serving setting")
     if mode == "serve" and s.flash:
@@ -308,13 +324,16 @@ def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int, c: Any = No
         raise Unsupported(f"the hardware table knows no network between {hw.name} nodes (internode_gbps)")
 
 
-def _internode_s(c, mode: str, hw: hardware.Hardware, devices: int, nodes: int) -> float:
+def _internode_s(c, mode: str, hw: hardware.Hardware, devices: int, s: Any) -> float:
     """Seconds of the gradients' all-reduce between nodes, each GPU's share over its own port (a ring over the
     nodes: 2 (nodes - 1) / nodes of the share each way), not overlapped with compute: the nodes hold the model
-    alike (FSDP within a node, data parallel between them), the gradients in the weights' storage type."""
+    alike (FSDP within a node, data parallel between them), the gradients in the weights' storage type (of a LoRA
+    step, the adapters' alone)."""
+    nodes = s.nodes
     if nodes < 2:
         return 0.0
-    grad_bytes = c.params() * (2 if mode == "train_bf16" else 4) / devices
+    trained = c.adapter_params(s.lora, s.lora_on) if s.lora else c.params()
+    grad_bytes = trained * (2 if mode == "train_bf16" else 4) / devices
     return 2 * (nodes - 1) / nodes * grad_bytes / (hw.internode_gbps / 2 * 1e9)
 
 
@@ -424,6 +443,13 @@ def each_gpu(search: Any, model: str | Any, *, counts: Sequence[int] = NODE, gpu
     return out
 
 
+def _lora_said(f: dict, held: float, temp: float) -> str:
+    return (f"the formula counts {si(f['weights'], 'B')} of frozen weights, {si(f['state'], 'B')} of adapters with "
+            f"their gradients, AdamW moments and a bf16 copy, and {si(f['activations'], 'B')} of activations "
+            f"(Korthikanti et al.'s count); XLA's plan holds {si(held, 'B')} between steps (the frozen weights, the "
+            f"adapters and their moments) and {si(temp, 'B')} of temporaries.")
+
+
 # why XLA's plan of a flash step holds the attention's scores that the formula leaves out
 _UNFUSED = ", which the program computes whole and a fused kernel never holds"
 
@@ -445,6 +471,8 @@ def formula_vs_plan(p: ModelPlan) -> str:
             f"tiles it: as written, the step holds {si(p.written_bytes - p.bytes_per_device, 'B')} more a GPU, as it "
             f"computes each layer's attention scores whole ({si(p.scores_bytes, 'B')} in float32)."
             if read else "")
+    if p.mode.startswith("train") and "weights" in f:  # a LoRA step: a frozen base beside its adapters' state
+        return _lora_said(f, held, temp) + twin
     if p.mode.startswith("train"):
         # the formula's 18 bytes a parameter: fp32 weights, gradients and two moments, a bf16 copy; XLA keeps the
         # weights and moments between steps and the gradients and the copy (6 of the 18) among its temporaries

@@ -59,7 +59,8 @@ def parser() -> cli.Parser:
     p.add_argument("--bf16", action="store_true", help="with --train: weights and AdamW state in bf16 too")
     p.add_argument("--batch", type=int, default=8, help="sequences per step (default 8)")
     p.add_argument("--seq", type=int, default=2048, help="tokens per sequence, or the cache's context (default 2048)")
-    p.add_argument("--devices", help="GPU counts, comma separated (default 1,8; with --fit, those searched)")
+    p.add_argument("--devices", help="GPU counts, comma separated (default 1,8; with --fit, those searched); past one "
+                   "node, every GPU of whole nodes (16: 2 nodes of 8)")
     _searches(p)
     p.add_argument("--gpus", help="GPUs of the hardware table, comma separated (default: all)")
     p.add_argument("--out", metavar="PATH", help="write PATH.csv, PATH.json and PATH.png (default: no files): the "
@@ -78,8 +79,7 @@ def parser() -> cli.Parser:
     p.add_argument("--layer-loop", choices=("scan", "unroll"),
                    help="the layers as one scanned layer or unrolled (default: scanned in training and prefill, "
                         "unrolled in a decode step, as serving runs hold each layer's weights apart)")
-    p.add_argument("--nodes", type=int, default=1,
-                   help="with --train: nodes of --devices GPUs each, --batch split over them (default 1)")
+    p.add_argument("--nodes", type=int, default=1, help=argparse.SUPPRESS)  # went: --devices counts every GPU
     p.add_argument("--weights", choices=("bf16", "int8", "fp8", "nf4"), default="bf16",
                    help="with --serve: layer matrices stored in int8 or fp8, per-channel scales; with --lora: the "
                         "frozen base in int8 or nf4 (QLoRA) (default bf16)")
@@ -91,8 +91,9 @@ def parser() -> cli.Parser:
                         "prefill is counted once (default 256)")
     p.add_argument("--price", action="append", default=[], metavar="GPU=USD",
                    help="with --tokens: a GPU's price per hour (yours: prices change), e.g. --price h100=2.5")
-    p.add_argument("--mesh", choices=("fsdp", "tp", "fsdp+tp"),
-                   help="how the GPUs split the step: fsdp, tp, or fsdp+tp on a 2-D mesh (default: fsdp to train, "
+    p.add_argument("--mesh", choices=("fsdp", "tp", "fsdp+tp", "hsdp", "dp", "zero1", "zero2"),
+                   help="how the GPUs split the step: fsdp (over every GPU, ZeRO-3), tp, fsdp+tp on a 2-D mesh, hsdp "
+                        "(fsdp within a node, the nodes replicas), dp (DDP), zero1 or zero2 (default: fsdp to train, "
                         "tp to serve; with --fit, the others are tried on fewer GPUs too)")
     p.add_argument("--tp", type=int, default=0, metavar="K",
                    help="with --mesh fsdp+tp: GPUs per tensor-parallel group, dividing each of --devices (default: "
@@ -184,8 +185,11 @@ def _devices(p: cli.Parser, args: argparse.Namespace) -> tuple[int, ...]:
         devices = tuple(int(n) for n in said.split(",") if n.strip())
     except ValueError:
         p.error(f"--devices takes counts like 1,8, got {args.devices!r}")
-    if not devices or min(devices) < 1 or max(devices) > 64:
-        p.error(f"--devices takes counts from 1 to 64, got {list(devices)}")
+    if not devices or min(devices) < 1 or max(devices) > 1024:
+        p.error(f"--devices takes counts from 1 to 1024, got {list(devices)}")
+    if args.nodes != 1:
+        p.error("--nodes went: --devices counts every GPU (16 is 2 nodes of 8) and --mesh says how they split the "
+                "step (hsdp keeps a node's shards and replicates them across nodes, as --nodes did)")
     return devices
 
 
@@ -252,13 +256,13 @@ def _settings(p: cli.Parser, args: argparse.Namespace, mode: str):
     try:
         return dataclasses.replace(base, remat=args.remat, flash=base.flash and not args.no_flash,
                                    matmul="fp8" if args.fp8 else "bf16",
-                                   scan=args.layer_loop == "scan" if args.layer_loop else base.scan, nodes=args.nodes,
+                                   scan=args.layer_loop == "scan" if args.layer_loop else base.scan,
                                    accumulate=args.accumulate, weights=args.weights, mesh=args.mesh or "auto",
                                    tp=args.tp, lora=args.lora, lora_on=args.lora_on)
     except KeyError as err:
         p.error(f"--remat: {err.args[0]}")
     except ValueError as err:
-        p.error(f"--{'accumulate' if 'accumulate' in str(err) else 'nodes'}: {err}")
+        p.error(f"--{'accumulate' if 'accumulate' in str(err) else 'lora'}: {err}")
 
 
 def _check_out_and_gpus(p: cli.Parser, args: argparse.Namespace) -> tuple[str, ...] | None:
@@ -300,7 +304,9 @@ def _read_config(p: cli.Parser, args: argparse.Namespace) -> tuple[Any, list[str
     if not isinstance(d, dict):
         p.error(f"--config: {path} holds no object of fields")
     try:
-        c, unread = decoders.from_hf_config(d, path.parent.name or path.stem)
+        # a model's folder names it (Hugging Face's <model>/config.json); any other file, its own name
+        name = (path.parent.name if path.name == "config.json" else "") or path.stem
+        c, unread = decoders.from_hf_config(d, name)
     except ValueError as err:
         p.error(f"--config: {err}")
     return c, unread

@@ -270,8 +270,10 @@ NF4_BLOCK = 64  # QLoRA's block (Dettmers et al. 2023, bitsandbytes' default for
 # (linear_qkv, linear_proj, linear_fc1, linear_fc2) and QLoRA's paper (all linear layers); or the attention's alone
 LORA_TARGETS = {"all": ("wqkv", "wo", "w_gate", "w_up", "w_down", "w_qkv", "w_o", "w_fc", "w_proj"),
                 "attention": ("wqkv", "wo", "w_qkv", "w_o")}
-# how a step's GPUs split it: auto is fsdp to train, tensor parallel to serve; fsdp+tp is both, on a 2-D mesh
-MESHES = ("auto", "fsdp", "tp", "fsdp+tp")
+# how a step's GPUs split it: auto is fsdp to train, tensor parallel to serve; fsdp+tp is both, on a 2-D mesh; hsdp
+# is fsdp within each node and the nodes replicas of each other; dp keeps everything whole on every GPU (DDP), zero1
+# and zero2 too but for the optimizer's state (and zero2 the gradients) cut as fsdp cuts them (ZeRO stages 1 and 2)
+MESHES = ("auto", "fsdp", "tp", "fsdp+tp", "hsdp", "dp", "zero1", "zero2")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,9 +294,12 @@ class StepSettings:
       weights: how a decode step stores its layers' matrices: "bf16", or "int8" / "fp8" (e4m3) with a scale per
         output channel, widened to bf16 for the product (weight-only quantisation: half the bytes read a token).
       mesh: how the GPUs split the step (``MESHES``): "fsdp" (every array cut along its largest dimension, the batch
-        split, the weights gathered for each layer), "tp" (Megatron's column and row cuts, the batch whole),
+        split, the weights gathered for each layer: ZeRO-3), "tp" (Megatron's column and row cuts, the batch whole),
         "fsdp+tp" (both, on a 2-D mesh: groups of ``tp`` GPUs cut each layer's products as tp does, and the
-        groups split the batch and the rest of each array as fsdp does), or "auto": fsdp to train, tp to serve.
+        groups split the batch and the rest of each array as fsdp does), "hsdp" (fsdp over each node's GPUs, the
+        nodes replicas that all-reduce their gradients), "dp" (every array whole on every GPU, the batch split:
+        DDP), "zero1" / "zero2" (dp with AdamW's state, and for zero2 the gradients summed over micro-batches,
+        cut as fsdp cuts them), or "auto": fsdp to train, tp to serve. Past one node, a mesh spans every GPU.
       tp: with the fsdp+tp mesh, the GPUs of a tensor-parallel group; 0: ``tp_degree``'s choice for the count.
       query_block: with flash, the attention run a block of this many queries at a time, each block's scores
         recomputed in the backward pass (0: all at once). The same arithmetic; what changes is what XLA's memory

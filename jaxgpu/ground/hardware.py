@@ -70,6 +70,7 @@ class Hardware:
     lanes_per_core: int | None = None  # fp32 lanes: SIMD width on CPU, FP32 units per SM on GPU
     link_gbps: float | None = None  # GPU to GPU, both directions together, per GPU (NVLink, else PCIe): datasheet
     internode_gbps: float | None = None  # node to node, both directions together, per GPU (its network port)
+    node: int = 8  # GPUs a node joins by link_gbps (an 8-GPU DGX or HGX board); past it, internode_gbps joins them
     host_gbps: float | None = None  # host to GPU, each way (its PCIe link): datasheet
     compiled: CompileTarget | None = None
     stand_in: str | None = None

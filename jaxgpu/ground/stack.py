@@ -306,6 +306,40 @@ def replica_group(rest: str) -> int:
     return n
 
 
+def replica_members(rest: str, devices: int) -> list[list[int]] | None:
+    """A collective's groups as device ids, read off its ``replica_groups`` (listed, iota ``[G,S]<=[dims]T(perm)``, or
+    a mesh's axes, row-major, with its ``device_ids`` where printed) or a permute's ``source_target_pairs``; every
+    device of the program where it names none; None where its form cannot be read."""
+    import numpy as np
+
+    pairs = re.search(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}", rest)
+    if pairs:
+        return [[int(a), int(b)] for a, b in re.findall(r"\{(\d+),(\d+)\}", pairs.group(1))]
+    listed = re.search(r"replica_groups=\{((?:\{[\d,]*\},?)*)\}", rest)
+    if listed:
+        groups = [[int(x) for x in g.split(",") if x] for g in re.findall(r"\{([\d,]*)\}", listed.group(1))]
+        return [g for g in groups if g] or [list(range(devices))]
+    iota = re.search(r"replica_groups=\[(\d+),(\d+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", rest)
+    if iota:
+        ids = np.arange(int(np.prod([int(d) for d in iota.group(3).split(",")]))).reshape(
+            [int(d) for d in iota.group(3).split(",")])
+        if iota.group(4):
+            ids = ids.transpose([int(d) for d in iota.group(4).split(",")])
+        return ids.reshape(int(iota.group(1)), int(iota.group(2))).tolist()
+    mesh = re.search(r"replica_groups=mesh\[([^\]]*)\](?:, device_ids=\(([\d,\s]*)\))?\s*\{([^}]*)\}", rest)
+    if mesh:
+        axes = re.findall(r"'([\w.]+)'=(\d+)", mesh.group(1))
+        named = re.findall(r"'([\w.]+)'", mesh.group(3))
+        if ":" in mesh.group(3) or any(n not in dict(axes) for n in named):
+            return None  # a sub-axis: not read here
+        order = [int(x) for x in re.findall(r"\d+", mesh.group(2) or "")] or list(range(devices))
+        grid = np.asarray(order).reshape([int(v) for _, v in axes])
+        names = [a for a, _ in axes]
+        keep = [i for i, a in enumerate(names) if a not in named] + [names.index(a) for a in named]
+        return grid.transpose(keep).reshape(-1, int(np.prod([int(dict(axes)[a]) for a in named]) or 1)).tolist()
+    return None if "replica_groups=" in rest else [list(range(devices))]
+
+
 def unfused_bytes(hlo_text: str, itemsize: int = 4) -> float:
     """Bytes moved if every non-trivial instruction read its operands and wrote its output to memory."""
     instrs = parse(hlo_text)

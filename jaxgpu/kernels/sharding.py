@@ -9,6 +9,7 @@ without a byte allocated.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +19,8 @@ from jaxgpu.ground.workload import MODEL_AXIS
 
 AXIS = "devices"  # the one axis of a 1-D mesh; of a 2-D mesh, the fsdp (data) axis
 MODEL = MODEL_AXIS  # a 2-D mesh's tensor-parallel axis
+REPLICAS = "replicas"  # hsdp's outer axis: the nodes, each holding the model's fsdp shards whole
+WHOLE = ("dp", "zero1", "zero2")  # the meshes that keep the weights whole on every GPU (the batch split)
 _COLUMNS = ("wqkv", "w_gate", "w_up", "w_qkv", "b_qkv", "w_fc", "b_fc", "head")  # cut along their last dimension
 _ROWS = ("wo", "w_down", "w_o", "w_proj")  # cut along their input dimension (the one after the layer axis)
 
@@ -34,15 +37,25 @@ def _is_cache(name: str, shape: tuple[int, ...]) -> bool:
     return not name and len(shape) >= 4
 
 
-def residual_layout(mesh: jax.sharding.Mesh | None) -> Callable | None:
-    """On an fsdp+tp mesh, a constraint on the residual stream [B, T, d] between layers: the batch over the groups,
-    each group's devices holding their rows whole (Megatron's layout, in which a group's products cut by columns
-    and rows need one all-reduce each half block). None on a 1-D mesh, where XLA propagates the arrays' cuts
-    well: on the 2-D one, left to itself, it split the stream along d over the groups too and moved it each layer
-    (Llama 7B on 8 H100s, fsdp 4 x tp 2, a train step of 8 x 2k: 49 GB a GPU against fsdp's 24 GB)."""
-    if mesh is None or MODEL not in mesh.axis_names:
+def residual_layout(tokens: jax.sharding.NamedSharding | None) -> Callable | None:
+    """A constraint on the residual stream [B, T, d] between layers, given the ``tokens``' sharding: the batch split
+    as the tokens are (fsdp, hsdp, dp: each GPU's rows stay on it), so that a product of a cut weight gathers the
+    weight, as FSDP does, not the activations; None where the tokens are whole (tp). Left to itself, XLA:GPU's plan
+    of Llama-3 8B on 16 H100s (fsdp, 2 x 4096 tokens a GPU) gathered each layer's activations over every GPU, 134 GB
+    a step, where gathering the weights moves 28 GB. On an fsdp+tp mesh, the batch over the groups, each group's
+    devices holding their rows whole (Megatron's layout, in which a group's products cut by columns and rows need
+    one all-reduce each half block): left to itself, XLA split the stream along d over the groups too and moved it
+    each layer (Llama 7B on 8 H100s, fsdp 4 x tp 2, a train step of 8 x 2k: 49 GB a GPU against fsdp's 24 GB)."""
+    if tokens is None:
         return None
+    mesh = tokens.mesh
     P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
+    if MODEL not in mesh.axis_names:
+        split = tokens.spec[0] if len(tokens.spec) else None
+        if split is None:
+            return None
+        n = math.prod(mesh.shape[a] for a in (split if isinstance(split, tuple) else (split,)))
+        return lambda x: jax.lax.with_sharding_constraint(x, NS(mesh, P(split))) if x.shape[0] % n == 0 else x
 
     def put(x):  # the batch over the groups; a batch too small to split, its sequence (attention gathers K and V)
         n = mesh.shape[AXIS]
@@ -63,13 +76,19 @@ def tp_degree(devices: int) -> int:
     return t
 
 
-def mesh_for(devices: Sequence[Any], how: str = "fsdp", tp: int = 0) -> jax.sharding.Mesh:
-    """The mesh ``shard_specs`` splits a step ``how`` over (``parallel.make_mesh``): one axis (``AXIS``) for "fsdp"
-    or "tp"; for "fsdp+tp", the devices in groups of ``tp`` (0: ``tp_degree``) along ``MODEL``, the groups along
-    ``AXIS``."""
+def mesh_for(devices: Sequence[Any], how: str = "fsdp", tp: int = 0, node: int = 8) -> jax.sharding.Mesh:
+    """The mesh ``shard_specs`` splits a step ``how`` over (``parallel.make_mesh``): one axis (``AXIS``) for "fsdp",
+    "tp" and the whole-weight meshes (``WHOLE``); for "hsdp", the nodes of ``node`` devices along ``REPLICAS``, a
+    node's devices along ``AXIS``; for "fsdp+tp", the devices in groups of ``tp`` (0: ``tp_degree``) along
+    ``MODEL``, the groups along ``AXIS``. The devices in order: a node's are neighbours (a topology's host order)."""
     from jaxgpu.kernels import parallel
 
     devs = list(devices)
+    if how == "hsdp":
+        inner = min(node, len(devs))
+        if len(devs) % inner:
+            raise ValueError(f"{len(devs)} devices do not fill nodes of {node}")
+        return parallel.make_mesh(devs, (len(devs) // inner, inner), (REPLICAS, AXIS))
     if how != "fsdp+tp":
         return parallel.make_mesh(devs, axes=(AXIS,))
     t = tp or tp_degree(len(devs))
@@ -130,13 +149,14 @@ def _two_d_spec(name: str, shape: tuple[int, ...], data: int, model: int, batch:
 
 def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bool = False) -> Any:
     """``NamedSharding``s for every array of ``tree`` (parameters, optimizer state, a KV cache: arrays or specs)
-    on ``mesh`` (``mesh_for``), split ``how`` ("fsdp", "tp", or "fsdp+tp" on a 2-D mesh); ``batch``: the tree is
-    a batch (tokens), split along its first dimension under fsdp (whole where the devices do not divide it), whole
-    under tp, and under fsdp+tp over the groups, along its sequence where they do not divide the batch."""
+    on ``mesh`` (``mesh_for``), split ``how`` ("fsdp", "tp", "hsdp", "dp", "zero1", "zero2", or "fsdp+tp" on a
+    2-D mesh); ``batch``: the tree is a batch (tokens), split along its first dimension under fsdp, hsdp and the
+    whole-weight meshes (whole where the devices do not divide it), whole under tp, and under fsdp+tp over the
+    groups, along its sequence where they do not divide the batch."""
     P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
-    if (how == "fsdp+tp") != (MODEL in mesh.axis_names):
-        raise ValueError(f"a {how} split takes a {'2-D' if how == 'fsdp+tp' else '1-D'} mesh (mesh_for), "
-                         f"got axes {mesh.axis_names}")
+    want = {"fsdp+tp": (AXIS, MODEL), "hsdp": (REPLICAS, AXIS)}.get(how, (AXIS,))
+    if tuple(mesh.axis_names) != want:
+        raise ValueError(f"a {how} split takes a mesh of axes {want} (mesh_for), got axes {mesh.axis_names}")
     n = mesh.devices.size
 
     def one(path, a):
@@ -147,8 +167,14 @@ def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bo
         name = next((k for k in reversed(keys) if isinstance(k, str)), "")
         if how == "fsdp+tp":
             return NS(mesh, _two_d_spec(name, shape, mesh.shape[AXIS], mesh.shape[MODEL], batch))
+        if batch and how == "hsdp":  # the batch over every GPU, a node's rows within the node
+            return NS(mesh, P((REPLICAS, AXIS)) if shape[0] % n == 0 else P())
         if batch:
-            return NS(mesh, P(AXIS) if how == "fsdp" and shape[0] % n == 0 else P())
+            return NS(mesh, P(AXIS) if how in ("fsdp", *WHOLE) and shape[0] % n == 0 else P())
+        if how in WHOLE:  # the weights whole; the planner cuts zero1's and zero2's optimizer state as fsdp
+            return NS(mesh, P())
+        if how == "hsdp":  # fsdp's cut within a node, whole across the nodes
+            return NS(mesh, _fsdp_spec(shape, mesh.shape[AXIS]))
         if _is_experts(name, shape) and shape[1] % n == 0:  # [L, E, ...]: experts split over devices
             return NS(mesh, P(None, AXIS, None, None))
         if how == "fsdp":

@@ -323,23 +323,25 @@ def _cross_entropy(logits, targets):
 
 def train_step(c: Decoder, *, compute: Any = jnp.bfloat16, micro_batches: int = 1, shards: int = 1,
                lr: float = 3e-4, flash: bool = False, sharding: tuple | None = None,
-               settings: StepSettings | None = None):
+               settings: StepSettings | None = None, grads_sharding: Any = None):
     """A jitted ``step(params, opt_state, tokens) -> (params', opt_state', loss)``: gradients over
     ``micro_batches`` slices of the batch (a scan), AdamW on ``update_share(params, shards)``; ``settings``: the
     step's remat policy, attention, products and layer loop (default: ``flash``'s attention, nothing else).
 
     ``sharding``: the (params, opt_state, tokens) shardings (``shard_specs``) the step takes and gives back,
-    for a step split over a mesh of devices by ``jax.sharding`` (XLA inserts the collectives)."""
+    for a step split over a mesh of devices by ``jax.sharding`` (XLA inserts the collectives); ``grads_sharding``:
+    where the gradients summed over micro-batches are held (ZeRO-2 cuts them as the optimizer's state), else XLA's
+    choice."""
     import optax
 
     opt = optax.adamw(lr, weight_decay=0.1)
 
     micro_batches = settings.accumulate if settings and settings.accumulate > 1 else micro_batches
-    layout = residual_layout(sharding[2].mesh if sharding else None)
+    layout = residual_layout(sharding[2] if sharding else None)
 
     def step(params, opt_state, tokens):
         lv, grads = _accumulated(lambda p, x: loss(c, p, x, compute, flash, settings, layout), params, tokens,
-                                 micro_batches)
+                                 micro_batches, grads_sharding)
         mine, g_mine = update_share(params, shards), update_share(grads, shards)
         updates, opt_state = opt.update(g_mine, opt_state, mine)
         return optax.apply_updates(mine, updates), opt_state, lv
@@ -351,18 +353,22 @@ def train_step(c: Decoder, *, compute: Any = jnp.bfloat16, micro_batches: int = 
     return jax.jit(step, in_shardings=sharding, out_shardings=(p_sh, o_sh, scalar), donate_argnums=(0, 1)), opt
 
 
-def _accumulated(loss_of: Callable, params: Any, tokens: jax.Array, micro_batches: int) -> tuple:
+def _accumulated(loss_of: Callable, params: Any, tokens: jax.Array, micro_batches: int, held: Any = None) -> tuple:
     """(the loss, the gradients of ``loss_of(params, tokens)``) averaged over ``micro_batches`` slices of the batch,
-    taken in turn (a scan): the same tokens in a micro-batch's activation memory."""
+    taken in turn (a scan): the same tokens in a micro-batch's activation memory; ``held``: the shardings the
+    gradients are summed in (each micro-batch's reduced into its shard, as ZeRO-2 does), else XLA's choice."""
+    def hold(g):
+        return jax.lax.with_sharding_constraint(g, held) if held is not None else g
+
     # micro-batch m takes rows m, m + M, m + 2M, ...: each device's rows of a batch split over devices stay
     # on it (a reshape to [M, B / M] would hand each device's block to one micro-batch and move the rest)
     chunks = tokens.reshape(-1, micro_batches, tokens.shape[-1]).swapaxes(0, 1)
 
     def micro(acc, x):
         lv, g = jax.value_and_grad(lambda p: loss_of(p, x))(params)
-        return jax.tree.map(jnp.add, acc, (lv, g)), None
+        return jax.tree.map(jnp.add, acc, (lv, hold(g))), None
 
-    zero = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
+    zero = (jnp.zeros((), jnp.float32), hold(jax.tree.map(jnp.zeros_like, params)))
     (lv, grads), _ = jax.lax.scan(micro, zero, chunks) if micro_batches > 1 else (micro(zero, chunks[0])[0], 0)
     return lv / micro_batches, jax.tree.map(lambda g: g / micro_batches, grads)
 
@@ -376,7 +382,7 @@ def lora_step(c: Decoder, settings: StepSettings, *, compute: Any = jnp.bfloat16
     import optax
 
     opt = optax.adamw(lr, weight_decay=0.0)
-    layout = residual_layout(sharding[3].mesh if sharding else None)
+    layout = residual_layout(sharding[3] if sharding else None)
 
     def step(frozen, adapters, opt_state, tokens):
         base = {k: (v if k == "layers" else v.astype(compute)) for k, v in frozen.items()}
@@ -444,7 +450,7 @@ def prefill_step(c: Decoder, compute: Any = jnp.bfloat16, sharding: tuple | None
     """A jitted ``step(params, tokens) -> logits`` of a prompt [B, T]: every layer over every token (what fills a
     KV cache), the vocabulary head for the last position only (the next token's logits)."""
     settings = settings or StepSettings()
-    layout = residual_layout(sharding[1].mesh if sharding else None)
+    layout = residual_layout(sharding[1] if sharding else None)
 
     def step(params, tokens):
         p = jax.tree.map(lambda a: a.astype(compute), params)

@@ -110,10 +110,10 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
     """
     from jaxgpu.kernels import sharding
 
-    c, mode, s, hw = _asked(model, gpu, mode or ("train" if train else "serve"), settings, batch, seq)
+    c, mode, s, hw = _asked(model, gpu, mode or ("train" if train else "serve"), settings, batch, seq, devices)
     devs, label = sharded.devices_for(hw, devices)
     how = split_of(s, mode)
-    mesh = sharding.mesh_for(devs, how, s.tp)
+    mesh = sharding.mesh_for(devs, how, s.tp, hw.node)
     step, specs, sh, tokens, model_flops = _step(c, mode, batch // s.nodes, seq, mesh, how, s)
     roofs = roofline.roofs_for(hw)
     placed = sharded.placed(specs, sh)
@@ -123,7 +123,7 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
     nbytes, split, block, written = _blocked_memory(c, mode, batch // s.nodes, seq, mesh, how, s, label, scores,
                                                     nbytes, split)
     between = _internode_s(c, mode, hw, devices, s)
-    est = _estimate(c, mode, batch, seq, s)
+    est = _per_gpu(_estimate(c, mode, batch, seq, s), how, devices, hw.node)
     # XLA:GPU's latency-hiding schedule starts an async collective early and waits for it late: only what outlasts
     # the compute between adds to the step (a synchronous collective and the nodes' all-reduce are priced whole)
     overlapped = min(hidden, p.estimate_s)
@@ -137,7 +137,7 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
         settings=s.words(), mesh=mesh_words(how, mesh), plan=p.plan, memory_plan=label,
         # memory: XLA's plan (or its twin in blocks of queries), the formula beside it
         bytes_per_device=nbytes, fits=nbytes <= sharded.USABLE_FRACTION * hw.memory_gb * 1e9, memory_split=split,
-        estimate_bytes=sum(est.values()) / devices, estimate_parts={k: v / devices for k, v in est.items()},
+        estimate_bytes=sum(est.values()), estimate_parts=est,
         scores_bytes=scores, query_block=block, written_bytes=written,
         # time: the kernels priced on the card's roofs, the collectives beyond the compute they run under
         seconds=seconds, lower_s=max(p.lower_s, comm), upper_s=p.upper_s + comm + overlapped, comm_s=comm,
@@ -148,14 +148,14 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
         time_split={**sharded.by_kind(rest, roofs), "collectives": comm})
 
 
-def _asked(model: str | Any, gpu: str, mode: str, settings: Any, batch: int, seq: int) -> tuple:
+def _asked(model: str | Any, gpu: str, mode: str, settings: Any, batch: int, seq: int, devices: int = 1) -> tuple:
     """(the decoder, the mode, its settings, the card) a plan is asked for, checked (``plan_model``'s Raises)."""
     c = decoders.find(model)
     if mode not in MODES:
         raise KeyError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     s = settings or default_settings(mode)
     hw = hardware.find_gpu(gpu)
-    _check_settings(s, mode, hw, batch, c, seq)
+    _check_settings(s, mode, hw, batch, c, seq, devices)
     return c, mode, s, hw
 
 
@@ -206,7 +206,7 @@ def _scores_bytes(c, mode: str, batch: int, seq: int, s, how: str, shape: dict) 
     micro = batch // s.nodes // s.accumulate if mode.startswith("train") else batch
     whole = 4.0 * c.heads * seq * decoders.keys_seen(seq, c.window) * micro
     cut = 1
-    data = shape.get(sharding.AXIS, 1) if how != "tp" else 1
+    data = shape.get(sharding.AXIS, 1) * shape.get(sharding.REPLICAS, 1) if how != "tp" else 1
     if micro % data == 0 or (how == "fsdp+tp" and seq % data == 0):
         cut *= data
     model = shape.get(sharding.MODEL, 1) if how == "fsdp+tp" else shape.get(sharding.AXIS, 1) if how == "tp" else 1
@@ -225,6 +225,8 @@ def mesh_words(how: str, mesh: Any) -> str:
     """A plan's mesh in a few characters: "fsdp", "tp", or "fsdp 4 x tp 2" (the groups, and the GPUs of a group)."""
     from jaxgpu.kernels import sharding
 
+    if how == "hsdp":
+        return f"hsdp {mesh.shape[sharding.REPLICAS]} x fsdp {mesh.shape[sharding.AXIS]}"
     if how != "fsdp+tp":
         return how
     return f"fsdp {mesh.shape[sharding.AXIS]} x tp {mesh.shape[sharding.MODEL]}"
@@ -240,6 +242,29 @@ def _estimate(c, mode: str, batch: int, seq: int, s) -> dict[str, float]:
     if mode == "prefill":
         return fit.transformer_prefill(c, "bf16", seq, batch, flash=s.flash)
     return fit.transformer_inference(c, "bf16", seq, batch)
+
+
+# of a trained weight's 18 bytes in the formula (fp32 weights 4, a bf16 copy 2, fp32 gradients 4, two moments 8),
+# those each mesh keeps whole on every GPU: ZeRO-1 cuts the moments, ZeRO-2 the gradients too
+_WHOLE_SHARE = {"dp": 1.0, "zero1": 10 / 18, "zero2": 6 / 18}
+
+
+def _per_gpu(est: dict[str, float], how: str, devices: int, node: int) -> dict[str, float]:
+    """The formula's whole-step bytes (``_estimate``) a GPU holds, split ``how`` over ``devices``: activations (and a
+    KV cache) by every GPU; weights and state by every GPU (fsdp, tp, fsdp+tp), by a node's (hsdp), or whole on
+    each but for ZeRO's cut share (dp, zero1, zero2)."""
+    out = {}
+    for k, v in est.items():
+        if k in ("activations", "kv_cache"):
+            out[k] = v / devices
+        elif how == "hsdp":
+            out[k] = v / min(node, devices)
+        elif how in _WHOLE_SHARE:
+            whole = _WHOLE_SHARE[how] if k == "state" else 1.0  # a LoRA step's frozen weights stay whole
+            out[k] = v * whole + v * (1 - whole) / devices
+        else:
+            out[k] = v / devices
+    return out
 
 
 def _step(c, mode: str, batch: int, seq: int, mesh, how: str, s: Any) -> tuple:
@@ -261,9 +286,14 @@ def _step(c, mode: str, batch: int, seq: int, mesh, how: str, s: Any) -> tuple:
         model_flops = (4.0 * c.active_params() + 6.0 * c.adapter_params(s.lora, s.lora_on)) * tokens
     elif mode.startswith("train"):
         specs = tf.train_specs(c, batch, seq, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
-        sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, how),
+        state = "fsdp" if how in ("zero1", "zero2") else how  # ZeRO: the weights whole, the optimizer's state cut
+        sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, state),
               sharding.shard_specs(specs[2], mesh, how, batch=True))
-        step, _ = tf.train_step(c, flash=s.flash, sharding=sh, settings=s)
+        # ZeRO-1 all-reduces the gradients and sums its micro-batches' whole on each GPU, ZeRO-2 reduces each into
+        # its cut (left to itself, XLA's propagation cuts ZeRO-1's as well: the update that reads them is cut)
+        held = sharding.shard_specs(specs[0], mesh, {"zero1": "dp", "zero2": "fsdp"}[how]) \
+            if how in ("zero1", "zero2") else None
+        step, _ = tf.train_step(c, flash=s.flash, sharding=sh, settings=s, grads_sharding=held)
         tokens, model_flops = batch * seq, 6.0 * c.active_params() * batch * seq
     elif mode == "prefill":
         specs = (tf.param_specs(c, jnp.bfloat16), jax.ShapeDtypeStruct((batch, seq), jnp.int32))
@@ -291,7 +321,8 @@ def default_settings(mode: str):
     return decoders.StepSettings(scan=mode != "serve", flash=mode != "serve")
 
 
-def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int, c: Any = None, seq: int = 0) -> None:
+def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int, c: Any = None, seq: int = 0,
+                    devices: int = 1) -> None:
     if c is not None and c.style == "gpt2" and seq > c.max_seq:  # learned positions: max_seq rows, no more
         raise ValueError(f"{c.name} has {c.max_seq:,} learned positions: a sequence of {seq:,} tokens is longer")
     if c is not None and c.experts > 1 and (s.weights != "bf16" or s.matmul != "bf16"):
@@ -300,6 +331,7 @@ def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int, c: Any = No
     if not training and (s.remat != "none" or s.nodes > 1 or s.accumulate > 1):
         raise ValueError("remat, nodes and micro-batches are a training step's settings; a prefill or decode step "
                          "runs on one node and keeps no activations for a backward pass")
+    _check_mesh(s, mode, hw, devices)
     if s.lora and not training:
         raise ValueError("LoRA adapters are trained: a training step's setting (--train)")
     if s.lora and (c is not None and c.experts > 1 or s.matmul != "bf16" or s.weights == "fp8"):
@@ -322,6 +354,27 @@ def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int, c: Any = No
                           "which is not what fp8 training buys")
     if s.nodes > 1 and not hw.internode_gbps:
         raise Unsupported(f"the hardware table knows no network between {hw.name} nodes (internode_gbps)")
+
+
+def _check_mesh(s, mode: str, hw: hardware.Hardware, devices: int) -> None:
+    """A mesh over ``devices`` GPUs of ``hw`` that can be laid out: past one node, whole nodes joined by a network the
+    table knows, a tensor-parallel group within a node, the nodes said once (a mesh over them, or ``nodes``)."""
+    how = split_of(s, mode)
+    if how in ("hsdp", "dp", "zero1", "zero2") and not mode.startswith("train"):
+        raise ValueError(f"the {how} mesh splits a training step's batch and its state; a prefill or decode step "
+                         "takes fsdp, tp or fsdp+tp")
+    if devices <= hw.node:
+        return
+    if devices % hw.node:
+        raise ValueError(f"past one node, GPUs come in whole nodes of {hw.node}: {devices} do not")
+    if not hw.internode_gbps:
+        raise Unsupported(f"the hardware table knows no network between {hw.name} nodes (internode_gbps)")
+    if s.nodes > 1:
+        raise ValueError(f"{devices} GPUs already span {devices // hw.node} nodes: count every GPU in devices and "
+                         "name the mesh (hsdp: each node a replica), not nodes as well")
+    if how == "tp" or how == "fsdp+tp" and s.tp > hw.node:
+        raise ValueError(f"a tensor-parallel group stays within a node of {hw.node} GPUs: over {devices}, take "
+                         "fsdp+tp with --tp at most the node, or fsdp, hsdp, dp or zero")
 
 
 def _internode_s(c, mode: str, hw: hardware.Hardware, devices: int, s: Any) -> float:

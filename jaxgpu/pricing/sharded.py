@@ -7,7 +7,7 @@ priced on a card's roofs and its collectives on the card's links.
 
 from __future__ import annotations
 
-from jaxgpu.ground import hardware, launches
+from jaxgpu.ground import hardware, launches, stack
 from jaxgpu.pricing import roofline, targets
 
 # JAX preallocates this share of a GPU's memory for its arrays (XLA_PYTHON_CLIENT_MEM_FRACTION's default): a
@@ -32,7 +32,7 @@ def compile_devices(hw: hardware.Hardware, n: int):
     if why is None:
         try:
             roofline._cpu_only_if_no_driver()
-            return targets.devices(name, n), label
+            return targets.devices(name, n, hw.node), label
         except (NotImplementedError, RuntimeError) as err:
             why = f"XLA:GPU cannot compile in this process ({type(err).__name__})"
     return None, why
@@ -89,7 +89,7 @@ def priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices
     best = None
     for options in ({}, {"xla_gpu_enable_triton_gemm": True}) if triton and label.startswith("xla:gpu") else ({},):
         nbytes, hlo, split = compiled(step, placed, label, options)
-        hidden, exposed, rest, counts = collectives(launches.kernels(hlo), hw, devices)
+        hidden, exposed, rest, counts = collectives(launches.kernels(hlo), hw, devices, crossing(hlo, hw.node, devices))
         plan = label + (", triton gemm" if options else "")
         p = roofline.price(rest, roofs, loop_steps=launches.loop_steps(hlo), plan=plan)
         if best is None or p.estimate_s + hidden + exposed < best[-1].estimate_s + best[1] + best[2]:
@@ -97,12 +97,32 @@ def priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices
     return best
 
 
-def collectives(ks: list, hw: hardware.Hardware, devices: int) -> tuple[float, float, list, dict]:
+def crossing(hlo: str, node: int, devices: int) -> frozenset[str]:
+    """The collectives of a plan over ``devices`` GPUs whose groups join GPUs of different nodes of ``node`` (a
+    node's GPUs neighbours in the devices' order, as ``targets.devices`` lays them out); where a group cannot be
+    read, those of more GPUs than a node holds."""
+    if devices <= node:
+        return frozenset()
+    out = set()
+    for line in hlo.splitlines():
+        if not stack.COLLECTIVE.match(line):
+            continue
+        groups = stack.replica_members(line, devices)
+        if groups is None and stack.replica_group(line) > node or \
+                groups is not None and any(len({d // node for d in g}) > 1 for g in groups):
+            out.add(line.split("=")[0].strip().removeprefix("ROOT").strip().lstrip("%"))
+    return frozenset(out)
+
+
+def collectives(ks: list, hw: hardware.Hardware, devices: int, across: frozenset[str] = frozenset()
+                ) -> tuple[float, float, list, dict]:
     """(seconds of the program's async collectives (a ``-start`` / ``-done`` pair: what XLA:GPU's schedule can run
     under compute), seconds of its synchronous ones, the other kernels, {collective: (count, bytes moved)}); each at
-    the card's link bandwidth, one direction."""
+    the card's link bandwidth, one direction, or those named in ``across`` (``crossing``: their groups join nodes) at
+    its network port's (a ring over nodes runs at its slowest link, each GPU's port)."""
     hidden, exposed, rest, counts = 0.0, 0.0, [], {}
     link = (hw.link_gbps or 0) / 2 * 1e9  # one direction
+    port = (hw.internode_gbps or 0) / 2 * 1e9
     for k in ks:
         op = next((o for o in LINK_SHARE if k.name.startswith(o)), None)
         if op is None:
@@ -115,7 +135,8 @@ def collectives(ks: list, hw: hardware.Hardware, devices: int) -> tuple[float, f
         moved = k.count * k.bytes * LINK_SHARE[op](g)  # a start's bytes are its results' (stack.async_results)
         n, b = counts.get(op, (0, 0.0))
         counts[op] = (n + k.count, b + moved)
-        t = moved / link if link else 0.0
+        bw = port if k.name in across else link
+        t = moved / bw if bw else 0.0
         if started:
             hidden += t
         else:

@@ -144,12 +144,15 @@ def unavailable() -> str | None:
 
 
 @functools.lru_cache(maxsize=8)
-def devices(name: str, n: int = 1) -> tuple:
-    """``n`` compile-only devices of the target (one host, ``1x1xn``); they can be compiled for, not run on."""
+def devices(name: str, n: int = 1, node: int = 0) -> tuple:
+    """``n`` compile-only devices of the target: one host (``1x1xn``), or past ``node`` (0: never) hosts of ``node``
+    devices each (``1xHxnode``), a host's devices neighbours in order; they can be compiled for, not run on."""
     from jax.experimental import topologies
 
     t = target(name)
-    topo = topologies.get_topology_desc(t.name, "cuda", target_config=config_text(t), topology=f"1x1x{n}")
+    hosts = n // node if node and n > node and n % node == 0 else 1
+    topo = topologies.get_topology_desc(t.name, "cuda", target_config=config_text(t),
+                                        topology=f"1x{hosts}x{n // hosts}")
     return tuple(topo.devices)
 
 

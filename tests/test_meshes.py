@@ -1,0 +1,114 @@
+"""Meshes over several nodes, compiled whole by XLA:GPU: each mesh's bytes a GPU and its collectives' bytes against
+hand counts on a small decoder, which collectives cross nodes, and what cannot be laid out."""
+
+import pytest
+
+from jaxgpu.ground.decoders import Decoder, StepSettings
+from jaxgpu.pricing import planner, sharded, targets
+
+# every dimension divides 16, so each array cuts evenly over 16 GPUs and the hand counts are exact
+SMALL = Decoder("mesh-small", 4, 512, 8, 8, 2048, 512, 256, "llama")
+P = SMALL.params()
+
+
+@pytest.fixture(scope="module")
+def plans():
+    if why := targets.unavailable():
+        pytest.skip(why)
+    out = {}
+    for mesh in ("fsdp", "hsdp", "dp", "zero1", "zero2"):
+        out[mesh] = planner.plan_model(SMALL, "h100", batch=32, seq=256, devices=16,
+                                       settings=StepSettings(mesh=mesh, accumulate=2))
+    return out
+
+
+def test_each_mesh_holds_between_steps_what_a_hand_count_says(plans):
+    """fp32 weights (4 bytes a weight) and AdamW's two moments (8): fsdp cuts all 12 over the 16 GPUs, hsdp over a
+    node's 8, dp keeps them whole, ZeRO-1 and ZeRO-2 cut the moments alone. Tokens are the rest."""
+    tokens = 32 * 257 * 4 / 16
+    want = {"fsdp": 12 * P / 16, "hsdp": 12 * P / 8, "dp": 12 * P, "zero1": 4 * P + 8 * P / 16,
+            "zero2": 4 * P + 8 * P / 16}
+    for mesh, p in plans.items():
+        held = p.memory_split["arguments"]
+        assert held == pytest.approx(want[mesh] + tokens, rel=0.01), mesh
+        assert p.devices == 16 and p.estimate_parts["state"] > 0
+    assert plans["hsdp"].mesh == "hsdp 2 x fsdp 8"
+    # ZeRO-2 sums its micro-batches' gradients in its cut, ZeRO-1 whole on each GPU
+    assert plans["zero2"].memory_split["temporaries"] < plans["zero1"].memory_split["temporaries"] - P
+    # the formula beside it cuts the state as each mesh does: dp's 18 bytes a weight whole, fsdp's over 16
+    assert plans["dp"].estimate_parts["state"] == pytest.approx(18 * SMALL.formula_params())
+    assert plans["fsdp"].estimate_parts["state"] == pytest.approx(18 * SMALL.formula_params() / 16)
+
+
+def test_each_mesh_moves_the_bytes_a_hand_count_says(plans):
+    """The gradients in bf16 (2 bytes a weight): fsdp reduce-scatters them over 16, (n - 1) / n of them a GPU; hsdp
+    over a node's 8, then all-reduces its eighth across the 2 nodes (2 (k - 1) / k of it); dp all-reduces them
+    whole, 2 (n - 1) / n. fsdp gathers the weights in bf16 once for the forward pass and once for the backward."""
+    grads = 2 * P
+    moved = {m: {op: b for op, (_, b) in p.collectives.items()} for m, p in plans.items()}
+    # once a micro-batch: the accumulation sums what each micro-batch's backward pass reduced
+    assert moved["fsdp"]["reduce-scatter"] == pytest.approx(2 * grads * 15 / 16, rel=0.05)
+    assert 2 * grads * 15 / 16 <= moved["fsdp"]["all-gather"] <= 2 * 2 * grads * 15 / 16 * 1.05
+    assert moved["hsdp"]["reduce-scatter"] == pytest.approx(2 * grads * 7 / 8, rel=0.05)
+    assert moved["hsdp"]["all-reduce"] == pytest.approx(2 * 2 * (1 / 2) * grads / 8, rel=0.1)
+    assert moved["dp"]["all-reduce"] == pytest.approx(2 * 2 * 15 / 16 * grads, rel=0.05)
+    assert "all-gather" not in moved["dp"]
+    # ZeRO-1 all-reduces the gradients as dp does, ZeRO-2 reduce-scatters them as fsdp does; both gather the updated
+    # fp32 weights once (4 bytes a weight, (n - 1) / n of them)
+    assert moved["zero1"]["all-reduce"] == pytest.approx(moved["dp"]["all-reduce"], rel=0.03)
+    assert moved["zero2"]["reduce-scatter"] == pytest.approx(moved["fsdp"]["reduce-scatter"], rel=0.01)
+    for z in ("zero1", "zero2"):
+        assert moved[z]["all-gather"] == pytest.approx(4 * P * 15 / 16, rel=0.05)
+
+
+def test_collectives_that_join_nodes_run_at_the_network_port():
+    """A group of GPUs of two nodes is priced at each GPU's network port (50 GB/s each way on an H100 DGX), one
+    within a node at NVLink's (450 GB/s): the same bytes take 9 times longer across nodes."""
+    from jaxgpu.ground import hardware, launches
+
+    hlo = ("  %all-reduce-start.1 = f32[1024]{0} all-reduce-start(f32[1024]{0} %p), channel_id=1, "
+           "replica_groups=[8,2]<=[2,8]T(1,0), use_global_device_ids=true, to_apply=%add\n"
+           "  %reduce-scatter.2 = f32[128]{0} reduce-scatter(f32[1024]{0} %q), channel_id=2, "
+           "replica_groups=[2,8]<=[16], dimensions={0}, use_global_device_ids=true, to_apply=%add\n")
+    assert sharded.crossing(hlo, 8, 16) == {"all-reduce-start.1"}
+    assert sharded.crossing(hlo, 8, 8) == frozenset()
+    hw = hardware.find_gpu("h100")
+    k = launches.Kernel("all-reduce-start.1", 0, 8192.0, False, 1, group=2)
+    near, far = (sharded.collectives([k], hw, 16, across)[0] for across in (frozenset(), {"all-reduce-start.1"}))
+    assert far == pytest.approx(near * hw.link_gbps / hw.internode_gbps)
+
+
+def test_a_70b_step_over_128_gpus_holds_a_sixteenth_of_the_8_gpu_step_s_state():
+    """Llama-3 70B (its config.json's sizes) over 16 nodes of 8 H100s, fsdp over all 128, each layer recomputed:
+    between steps a GPU holds its 1/128 of the fp32 weights and moments (12 bytes a weight), a sixteenth of its
+    share on 8 GPUs; the step fits, and its weight gathers cross nodes, priced at the network port."""
+    from jaxgpu.ground import decoders
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    c, _ = decoders.from_hf_config({"hidden_size": 8192, "num_hidden_layers": 80, "num_attention_heads": 64,
+                                    "num_key_value_heads": 8, "intermediate_size": 28672, "vocab_size": 128256,
+                                    "hidden_act": "silu", "max_position_embeddings": 8192}, "llama3-70b")
+    p = planner.plan_model(c, "h100", batch=256, seq=8192, devices=128,
+                           settings=StepSettings(mesh="fsdp", remat="nothing_saveable"))
+    assert p.memory_split["arguments"] == pytest.approx(12 * c.params() / 128, rel=0.01)
+    assert p.fits and p.devices == 128
+    # every collective's group spans the 16 nodes: each at the port's 50 GB/s, all of it under the compute
+    port = planner.hardware.find_gpu("h100").internode_gbps / 2 * 1e9
+    assert p.overlapped_s == pytest.approx(sum(b for _, b in p.collectives.values()) / port, rel=0.01)
+
+
+@pytest.mark.parametrize("devices, kw, said", [
+    (12, {}, "whole nodes of 8"),
+    (16, {"mesh": "tp"}, "stays within a node"),
+    (16, {"nodes": 2}, "count every GPU"),
+])
+def test_meshes_that_cannot_be_laid_out_are_refused_in_one_line(devices, kw, said):
+    with pytest.raises(ValueError, match=said):
+        planner.plan_model(SMALL, "h100", batch=32, seq=64, devices=devices, settings=StepSettings(**kw))
+
+
+def test_a_serving_step_takes_no_data_parallel_mesh():
+    with pytest.raises(ValueError, match="splits a training step's batch"):
+        planner.plan_model(SMALL, "h100", mode="serve", batch=4, seq=64, devices=2,
+                           settings=StepSettings(mesh="dp", flash=False, scan=False))

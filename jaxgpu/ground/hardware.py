@@ -97,6 +97,12 @@ class Hardware:
         """Where the figures come from: "estimate" (a CPU, from its flags) or "datasheet" (a GPU)."""
         return "estimate" if self.estimate else "datasheet"
 
+    @property
+    def device_bytes(self) -> float:
+        """The memory the device reports to JAX (its compile target's MiB, as nvidia-smi reads it: 81,559 MiB, 85.5 GB,
+        for an 80 GB H100), else the datasheet's GB: what JAX's preallocated share is a share of."""
+        return self.compiled.memory_mib * 2**20 if self.compiled else self.memory_gb * 1e9
+
     def peak_flops(self, dtype: str) -> float | None:
         """Peak in FLOP/s (op/s for int8) for a dtype name from ``DTYPES``, or None if unknown."""
         value = self.tflops.get(dtype)

@@ -23,12 +23,14 @@ class ModelPlan:
     """A transformer's step on ``devices`` GPUs of one kind, compiled for them and priced, never run.
 
     ``bytes_per_device`` from XLA:GPU's memory plan (``memory_plan`` names it; XLA:CPU's stands in without the
-    gpu-compile extra) beside ``estimate_bytes``, ``jaxgpu.pricing.fit``'s formula for the whole model divided by the
-    devices; ``fits`` within ``sharded.USABLE_FRACTION`` of the card; ``seconds`` per step (``lower_s`` to ``upper_s``),
-    of which ``comm_s`` is what the step's collectives add at the datasheet link bandwidth (one direction): the
+    gpu-compile extra) beside ``estimate_bytes``, ``jaxgpu.pricing.fit``'s formula for the whole model cut as the
+    mesh cuts it; ``fits`` within ``sharded.USABLE_FRACTION`` of the card as it reports itself (``device_bytes``);
+    ``seconds`` per step (``lower_s`` to ``upper_s``), of which ``comm_s`` is what the step's collectives add at the
+    datasheet link bandwidth, or the network port's for those that join nodes (one direction): the
     async ones beyond the compute they run under (``overlapped_s`` of them hidden), the synchronous ones whole;
     ``upper_s`` prices them all unhidden; ``tokens_per_s`` and ``mfu`` (model FLOPs, 6 x parameters per trained
-    token or 2 x per served one, over the devices' bf16 peak, or fp8's for fp8 products) follow from it."""
+    token or 2 x per served one; of a LoRA step, 4 x the base's and 6 x the adapters', its frozen weights taking no
+    gradient; over the devices' bf16 peak, or fp8's for fp8 products) follow from it."""
 
     model: str
     # "train" (AdamW, fp32 master weights, bf16 products; fsdp), "train_bf16" (the same, weights and AdamW state in
@@ -68,8 +70,9 @@ class ModelPlan:
 
     @property
     def capacity(self) -> float:
-        """The bytes of one card the step may hold: ``sharded.USABLE_FRACTION`` of its memory (JAX's default share)."""
-        return sharded.USABLE_FRACTION * hardware.find_gpu(self.gpu).memory_gb * 1e9
+        """The bytes of one card the step may hold: ``sharded.USABLE_FRACTION`` (JAX's default share) of the memory the
+        device reports (``Hardware.device_bytes``)."""
+        return sharded.USABLE_FRACTION * hardware.find_gpu(self.gpu).device_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +139,7 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
         model=c.name, mode=mode, gpu=hw.name, devices=devices, batch=batch, seq=seq, nodes=s.nodes,
         settings=s.words(), mesh=mesh_words(how, mesh), plan=p.plan, memory_plan=label,
         # memory: XLA's plan (or its twin in blocks of queries), the formula beside it
-        bytes_per_device=nbytes, fits=nbytes <= sharded.USABLE_FRACTION * hw.memory_gb * 1e9, memory_split=split,
+        bytes_per_device=nbytes, fits=nbytes <= sharded.USABLE_FRACTION * hw.device_bytes, memory_split=split,
         estimate_bytes=sum(est.values()), estimate_parts=est,
         scores_bytes=scores, query_block=block, written_bytes=written,
         # time: the kernels priced on the card's roofs, the collectives beyond the compute they run under
@@ -435,7 +438,7 @@ def _fewest_on(c, hw: hardware.Hardware, counts: list[int], m: str, batch: int, 
     """``fewest`` on one mesh: the fewest of ``counts`` that fits, else the plan on the most; and every plan
     compiled on the way, by count."""
     whole = sum(_estimate(c, m, batch, seq, settings).values())
-    i = next((k for k, n in enumerate(counts) if fit.fits(whole / n, sharded.USABLE_FRACTION * hw.memory_gb)),
+    i = next((k for k, n in enumerate(counts) if fit.fits(whole / n, sharded.USABLE_FRACTION * hw.device_bytes / 1e9)),
              len(counts) - 1)
     tried: dict[int, ModelPlan] = {}
 
@@ -444,7 +447,7 @@ def _fewest_on(c, hw: hardware.Hardware, counts: list[int], m: str, batch: int, 
                                       settings=settings)
         return tried[counts[k]]
 
-    cap = sharded.USABLE_FRACTION * hw.memory_gb * 1e9
+    cap = sharded.USABLE_FRACTION * hw.device_bytes
     if plan(i).fits:  # fewer, until one does not fit; a count the formula puts past 1.5x the card is not compiled
         while i > 0 and whole / counts[i - 1] <= 1.5 * cap and plan(i - 1).fits:
             i -= 1

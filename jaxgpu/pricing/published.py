@@ -226,7 +226,7 @@ def memory_share(case: Case, bytes_per_device: float) -> dict[str, float]:
     from jaxgpu.pricing import sharded
 
     hw = hardware.find_gpu(case.gpu)
-    card = hw.compiled.memory_mib * 2**20 if hw.compiled else hw.memory_gb * 1e9
+    card = hw.device_bytes
     allowed = case.memory_fraction or sharded.USABLE_FRACTION
     return {"card_bytes": card, "plan_share": bytes_per_device / card, "allowed_share": allowed,
             "over_allowed": bytes_per_device / (allowed * card)}

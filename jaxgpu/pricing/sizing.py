@@ -128,7 +128,7 @@ def on_gpus(step: Callable, *specs: Any, gpus: Sequence[str] | None = None, meas
     for hw in hws:
         nbytes, mem_plan = _memory(step, specs, hw)
         p = roofline.predict(step, *specs, on=hw)
-        rows.append(GpuRow(hw.name, hw.memory_gb, nbytes, nbytes <= sharded.USABLE_FRACTION * hw.memory_gb * 1e9,
+        rows.append(GpuRow(hw.name, hw.memory_gb, nbytes, nbytes <= sharded.USABLE_FRACTION * hw.device_bytes,
                            p.estimate_s, p.lower_s, p.upper_s, p.bound, p.plan, mem_plan))
     return OnGpus(tuple(rows))
 

@@ -47,6 +47,10 @@ def record(case_ids: list[str]) -> dict[str, dict]:
                             "how": f"{at}'s model on the case as it entered, priced before any change it informed "
                                    "(experiments.first_price)"}
         case = next(c for c in published.CASES if c.id == case_id)
+        if "memory_error" in m:  # a measured peak of memory: its first price too
+            written[case_id]["first_memory_bytes"] = m["bytes_per_device"]
+            print(f"{case_id}: {m['bytes_per_device'] / 2**30:.3g} GiB a GPU on XLA's plan, {m['memory_error']:+.1%} "
+                  f"against the measured {case.peak_gib:g} GiB")
         print(f"{case_id}: {m['predicted_s']:.4g} s, {published.error(m['predicted_s'], case):+.1%} against the "
               f"published {case.published_s:.4g} s")
     prices.update(written)

@@ -40,6 +40,9 @@ def _step(case: published.Case) -> dict[str, float]:
            "overlapped_s": m.overlapped_s, "internode_s": m.internode_s, "mfu": m.mfu}
     if case.kind == "train":
         out |= published.memory_share(case, m.bytes_per_device)
+    if case.peak_gib:  # the run's measured peak a GPU, against XLA's plan of the step
+        measured = case.peak_gib * 2**30
+        out |= {"measured_bytes": measured, "memory_error": m.bytes_per_device / measured - 1}
     if case.plausible:
         # what the source leaves unstated, priced each plausible way: the spread the choice alone makes
         seconds = [m.seconds, *(published.plan_step(case, alt).seconds for alt in case.plausible)]

@@ -45,12 +45,31 @@ def scores(pairs: list[labels.Pair], metric: str = "error") -> dict[str, dict[st
     out["serving_held_out"] = published.summary([m[metric] for c, m in serve if c.held_out])
     out["held_out"] = published.summary([m[metric] for c, m in recs if c.held_out])
     out["tuned_on"] = published.summary([m[metric] for c, m in recs if not c.held_out])
-    # out of sample: the first prices, each against its published figure
-    first = {k: v["first_price_s"] for k, v in published.first_prices().items() if v.get("first_price_s")}
-    for kind in (*published.KINDS, "serving", "all"):
+    for group in published.GROUPS:  # rows beside the kinds: steps over nodes, LoRA fine-tunes
+        out[group] = published.summary([m[metric] for c, m in recs if group in published.groups(c)])
+        out[f"{group}_held_out"] = published.summary([m[metric] for c, m in recs
+                                                      if group in published.groups(c) and c.held_out])
+    # measured peaks of memory a GPU against XLA's plan: bytes, whichever bound the time row reads
+    out[published.PEAK] = published.summary([m["memory_error"] for _, m in recs if "memory_error" in m])
+    out[f"{published.PEAK}_held_out"] = published.summary([m["memory_error"] for c, m in recs
+                                                           if "memory_error" in m and c.held_out])
+    return out | _first_scores()
+
+
+def _first_scores() -> dict[str, dict[str, float]]:
+    """Out of sample: the first prices, each against its published figure, by kind and row (``scores``' names with
+    ``_first``); a measured peak's first memory price against it."""
+    got = published.first_prices()
+    first = {k: v["first_price_s"] for k, v in got.items() if v.get("first_price_s")}
+    out = {}
+    for kind in (*published.KINDS, "serving", "all", *published.GROUPS):
         out[f"{kind}_first"] = published.summary(
             [first[c.id] / c.published_s - 1 for c in published.scored() if c.id in first
-             and (kind == "all" or c.kind == kind or kind == "serving" and c.kind in SERVING)])
+             and (kind == "all" or c.kind == kind or kind == "serving" and c.kind in SERVING
+                  or kind in published.groups(c))])
+    out[f"{published.PEAK}_first"] = published.summary(
+        [got[c.id]["first_memory_bytes"] / (c.peak_gib * 2**30) - 1 for c in published.scored()
+         if got.get(c.id, {}).get("first_memory_bytes") and c.peak_gib])
     return out
 
 
@@ -175,12 +194,14 @@ def _steps_table(latest: dict) -> figures.Table:
             spread = f"{_num(ends[0])} to {_num(ends[1])} {c.unit} ({len(c.plausible) + 1} settings)"
         else:
             spread = "settings stated"
+        peak = (f"{c.peak_gib:g} GiB{' ' + c.peak_counts if c.peak_counts else ''}: {m['memory_error']:+.0%}"
+                if "memory_error" in m else "-")
         rows.append([c.id, ", ".join(f"{k}={v}" for k, v in c.program[6]) or "defaults",
                      f"{labels.si(m['bytes_per_device'], 'B')} ({m['plan_share']:.0%} of "
                      f"{labels.si(m['card_bytes'], 'B')})",
-                     held, verdict, spread])
+                     held, verdict, peak, spread])
     return figures.Table(["case", "settings priced", "a GPU on XLA's plan (of the card)", "the run could hold",
-                          "plan vs run", "over unstated settings"], rows,
+                          "plan vs run", "measured peak: plan's error", "over unstated settings"], rows,
                          "Compiled and priced, not run: each training step with its source's settings where the "
                          "step's settings can say them, and the share of its card the run could hold, as its script "
                          "sets it (each case's memory_source quotes the line and says where it stands). The card's "
@@ -188,8 +209,10 @@ def _steps_table(latest: dict) -> figures.Table:
                          "could hold is XLA's plan of this project's program "
                          "of the step, compiled here, not the source's program under its own XLA: the gap is their "
                          "difference. Where a source leaves a setting unstated, the case names its choice in its "
-                         "setup, and the last column prices the plausible others too. llm.c's steps are priced as one "
-                         "GPU's program, its memory not read, and are not here.")
+                         "setup, and the last column prices the plausible others too. Measured peak: the run's own "
+                         "reading of its peak a GPU (what the figure counts, where its source says) against XLA's "
+                         "plan. llm.c's steps are priced as one GPU's program, its memory not read, and are not "
+                         "here.")
 
 
 def _memory_said(c: published.Case) -> str:
@@ -211,9 +234,10 @@ def _by_kind(est: dict, low: dict) -> figures.Table:
     kinds = [k for k in published.KINDS if est[k].get("cases")]
     if all(k in kinds for k in SERVING):
         kinds.append("serving")
+    kinds += [g for g in (*published.GROUPS, published.PEAK) if est[g].get("cases")]
     rows = [[" + ".join(SERVING) if kind == "serving" else kind, str(int(est[kind]["cases"])), med(est[kind]),
              f"{est[kind]['bias']:.2f}x", f"{est[kind]['within_15']:.0%}", f"{est[kind]['within_25']:.0%}",
-             band(est[kind]), med(est[f"{kind}_held_out"]), med(low[kind]),
+             band(est[kind]), med(est[f"{kind}_held_out"]), "-" if kind == published.PEAK else med(low[kind]),
              f"{med(est[f'{kind}_first'])} ({int(est[f'{kind}_first'].get('cases', 0))} cases)"] for kind in kinds]
     return figures.Table(["kind", "cases", "median |error|", "bias", "within 15%", "within 25%",
                           f"{published.INTERVAL:.0%} of cases", "held out: median |error|",
@@ -223,7 +247,10 @@ def _by_kind(est: dict, low: dict) -> figures.Table:
                          f"predictions lean fast). {published.INTERVAL:.0%} of cases: the empirical interval of "
                          f"predicted / published (its 5th to 95th percentile), none for a kind of fewer than "
                          f"{published.MIN_INTERVAL_CASES} cases (prefill's are pooled with decode's). The lower bound "
-                         "prices each kernel at its binding roof alone.")
+                         "prices each kernel at its binding roof alone. Beside the kinds, training steps whose runs "
+                         "spanned several nodes (each compiled whole over all its GPUs) and LoRA or QLoRA fine-tunes "
+                         f"count again in rows of their own; {published.PEAK}: a run's measured peak a GPU against "
+                         "the bytes of XLA's plan of its step (bytes, not time).")
 
 
 def _figure(points) -> figures.Figure:

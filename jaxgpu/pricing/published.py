@@ -187,7 +187,8 @@ def is_step(case: Case) -> bool:
 
 def plan_step(case: Case, alternative: tuple = ()):
     """The ``jaxgpu.pricing.planner.ModelPlan`` of a ``("step", ...)`` case: its model, mode (``planner.MODES``), global
-    batch, sequence, GPUs a node and ``StepSettings`` fields (pairs), compiled for its GPU and priced; with
+    batch, sequence, GPUs (all of them, over every node) and ``StepSettings`` fields (pairs), compiled for its GPU
+    and priced; with
     ``alternative`` (one of ``case.plausible``) its pairs in place of the case's."""
     from jaxgpu.pricing import planner
 
@@ -207,15 +208,31 @@ def step_settings(case: Case, alternative: tuple = ()):
 
 
 def spans(case: Case) -> tuple[int, int]:
-    """(the GPUs the source's run used, the GPUs of the program priced for it). A step over several nodes is priced as
-    one node's program plus the gradients' all-reduce between nodes; llm.c's steps as one GPU's share of a
-    data-parallel step (``("train", ...)``), its collectives left out; the rest whole."""
+    """(the GPUs the source's run used, the GPUs of the program priced for it). A step over GPUs is compiled whole,
+    over every node; llm.c's steps as one GPU's share of a data-parallel step (``("train", ...)``), its collectives
+    left out; the rest whole."""
     if is_step(case):
         devices, nodes = case.program[5], dict(case.program[6]).get("nodes", 1)
-        return devices * nodes, devices
+        return devices * nodes, devices * nodes
     if case.program[0] == "train":
         return case.program[5], 1
     return 1, 1
+
+
+# the report's rows a case counts in beside its kind's (``groups``), and the row of measured peaks of memory
+GROUPS = ("train over nodes", "LoRA train")
+PEAK = "peak memory"
+
+
+def groups(case: Case) -> tuple[str, ...]:
+    """The rows of the report's accuracy table a case counts in beside its kind's: a training step whose run spanned
+    more GPUs than a node holds ("train over nodes"), a LoRA or QLoRA fine-tune ("LoRA train")."""
+    from jaxgpu.ground import hardware
+
+    if not (is_step(case) and case.kind == "train"):
+        return ()
+    return tuple(g for g, yes in zip(GROUPS, (spans(case)[0] > hardware.find_gpu(case.gpu).node,
+                                              bool(dict(case.program[6]).get("lora")))) if yes)
 
 
 def memory_share(case: Case, bytes_per_device: float) -> dict[str, float]:
@@ -240,7 +257,7 @@ def program(case: Case) -> tuple[Callable, tuple[Any, ...]]:
     ``jaxgpu.ground.precision.enable_x64()`` (``needs_x64``); a whole step over GPUs has ``plan_step`` instead."""
     name, *args = case.program
     if name == "step":
-        raise ValueError(f"{case.id} is a step over {args[4]} GPUs a node: plan_step prices it")
+        raise ValueError(f"{case.id} is a step over {args[4]} GPUs: plan_step prices it")
     return _BUILDERS[name](*args)
 
 

@@ -62,6 +62,10 @@ class Case:
     # settings the source leaves unstated: each alternative is (field, value) pairs of StepSettings put in place of the
     # priced ones; the report shows the spread of the prices over them
     plausible: tuple = ()
+    # a whole step's measured peak of memory a GPU, in GiB as its source states it, and what the figure counts
+    # ("reserved" by PyTorch's caching allocator, "active" in tensors, "" where unstated): scored against XLA's plan
+    peak_gib: float = 0.0
+    peak_counts: str = ""
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -74,6 +78,8 @@ class Case:
             raise ValueError(f"{self.id}: a case that guided a change to the model cannot be held out")
         if not 0.0 <= self.memory_fraction <= 1.0 or bool(self.memory_fraction) != bool(self.memory_source):
             raise ValueError(f"{self.id}: memory_fraction is a share of the card in (0, 1] with the line that sets it")
+        if self.peak_gib < 0 or self.peak_gib and self.program[0] != "step":
+            raise ValueError(f"{self.id}: a measured peak of memory is a whole step's (a 'step' program), in GiB")
         if self.unit in RATES and self.work <= 0:
             raise ValueError(f"{self.id}: a rate in {self.unit} needs the work of one call")
 
@@ -476,9 +482,9 @@ CASES += [
 
 # ---- whole steps over several GPUs, priced through jaxgpu.pricing.planner.plan_model ----------------------------
 # Each names the model, the mode, the global batch, the sequence, the GPUs of a node and the StepSettings the source's
-# run used (where its setup names one; what it leaves unsaid is said in ``setup``). A run over nodes is one node's
-# program plus the gradients' all-reduce between nodes (StepSettings.nodes). A source that gives a rate per GPU or a
-# model-FLOP rate is turned into seconds with the work the source itself counts.
+# run used (where its setup names one; what it leaves unsaid is said in ``setup``). A run over nodes is compiled whole
+# over all its GPUs, split by the mesh its source names (MaxText's fsdp within a node and data parallel across: hsdp).
+# A source that gives a rate per GPU or a model-FLOP rate is turned into seconds with the work the source itself counts.
 
 _MAXTEXT = (
     "AI-Hypercomputer/maxtext @efb6d9e4a MaxText/configs/a3/llama_2_7b/README.md (TFLOP/sec/chip, counted by "
@@ -545,7 +551,7 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 2 nodes of 8 H100s, 4 x 4096 tokens a GPU",
-        program=step("llama-7b", "train", 64, 4096, 8, remat=_SAVE_DOTS[1], scan=False, nodes=2),
+        program=step("llama-7b", "train", 64, 4096, 16, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp"),
         published=422,
         unit="TFLOP/s",
         quote="| 2x A3 (h100-80gb-8)    | 422              |",
@@ -562,7 +568,7 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 16 nodes of 8 H100s, 4 x 4096 tokens a GPU",
-        program=step("llama-7b", "train", 512, 4096, 8, remat=_SAVE_DOTS[1], scan=False, nodes=16),
+        program=step("llama-7b", "train", 512, 4096, 128, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp"),
         published=375,
         unit="TFLOP/s",
         quote="| 16x A3 (h100-80gb-8)   | 375              |",
@@ -599,7 +605,7 @@ CASES += [
         kind="train",
         gpu="A100 80GB",
         workload="GPT 126M train step, 8 nodes of 8 A100s, 4 x 2048 tokens a GPU",
-        program=step("pax-gpt-126m", "train", 256, 2048, 8, flash=False, scan=False, nodes=8),
+        program=step("pax-gpt-126m", "train", 256, 2048, 64, flash=False, scan=False, mesh="dp"),
         published=2098.16,
         unit="sequences/s",
         quote="| 126M | A100 80G SXM | BF16 |  64    |64    |1    |1    | 4     |   2098.16  |        "
@@ -608,7 +614,7 @@ CASES += [
         setup="Pax, bf16 without Transformer Engine, data parallel over 64 GPUs, Adam; without flash attention "
         "(the README: "
         "'126M performance numbers were gathered _without_ flash attention'); remat not stated (none priced); "
-        "priced FSDP within a node",
+        "priced as run, data parallel over all 64 GPUs",
         work=256.0,
         timed="stream",
         memory_fraction=0.9,
@@ -620,14 +626,14 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="GPT 126M train step, 8 nodes of 8 H100s, 4 x 2048 tokens a GPU",
-        program=step("pax-gpt-126m", "train", 256, 2048, 8, flash=False, scan=False, nodes=8),
+        program=step("pax-gpt-126m", "train", 256, 2048, 64, flash=False, scan=False, mesh="dp"),
         published=4709.12,
         unit="sequences/s",
         quote="| 126M | H100 80G SXM | TE BF16 |  64    |64    |1    |1    | 4        |  4709.12  |     "
         "0.38           |    42.5% (± 1.8%)        |",
         source=_PAX,
         setup="Pax with Transformer Engine's layers, bf16, data parallel over 64 GPUs, Adam, without flash attention; "
-        "remat not stated (none priced); priced FSDP within a node",
+        "remat not stated (none priced); priced as run, data parallel over all 64 GPUs",
         work=256.0,
         timed="stream",
         held_out=True,
@@ -640,7 +646,7 @@ CASES += [
         kind="train",
         gpu="A100 80GB",
         workload="GPT 5B train step, 32 nodes of 8 A100s, 8 x 2048 tokens a GPU",
-        program=step("gpt3-5b", "train", 2048, 2048, 8, remat=_SAVE_DOTS[1], nodes=32),
+        program=step("gpt3-5b", "train", 2048, 2048, 256, remat=_SAVE_DOTS[1], mesh="fsdp"),
         published=594.13,
         unit="sequences/s",
         quote="| 5B   | A100 80G SXM | BF16 | 256    | 1    |256    |1    | 8       | 594.13    |    2.99    | "
@@ -648,8 +654,8 @@ CASES += [
         "        |",
         source=_PAX,
         setup="Pax, bf16 without Transformer Engine, FSDP over 256 GPUs, Adam, flash attention, "
-        "repeated (scanned) layers, CHECKPOINT_POLICY SAVE_DOT_WITH_NO_BATCH_DIM; priced FSDP within a node and "
-        "data parallel between",
+        "repeated (scanned) layers, CHECKPOINT_POLICY SAVE_DOT_WITH_NO_BATCH_DIM; priced as run, FSDP over all 256 "
+        "GPUs",
         work=2048.0,
         timed="stream",
         memory_fraction=0.9,
@@ -660,7 +666,7 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="GPT 5B train step, 32 nodes of 8 H100s, 8 x 2048 tokens a GPU",
-        program=step("gpt3-5b", "train", 2048, 2048, 8, remat=_SAVE_DOTS[1], nodes=32),
+        program=step("gpt3-5b", "train", 2048, 2048, 256, remat=_SAVE_DOTS[1], mesh="fsdp"),
         published=1657.24,
         unit="sequences/s",
         quote="| 5B   | H100 80G SXM | TE BF16 | 256    | 1    |256    |1    | 8       |  1657.24  |   1.07   "
@@ -668,7 +674,7 @@ CASES += [
         "        |",
         source=_PAX,
         setup="Pax with Transformer Engine's layers, bf16, FSDP over 256 GPUs, Adam, flash attention, "
-        "scanned layers, SAVE_DOT_WITH_NO_BATCH_DIM; priced FSDP within a node and data parallel between",
+        "scanned layers, SAVE_DOT_WITH_NO_BATCH_DIM; priced as run, FSDP over all 256 GPUs",
         work=2048.0,
         timed="stream",
         held_out=True,
@@ -680,14 +686,14 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="GPT 5B train step in fp8, 32 nodes of 8 H100s, 8 x 2048 tokens a GPU",
-        program=step("gpt3-5b", "train", 2048, 2048, 8, remat=_SAVE_DOTS[1], nodes=32, matmul="fp8"),
+        program=step("gpt3-5b", "train", 2048, 2048, 256, remat=_SAVE_DOTS[1], mesh="fsdp", matmul="fp8"),
         published=2374.66,
         unit="sequences/s",
         quote="| 5B   | H100 80G SXM | TE FP8 | 256    | 1    |256    |1    | 8       |  2374.66   "
         "|     0.749       |       N/A        |",
         source=_PAX,
         setup="Pax with Transformer Engine's fp8 layers, FSDP over 256 GPUs, Adam, flash attention, scanned layers, "
-        "SAVE_DOT_WITH_NO_BATCH_DIM; priced FSDP within a node and data parallel between",
+        "SAVE_DOT_WITH_NO_BATCH_DIM; priced as run, FSDP over all 256 GPUs",
         work=2048.0,
         timed="stream",
         memory_fraction=0.9,
@@ -698,7 +704,7 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="Llama-2 7B fine-tuning step, 2 nodes of 8 H100s, 2 x 4096 tokens a GPU",
-        program=step("llama-7b", "train", 32, 4096, 8, remat=_SAVE_DOTS[1], nodes=2),
+        program=step("llama-7b", "train", 32, 4096, 16, remat=_SAVE_DOTS[1], mesh="fsdp"),
         published=43.24,
         unit="sequences/s",
         quote="| 7B | H100 80G SXM | BF16 |  16    | 1    |16    |1    | 2        |  4096 |  43.24 |      "
@@ -706,8 +712,8 @@ CASES += [
         "      |",
         source=_PAX + ", SFT Results",
         setup="Pax, bf16 without Transformer Engine, FSDP over 16 GPUs, Adam, flash attention (on by default since "
-        "2024-04-26); remat not stated (the Pax GPT configs' SAVE_DOT_WITH_NO_BATCH_DIM priced); priced FSDP within "
-        "a node and data parallel between",
+        "2024-04-26); remat not stated (the Pax GPT configs' SAVE_DOT_WITH_NO_BATCH_DIM priced); priced as run, "
+        "FSDP over all 16 GPUs",
         work=32.0,
         timed="stream",
         held_out=True,
@@ -722,7 +728,7 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="GPT3 5B train step in fp8, 8 nodes of 8 H100s, 8 x 4 x 2048 tokens a GPU",
-        program=step("gpt3-5b", "train", 2048, 2048, 8, matmul="fp8", nodes=8, accumulate=8, scan=False),
+        program=step("gpt3-5b", "train", 2048, 2048, 64, matmul="fp8", mesh="zero1", accumulate=8, scan=False),
         published=23406,
         unit="tokens/s",
         quote="| GPT3-5B       | 64     | 2048 | 4   | 2048           | 1  | 1  | 1  | 1  | 23406              | 765"
@@ -730,7 +736,8 @@ CASES += [
         source=_NEMO,
         setup="Megatron-Core, fp8, data parallel over 64 GPUs with the distributed "
         "optimizer, micro-batches of 4 (8 a step); remat not stated (the launcher's default, none, priced); priced "
-        "FSDP within a node",
+        "as ZeRO-1 over all 64 GPUs (the optimizer's state cut, the gradients all-reduced; Megatron cuts its fp32 "
+        "master weights too, which this program keeps whole)",
         work=2048 * 2048 / 64,
         timed="stream",
         memory_fraction=1.0,

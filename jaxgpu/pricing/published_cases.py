@@ -886,3 +886,99 @@ CASES += [
         held_out=True,
     ),
 ]
+
+# ---- LoRA and QLoRA fine-tunes, and runs that measured their peak memory a GPU ------------------------------------
+_AUTOMODEL = ("NVIDIA-NeMo/Automodel docs/performance-summary.md, the LoRA row as added at 507bfb7514 (Time per Global "
+              "Step and Tokens/sec/GPU; 'All benchmarks use mock data'), and "
+              "examples/llm_finetune/llama3_1/llama3_1_8b_peft_benchmark.yaml at that commit")
+_TORCHTUNE = ("pytorch/torchtune @30b8519e86 README.md, 'Memory and training speed' ('batch size 2 (without gradient "
+              "accumulation), a dataset packed to sequence length 2048, and torch compile enabled'; '*= Measured over "
+              "one full training epoch'), and recipes/configs/llama3_1/8B_qlora_single_device.yaml")
+_TRAINY = ("pytorch/torchtitan @cbccb38 benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md ('TPS and Memory(GiB) "
+           "are arbitrarily sampled at the 100th iteration'; torchtitan e7c0cae, torch 2.8.0a0, torchao 0afa4c1), with "
+           "train_configs/llama3_8b.toml at e7c0cae")
+_TRAINY_SETUP = ("torchtitan, FSDP2 over all {} H200s ({} nodes of 8, NVLink within, 400 Gb/s a GPU between), "
+                 "local batch 2 of 8192 tokens, torch.compile, float8 linear layers (torchao, tensorwise, the output "
+                 "head left in bf16; weights all-gathered in fp8, which this program gathers in bf16), AdamW, "
+                 "selective activation checkpointing per op (torchtitan saves some matrix products' outputs and "
+                 "recomputes the rest: no jax.checkpoint policy says it; dots_with_no_batch_dims_saveable priced)")
+_TORCH_ALLOCATOR = "PyTorch's caching allocator: the run's command and config set no per-process memory fraction"
+
+CASES += [
+    Case(
+        id="automodel-llama3-8b-lora-1-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-3.1 8B LoRA fine-tuning step on one H100, 32 x 4096 tokens in 16 micro-batches",
+        program=step("llama3-8b", "train", 32, 4096, 1, lora=16, accumulate=16),
+        published=12472.87,
+        unit="tokens/s",
+        quote="| Llama3 8B | 1 | 32 | 2 | 2 | 16 | 4096 | 1 | 1 | 1 | - | 1 | 1 | - | 10.51 | 402 | 12472.87 |",
+        source=_AUTOMODEL,
+        setup="PyTorch FSDP2 on one GPU, bf16, LoRA rank 16 (alpha 32) on every linear layer (match_all_linear), "
+        "LoRA dropout 0.1 (not priced), AdamW, global batch 32 in 16 micro-batches of 2 x 4096 tokens, activation "
+        "checkpointing not set (FSDP2Manager's default: off)",
+        work=32 * 4096,
+        timed="stream",
+        held_out=True,
+        memory_fraction=1.0,
+        memory_source=_TORCH_ALLOCATOR,
+    ),
+    Case(
+        id="torchtune-llama3-8b-qlora-1-4090",
+        kind="train",
+        gpu="RTX 4090",
+        workload="Llama-3.1 8B QLoRA fine-tuning step on one RTX 4090, 2 x 2048 tokens",
+        program=step("llama3-8b", "train", 2, 2048, 1, lora=8, weights="nf4", remat="nothing_saveable"),
+        published=2413,
+        unit="tokens/s",
+        quote="| Llama 3.1 8B | QLoRA | 1x 4090 | 7.4 GiB | 2413  |",
+        source=_TORCHTUNE,
+        setup="torchtune lora_finetune_single_device, base in NF4 (torchao), LoRA rank 8 (alpha 16) on q, k, v and "
+        "the output projection and the MLP, bf16, AdamW, activation checkpointing of each layer, chunked "
+        "cross-entropy (this program's holds the logits whole), batch 2 packed to 2048 tokens, torch.compile; "
+        "the peak's kind (active, allocated or reserved) not stated",
+        work=2 * 2048,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_ALLOCATOR,
+        peak_gib=7.4,
+    ),
+    Case(
+        id="trainy-llama3-8b-fp8-32-h200",
+        kind="train",
+        gpu="H200 SXM",
+        workload="Llama-3.1 8B train step in fp8, 4 nodes of 8 H200s, 2 x 8192 tokens a GPU",
+        program=step("llama3-8b", "train", 64, 8192, 32, mesh="fsdp", matmul="fp8", remat=_SAVE_DOTS[1]),
+        published=10938,
+        unit="tokens/s",
+        quote="| 4 | 10938 | 47.96 |",
+        source=_TRAINY,
+        setup=_TRAINY_SETUP.format(32, 4),
+        work=2 * 8192,
+        timed="stream",
+        held_out=True,
+        memory_fraction=1.0,
+        memory_source=_TORCH_ALLOCATOR,
+        peak_gib=47.96,
+        peak_counts="reserved",
+    ),
+    Case(
+        id="trainy-llama3-8b-fp8-64-h200",
+        kind="train",
+        gpu="H200 SXM",
+        workload="Llama-3.1 8B train step in fp8, 8 nodes of 8 H200s, 2 x 8192 tokens a GPU",
+        program=step("llama3-8b", "train", 128, 8192, 64, mesh="fsdp", matmul="fp8", remat=_SAVE_DOTS[1]),
+        published=10753,
+        unit="tokens/s",
+        quote="| 8 | 10753 | 46.97 |",
+        source=_TRAINY,
+        setup=_TRAINY_SETUP.format(64, 8),
+        work=2 * 8192,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_ALLOCATOR,
+        peak_gib=46.97,
+        peak_counts="reserved",
+    ),
+]

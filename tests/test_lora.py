@@ -146,3 +146,22 @@ def test_lora_refuses_what_it_does_not_build():
                                   (TINY, "train", {"lora": 8, "matmul": "fp8"}, "fp8")):
         with pytest.raises(ValueError, match=said):
             planner.plan_model(model, "h100", mode=mode, batch=2, seq=64, settings=StepSettings(**kw))
+
+
+def test_the_model_command_prices_a_qlora_step_and_says_how():
+    """``--lora R --weights nf4``: the settings said in the header, the formula's frozen weights and adapters beside
+    XLA's plan in the line under the table."""
+    import subprocess
+    import sys
+
+    from jaxgpu.pricing import targets
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    proc = subprocess.run([sys.executable, "-m", "experiments.model", "--layers", "2", "--d-model", "128", "--heads",
+                           "4", "--kv-heads", "2", "--ffn", "256", "--vocab", "128", "--train", "--lora", "4",
+                           "--weights", "nf4", "--batch", "4", "--seq", "64", "--devices", "1", "--gpus", "h100"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "LoRA rank 4 on all matrices, nf4 base weights" in proc.stdout
+    assert "of frozen weights" in proc.stdout and "of adapters with their gradients" in proc.stdout

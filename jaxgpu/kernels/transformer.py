@@ -323,7 +323,7 @@ def _cross_entropy(logits, targets):
 
 def train_step(c: Decoder, *, compute: Any = jnp.bfloat16, micro_batches: int = 1, shards: int = 1,
                lr: float = 3e-4, flash: bool = False, sharding: tuple | None = None,
-               settings: StepSettings | None = None, grads_sharding: Any = None):
+               settings: StepSettings | None = None, grads_sharding: Any = None, local_grads: bool = False):
     """A jitted ``step(params, opt_state, tokens) -> (params', opt_state', loss)``: gradients over
     ``micro_batches`` slices of the batch (a scan), AdamW on ``update_share(params, shards)``; ``settings``: the
     step's remat policy, attention, products and layer loop (default: ``flash``'s attention, nothing else).
@@ -331,7 +331,8 @@ def train_step(c: Decoder, *, compute: Any = jnp.bfloat16, micro_batches: int = 
     ``sharding``: the (params, opt_state, tokens) shardings (``shard_specs``) the step takes and gives back,
     for a step split over a mesh of devices by ``jax.sharding`` (XLA inserts the collectives); ``grads_sharding``:
     where the gradients summed over micro-batches are held (ZeRO-2 cuts them as the optimizer's state), else XLA's
-    choice."""
+    choice; ``local_grads`` (with micro-batches, on a 1-D mesh whose GPUs hold the weights whole): each GPU sums its
+    own gradients over its micro-batches and the GPUs reduce them once a step, as DDP and ZeRO-1 do."""
     import optax
 
     opt = optax.adamw(lr, weight_decay=0.1)
@@ -340,8 +341,12 @@ def train_step(c: Decoder, *, compute: Any = jnp.bfloat16, micro_batches: int = 
     layout = residual_layout(sharding[2] if sharding else None)
 
     def step(params, opt_state, tokens):
-        lv, grads = _accumulated(lambda p, x: loss(c, p, x, compute, flash, settings, layout), params, tokens,
-                                 micro_batches, grads_sharding)
+        if local_grads and micro_batches > 1:  # the batch's split is the vmapped axis: no stream layout inside it
+            lv, grads = _accumulated_locally(lambda p, x: loss(c, p, x, compute, flash, settings), params, tokens,
+                                             micro_batches, sharding[2])
+        else:
+            lv, grads = _accumulated(lambda p, x: loss(c, p, x, compute, flash, settings, layout), params, tokens,
+                                     micro_batches, grads_sharding)
         mine, g_mine = update_share(params, shards), update_share(grads, shards)
         updates, opt_state = opt.update(g_mine, opt_state, mine)
         return optax.apply_updates(mine, updates), opt_state, lv
@@ -371,6 +376,28 @@ def _accumulated(loss_of: Callable, params: Any, tokens: jax.Array, micro_batche
     zero = (jnp.zeros((), jnp.float32), hold(jax.tree.map(jnp.zeros_like, params)))
     (lv, grads), _ = jax.lax.scan(micro, zero, chunks) if micro_batches > 1 else (micro(zero, chunks[0])[0], 0)
     return lv / micro_batches, jax.tree.map(lambda g: g / micro_batches, grads)
+
+
+def _accumulated_locally(loss_of: Callable, params: Any, tokens: jax.Array, micro_batches: int,
+                         split: jax.sharding.NamedSharding) -> tuple:
+    """``_accumulated`` as DDP and ZeRO-1 accumulate over a batch ``split`` over a 1-D mesh: each GPU's gradient of its
+    own rows summed over its micro-batches on the GPU (an axis of one row a GPU: a whole gradient each, no collective),
+    then over the GPUs once a step, where ``_accumulated`` leaves XLA to reduce every micro-batch's."""
+    n = split.mesh.devices.size
+
+    def per_gpu(a):
+        spec = jax.sharding.PartitionSpec(split.spec[0], *[None] * (a.ndim - 1))
+        return jax.lax.with_sharding_constraint(a, jax.sharding.NamedSharding(split.mesh, spec))
+
+    chunks = tokens.reshape(-1, micro_batches, tokens.shape[-1]).swapaxes(0, 1)  # as _accumulated cuts them
+
+    def micro(acc, x):
+        lv, g = jax.vmap(jax.value_and_grad(loss_of), in_axes=(None, 0))(params, per_gpu(x.reshape(n, -1, x.shape[-1])))
+        return jax.tree.map(jnp.add, acc, (lv.sum(), jax.tree.map(per_gpu, g))), None
+
+    zero = (jnp.zeros((), jnp.float32), jax.tree.map(lambda p: per_gpu(jnp.zeros((n, *p.shape), p.dtype)), params))
+    (lv, grads), _ = jax.lax.scan(micro, zero, chunks)
+    return lv / (micro_batches * n), jax.tree.map(lambda g: g.sum(0) / (micro_batches * n), grads)
 
 
 def lora_step(c: Decoder, settings: StepSettings, *, compute: Any = jnp.bfloat16, lr: float = 1e-4,

@@ -292,11 +292,11 @@ def _step(c, mode: str, batch: int, seq: int, mesh, how: str, s: Any) -> tuple:
         state = "fsdp" if how in ("zero1", "zero2") else how  # ZeRO: the weights whole, the optimizer's state cut
         sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, state),
               sharding.shard_specs(specs[2], mesh, how, batch=True))
-        # ZeRO-1 all-reduces the gradients and sums its micro-batches' whole on each GPU, ZeRO-2 reduces each into
-        # its cut (left to itself, XLA's propagation cuts ZeRO-1's as well: the update that reads them is cut)
-        held = sharding.shard_specs(specs[0], mesh, {"zero1": "dp", "zero2": "fsdp"}[how]) \
-            if how in ("zero1", "zero2") else None
-        step, _ = tf.train_step(c, flash=s.flash, sharding=sh, settings=s, grads_sharding=held)
+        # DDP and ZeRO-1 sum each GPU's micro-batches on the GPU and reduce once a step; ZeRO-2 reduces each
+        # micro-batch's into its cut (left to itself, XLA's propagation reduces each micro-batch's under every mesh)
+        held = sharding.shard_specs(specs[0], mesh, "fsdp") if how == "zero2" else None
+        step, _ = tf.train_step(c, flash=s.flash, sharding=sh, settings=s, grads_sharding=held,
+                                local_grads=how in ("dp", "zero1"))
         tokens, model_flops = batch * seq, 6.0 * c.active_params() * batch * seq
     elif mode == "prefill":
         specs = (tf.param_specs(c, jnp.bfloat16), jax.ShapeDtypeStruct((batch, seq), jnp.int32))

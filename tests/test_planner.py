@@ -512,12 +512,13 @@ def test_fit_finds_the_fewest_gpus_whose_plan_holds_the_step_or_says_more_than(m
     every = {n: planner.plan_model(c, "h100", train=True, batch=8, seq=256, devices=n).bytes_per_device
              for n in planner.NODE}
     assert every[1] > every[2] > every[4]
+    card = planner.hardware.find_gpu("h100").device_bytes  # what "fits" is a share of: the memory the card reports
     cap = (every[2] + every[4]) / 2  # between two and four GPUs' shares: four is the fewest
-    monkeypatch.setattr(sharded, "USABLE_FRACTION", cap / 80e9)
+    monkeypatch.setattr(sharded, "USABLE_FRACTION", cap / card)
     fsdp = StepSettings(mesh="fsdp")
     p = planner.fewest(c, "h100", train=True, batch=8, seq=256, settings=fsdp)
     assert p.fits and p.devices == 4
-    monkeypatch.setattr(sharded, "USABLE_FRACTION", min(every.values()) / 2 / 80e9)
+    monkeypatch.setattr(sharded, "USABLE_FRACTION", min(every.values()) / 2 / card)
     p = planner.fewest(c, "h100", train=True, batch=8, seq=256, settings=fsdp)
     assert not p.fits and p.devices == 8
     assert planner.fewest(c, "h100", train=True, batch=8, seq=256, counts=(1, 2), settings=fsdp).devices == 2
@@ -526,7 +527,7 @@ def test_fit_finds_the_fewest_gpus_whose_plan_holds_the_step_or_says_more_than(m
                             settings=StepSettings(mesh="tp")).bytes_per_device
     # on two GPUs, which split holds less is XLA's plan's to say (tp on jax 0.10, fsdp on 0.11); with the card
     # between the two, two GPUs hold the step on that one, and only there
-    monkeypatch.setattr(sharded, "USABLE_FRACTION", (tp2 + every[2]) / 2 / 80e9)
+    monkeypatch.setattr(sharded, "USABLE_FRACTION", (tp2 + every[2]) / 2 / card)
     fewest = planner.fewest(c, "h100", train=True, batch=8, seq=256, settings=fsdp)
     assert fewest.devices == (4 if tp2 < every[2] else 2)
     p = planner.fewest(c, "h100", train=True, batch=8, seq=256)
@@ -535,7 +536,7 @@ def test_fit_finds_the_fewest_gpus_whose_plan_holds_the_step_or_says_more_than(m
     both4, tp4 = (planner.plan_model(c, "h100", train=True, batch=8, seq=256, devices=4,
                                     settings=StepSettings(mesh=m)).bytes_per_device for m in ("fsdp+tp", "tp"))
     assert both4 < min(every[4], tp4)  # this decoder's activations, cut by tp within each pair, hold less
-    monkeypatch.setattr(sharded, "USABLE_FRACTION", (both4 + min(every[4], tp4)) / 2 / 80e9)
+    monkeypatch.setattr(sharded, "USABLE_FRACTION", (both4 + min(every[4], tp4)) / 2 / card)
     p = planner.fewest(c, "h100", train=True, batch=8, seq=256)
     assert p.fits and p.devices == 4 and p.mesh == "fsdp 2 x tp 2"
     assert planner.fewest(c, "h100", train=True, batch=8, seq=256, settings=fsdp).devices == 8
@@ -544,7 +545,7 @@ def test_fit_finds_the_fewest_gpus_whose_plan_holds_the_step_or_says_more_than(m
     fsdp8, both8 = (planner.plan_model(c, "h100", train=True, batch=4, seq=512, devices=8,
                                       settings=StepSettings(mesh=m)).bytes_per_device for m in ("fsdp", "fsdp+tp"))
     assert both8 < fsdp8
-    monkeypatch.setattr(sharded, "USABLE_FRACTION", (both8 + fsdp8) / 2 / 80e9)
+    monkeypatch.setattr(sharded, "USABLE_FRACTION", (both8 + fsdp8) / 2 / card)
     p = planner.fewest(c, "h100", train=True, batch=4, seq=512)
     assert p.fits and p.devices == 8 and p.mesh == "fsdp 4 x tp 2"
 
@@ -585,7 +586,8 @@ def test_a_figure_per_answer_memory_by_kind_against_each_card_and_time_by_kernel
         # each kind priced alone: within a tenth of the step priced whole (a tiny step's launches weigh most)
         assert set(p.time_split) == set(sharded.KINDS) and sum(p.time_split.values()) == pytest.approx(p.seconds,
                                                                                                        rel=0.1)
-        assert p.capacity == pytest.approx(0.75 * {"H100 SXM": 80, "A100 80GB": 80}[p.gpu] * 1e9)
+        # 75% of what the card reports: 81,559 MiB for an H100, 81,920 MiB for an A100 80GB
+        assert p.capacity == pytest.approx(0.75 * {"H100 SXM": 81559, "A100 80GB": 81920}[p.gpu] * 2**20)
     fig = figures.step_figure(plans, "a described decoder")
     fig.draw_without_rendering()
     plot = [figures.Plot("step", fig, "")]

@@ -6,6 +6,8 @@ Examples (GPU names in any spelling: h200, "H200 SXM", a100)::
     python -m experiments.model --model llama-7b --train --batch 8 --seq 2048 --devices 1,8
     python -m experiments.model --model llama-70b --serve --batch 16 --seq 4096 --gpus h100,h200
     python -m experiments.model --layers 24 --d-model 2048 --heads 16 --kv-heads 4 --ffn 5632 --vocab 32000 --train
+    python -m experiments.model --model llama3-8b --train --batch 256 --seq 8192 --devices 128 --mesh hsdp --gpus h100
+    python -m experiments.model --model llama-7b --train --batch 8 --lora 16 --weights nf4 --devices 1 --gpus h100
 
 Each row is compiled for that GPU by XLA:GPU on this CPU (the gpu-compile extra) and priced, never run: bytes per
 GPU from XLA's memory plan, whether that fits 75% of the card (JAX's default share), the predicted step time with
@@ -33,9 +35,10 @@ COMMAND = "experiments.model"
 def _searches(p: cli.Parser) -> None:
     """The searches the command can make in place of pricing the counts asked: one at a time."""
     p.add_argument("--fit", action="store_true",
-                   help="per GPU, the fewest of 1, 2, 4 or 8 (one node) that hold the step, or 'more than 8'; a "
-                        "train step that needs more as asked is tried with micro-batches, activation checkpointing "
-                        "and bf16 state on fewer, the knob that made it fit and its cost in time said")
+                   help="per GPU, the fewest of --devices (default 1, 2, 4, 8: one node) that hold the step, or "
+                        "'more than' the most; a train step that needs more as asked is tried with micro-batches, "
+                        "activation checkpointing and bf16 state (a LoRA step's base in nf4) on fewer, the knob that "
+                        "made it fit and its cost in time said")
     p.add_argument("--max-batch", action="store_true",
                    help="per GPU and count of --devices, the largest batch that fits (the sequence as --seq)")
     p.add_argument("--max-seq", action="store_true",
@@ -92,9 +95,10 @@ def parser() -> cli.Parser:
     p.add_argument("--price", action="append", default=[], metavar="GPU=USD",
                    help="with --tokens: a GPU's price per hour (yours: prices change), e.g. --price h100=2.5")
     p.add_argument("--mesh", choices=("fsdp", "tp", "fsdp+tp", "hsdp", "dp", "zero1", "zero2"),
-                   help="how the GPUs split the step: fsdp (over every GPU, ZeRO-3), tp, fsdp+tp on a 2-D mesh, hsdp "
-                        "(fsdp within a node, the nodes replicas), dp (DDP), zero1 or zero2 (default: fsdp to train, "
-                        "tp to serve; with --fit, the others are tried on fewer GPUs too)")
+                   help="how the GPUs split the step: fsdp (over every GPU, ZeRO-3), tp (within a node), fsdp+tp on "
+                        "a 2-D mesh; to train only: hsdp (fsdp within a node, the nodes replicas), dp (DDP: all "
+                        "whole), zero1 (dp with AdamW's moments cut), zero2 (the gradients cut too) (default: fsdp to "
+                        "train, tp to serve; without --mesh, --fit tries fsdp, tp and fsdp+tp on fewer GPUs too)")
     p.add_argument("--tp", type=int, default=0, metavar="K",
                    help="with --mesh fsdp+tp: GPUs per tensor-parallel group, dividing each of --devices (default: "
                         "the largest power of two whose square is at most the count: 2 of 4 or 8)")
@@ -246,6 +250,8 @@ def _settings(p: cli.Parser, args: argparse.Namespace, mode: str):
         p.error("--lora trains adapters: a training step's setting (--train)")
     if args.lora < 0:
         p.error(f"--lora takes an adapter rank, 1 or more, got {args.lora}")
+    if args.lora_on != "all" and not args.lora:
+        p.error("--lora-on names the matrices LoRA adapts: give --lora R too")
     if args.weights == "nf4" and not args.lora:
         p.error("--weights nf4 is QLoRA's frozen base: give --lora R too")
     if args.weights != "bf16" and mode.startswith("train") and not args.lora:

@@ -28,7 +28,8 @@ def test_step_settings_refuse_what_no_run_sets():
         StepSettings(nodes=0)
     with pytest.raises(ValueError, match="accumulate must be at least 1 micro-batch"):
         StepSettings(accumulate=0)
-    assert StepSettings().words() == "remat none, flash attention, bf16 products, scanned layers, 1 node"
+    assert StepSettings().words() == "remat none, flash attention, bf16 products, scanned layers"
+    assert StepSettings(nodes=2).words().endswith(", 2 nodes")
     assert StepSettings(accumulate=4).words().endswith(", 4 micro-batches")
 
     assert all(callable(getattr(jax.checkpoint_policies, name)) for name in decoders.REMAT_POLICIES)

@@ -100,14 +100,33 @@ def test_a_70b_step_over_128_gpus_holds_a_sixteenth_of_the_8_gpu_step_s_state():
     assert p.overlapped_s == pytest.approx(sum(b for _, b in p.collectives.values()) / port, rel=0.01)
 
 
-@pytest.mark.parametrize("devices, kw, said", [
-    (12, {}, "whole nodes of 8"),
-    (16, {"mesh": "tp"}, "stays within a node"),
-    (16, {"nodes": 2}, "count every GPU"),
+@pytest.mark.parametrize("devices, batch, kw, said", [
+    (12, 32, {}, "whole nodes of 8"),
+    (16, 32, {"mesh": "tp"}, "stays within a node"),
+    (256, 512, {"mesh": "fsdp+tp"}, "stays within a node"),  # the automatic group of 256 is 16
+    (24, 48, {"mesh": "fsdp+tp", "tp": 3}, "stays within a node"),  # a group of 3 would straddle two nodes
+    (16, 32, {"nodes": 2}, "count every GPU"),
+    (8, 8, {"mesh": "dp", "accumulate": 2}, "does not split over 8 GPUs x 2 micro-batches"),
+    (16, 24, {"mesh": "hsdp"}, "does not split over 16 GPUs"),
+    (8, 16, {"mesh": "zero1", "lora": 4}, "not ZeRO"),
 ])
-def test_meshes_that_cannot_be_laid_out_are_refused_in_one_line(devices, kw, said):
+def test_meshes_that_cannot_be_laid_out_are_refused_in_one_line(devices, batch, kw, said):
     with pytest.raises(ValueError, match=said):
-        planner.plan_model(SMALL, "h100", batch=32, seq=64, devices=devices, settings=StepSettings(**kw))
+        planner.plan_model(SMALL, "h100", batch=batch, seq=64, devices=devices, settings=StepSettings(**kw))
+
+
+def test_searches_past_a_node_say_what_cannot_be_laid_out_and_try_tp_within_a_node_only(monkeypatch):
+    """--fit over 8 and 16 GPUs where nothing fits: the plan of the most, tp not tried over 16 (it would straddle
+    nodes); --max-batch on 12 GPUs says why it cannot lay them out, not "does not fit"."""
+    from jaxgpu.pricing import knobs
+
+    if why := targets.unavailable():
+        pytest.skip(why)
+    monkeypatch.setattr(sharded, "USABLE_FRACTION", 1e-6)
+    p = planner.fewest(SMALL, "h100", counts=(8, 16), batch=32, seq=64)
+    assert not p.fits and p.devices == 16
+    with pytest.raises(ValueError, match="whole nodes of 8"):
+        knobs.largest(SMALL, "h100", what="batch", devices=12, batch=32, seq=64)
 
 
 def test_a_serving_step_takes_no_data_parallel_mesh():

@@ -217,7 +217,11 @@ def test_the_readme_says_what_each_priced_program_spans():
     assert sorted(s for s in serving if s != (1, 1)) == [(2, 2), (4, 4)]
     assert f"of the {sum(train.values())} training steps, llm.c's {train[(8, 1)]} ran on 8 GPUs" in flat
     many = [s for s in train if s[0] > 8]
-    assert all(ran == priced for ran, priced in many)  # compiled whole over every node
+    # compiled whole over every node: each step's program spans the nodes its workload names
+    import re
+    for c in published.CASES:
+        if (nodes := re.search(r"(\d+) nodes of 8", c.workload)) and published.is_step(c):
+            assert c.program[5] == 8 * int(nodes.group(1)) and published.spans(c) == (c.program[5],) * 2, c.id
     assert (f"{train[(1, 1)]} ran on one GPU, {train[(8, 8)]} on one node of 8 and {sum(train[s] for s in many)} on "
             f"{min(s[0] for s in many)} to {max(s[0] for s in many)} GPUs, each priced whole") in flat
 

@@ -348,9 +348,11 @@ class StepSettings:
             raise ValueError("nf4 weights are QLoRA's frozen base: a step with LoRA adapters (lora > 0)")
 
     def words(self) -> str:
-        """The settings in a phrase: "remat dots_saveable, flash attention, bf16, scanned, 1 node"."""
+        """The settings in a phrase: "remat dots_saveable, flash attention, bf16 products, scanned layers"."""
+        # the earlier nodes setting said only where set: a mesh over several nodes counts them in its devices
         return (f"remat {self.remat}, {'flash' if self.flash else 'XLA'} attention, {self.matmul} products, "
-                f"{'scanned' if self.scan else 'unrolled'} layers, {self.nodes} node{'s' if self.nodes > 1 else ''}"
+                f"{'scanned' if self.scan else 'unrolled'} layers"
+                + (f", {self.nodes} nodes" if self.nodes > 1 else "")
                 + (f", {self.accumulate} micro-batches" if self.accumulate > 1 else "")
                 + (f", LoRA rank {self.lora} on {self.lora_on} matrices" if self.lora else "")
                 + (f", {self.weights} {'base ' if self.lora else ''}weights" if self.weights != "bf16" else "")

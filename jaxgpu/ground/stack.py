@@ -326,18 +326,32 @@ def replica_members(rest: str, devices: int) -> list[list[int]] | None:
         if iota.group(4):
             ids = ids.transpose([int(d) for d in iota.group(4).split(",")])
         return ids.reshape(int(iota.group(1)), int(iota.group(2))).tolist()
-    mesh = re.search(r"replica_groups=mesh\[([^\]]*)\](?:, device_ids=\(([\d,\s]*)\))?\s*\{([^}]*)\}", rest)
+    mesh = re.search(r"replica_groups=mesh\[([^\]]*)\](?:, device_ids=\(((?:[^()]|\([^()]*\))*)\))?\s*"
+                     r"\{([^}]*)\}", rest)
     if mesh:
         axes = re.findall(r"'([\w.]+)'=(\d+)", mesh.group(1))
         named = re.findall(r"'([\w.]+)'", mesh.group(3))
         if ":" in mesh.group(3) or any(n not in dict(axes) for n in named):
             return None  # a sub-axis: not read here
-        order = [int(x) for x in re.findall(r"\d+", mesh.group(2) or "")] or list(range(devices))
+        order = _device_ids(mesh.group(2) or "") or list(range(devices))
         grid = np.asarray(order).reshape([int(v) for _, v in axes])
         names = [a for a, _ in axes]
         keep = [i for i, a in enumerate(names) if a not in named] + [names.index(a) for a in named]
         return grid.transpose(keep).reshape(-1, int(np.prod([int(dict(axes)[a]) for a in named]) or 1)).tolist()
     return None if "replica_groups=" in rest else [list(range(devices))]
+
+
+def _device_ids(text: str) -> list[int]:
+    """A mesh's ``device_ids`` as XLA prints them: listed (``0,2,1,3``) or iota (``[4,2]T(1,0)``: arange(8) in the
+    shape [4, 2], transposed, flattened)."""
+    import numpy as np
+
+    iota = re.fullmatch(r"\s*\[([\d,]+)\](?:T\(([\d,]+)\))?\s*", text)
+    if iota:
+        dims = [int(d) for d in iota.group(1).split(",")]
+        ids = np.arange(int(np.prod(dims))).reshape(dims)
+        return (ids.transpose([int(d) for d in iota.group(2).split(",")]) if iota.group(2) else ids).ravel().tolist()
+    return [int(x) for x in re.findall(r"\d+", text)]
 
 
 def unfused_bytes(hlo_text: str, itemsize: int = 4) -> float:

@@ -116,7 +116,12 @@ def fit(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, counts: Sequence[i
 
     def plan(n: int, knob: Knob | None) -> Any:
         s2, m2 = knob.apply(s, m) if knob else (s, m)
-        p = planner.plan_model(model, gpu, batch=batch, seq=seq, devices=n, mode=m2, settings=s2)
+        try:
+            p = planner.plan_model(model, gpu, batch=batch, seq=seq, devices=n, mode=m2, settings=s2)
+        except ValueError:  # a knob the mesh cannot lay out on n GPUs (micro-batches a GPU's rows do not split)
+            if knob is None:
+                raise
+            return None
         tried.append((knob.name if knob else "", p))
         return p
 
@@ -126,7 +131,7 @@ def fit(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, counts: Sequence[i
     ordered = sorted(set(counts))
     below = [n for n in ordered if n < best.devices] if best.fits else ordered
     for n in reversed(below):
-        held = next((p for k in knobs(s, m, batch) if (p := plan(n, k)).fits), None)
+        held = next((p for k in knobs(s, m, batch) if (p := plan(n, k)) is not None and p.fits), None)
         if held is None:
             break  # one GPU's share only grows as the count falls: no knob holds it on fewer
         best, knob_name = held, tried[-1][0]
@@ -181,6 +186,9 @@ def largest(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, what: str = "b
         return plan(x) is not None and plan(x).fits
 
     x = max(unit, ({"batch": batch, "seq": seq}[what] // unit) * unit)
+    # settings or a mesh that cannot be laid out are said, not read as "does not fit" (only a size past what the
+    # model takes is, below)
+    planner._asked(model, gpu, m, s, *({"batch": batch, "seq": seq} | {what: min(x, unit)}).values(), devices)
     lo, hi = 0, None
     while fits(x):  # grow while it fits
         lo = x

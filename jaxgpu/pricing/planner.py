@@ -106,7 +106,8 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
 
     Raises:
       KeyError: an unknown model or GPU.
-      ValueError: settings the mode does not take (remat or nodes in serving; a batch the nodes do not split).
+      ValueError: settings the mode does not take (remat or nodes in serving; a batch the nodes do not split), or a
+        mesh that cannot be laid out (past a node, GPUs not in whole nodes or a tensor-parallel group across them).
       jaxgpu.records.results.Unsupported: the card cannot run the step so (fp8 without fp8 matrix units; nodes
         without a network in the table).
       RuntimeError: no XLA:GPU plan can be had here (the gpu-compile extra is missing) and ``devices`` > 1.
@@ -225,7 +226,8 @@ def split_of(s: Any, mode: str) -> str:
 
 
 def mesh_words(how: str, mesh: Any) -> str:
-    """A plan's mesh in a few characters: "fsdp", "tp", or "fsdp 4 x tp 2" (the groups, and the GPUs of a group)."""
+    """A plan's mesh in a few characters: "fsdp", "tp", "dp", "zero1", "zero2", "hsdp 2 x fsdp 8" (the nodes, and a
+    node's GPUs) or "fsdp 4 x tp 2" (the groups, and the GPUs of a group)."""
     from jaxgpu.kernels import sharding
 
     if how == "hsdp":
@@ -334,7 +336,7 @@ def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int, c: Any = No
     if not training and (s.remat != "none" or s.nodes > 1 or s.accumulate > 1):
         raise ValueError("remat, nodes and micro-batches are a training step's settings; a prefill or decode step "
                          "runs on one node and keeps no activations for a backward pass")
-    _check_mesh(s, mode, hw, devices)
+    _check_mesh(s, mode, hw, devices, batch)
     if s.lora and not training:
         raise ValueError("LoRA adapters are trained: a training step's setting (--train)")
     if s.lora and (c is not None and c.experts > 1 or s.matmul != "bf16" or s.weights == "fp8"):
@@ -359,13 +361,23 @@ def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int, c: Any = No
         raise Unsupported(f"the hardware table knows no network between {hw.name} nodes (internode_gbps)")
 
 
-def _check_mesh(s, mode: str, hw: hardware.Hardware, devices: int) -> None:
+def _check_mesh(s, mode: str, hw: hardware.Hardware, devices: int, batch: int = 0) -> None:
     """A mesh over ``devices`` GPUs of ``hw`` that can be laid out: past one node, whole nodes joined by a network the
-    table knows, a tensor-parallel group within a node, the nodes said once (a mesh over them, or ``nodes``)."""
+    table knows, a tensor-parallel group within a node, the nodes said once (a mesh over them, or ``nodes``); the
+    meshes that split only the batch (hsdp, dp, ZeRO) each GPU's own rows of every micro-batch."""
+    from jaxgpu.kernels import sharding
+
     how = split_of(s, mode)
     if how in ("hsdp", "dp", "zero1", "zero2") and not mode.startswith("train"):
         raise ValueError(f"the {how} mesh splits a training step's batch and its state; a prefill or decode step "
                          "takes fsdp, tp or fsdp+tp")
+    if how in ("hsdp", "dp", "zero1", "zero2") and batch and batch % (devices * s.accumulate * s.nodes):
+        raise ValueError(f"the {how} mesh gives each GPU its own rows of every micro-batch: a batch of {batch} does "
+                         f"not split over {devices} GPUs x {s.accumulate} micro-batch"
+                         f"{'es' if s.accumulate > 1 else ''}")
+    if s.lora and how in ("zero1", "zero2"):
+        raise ValueError("a LoRA step's adapters are small and its base takes no optimizer state: it takes fsdp, "
+                         "hsdp, dp, tp or fsdp+tp, not ZeRO")
     if devices <= hw.node:
         return
     if devices % hw.node:
@@ -375,16 +387,19 @@ def _check_mesh(s, mode: str, hw: hardware.Hardware, devices: int) -> None:
     if s.nodes > 1:
         raise ValueError(f"{devices} GPUs already span {devices // hw.node} nodes: count every GPU in devices and "
                          "name the mesh (hsdp: each node a replica), not nodes as well")
-    if how == "tp" or how == "fsdp+tp" and s.tp > hw.node:
+    group = s.tp or sharding.tp_degree(devices)
+    if how == "tp" or how == "fsdp+tp" and (group > hw.node or hw.node % group):
         raise ValueError(f"a tensor-parallel group stays within a node of {hw.node} GPUs: over {devices}, take "
-                         "fsdp+tp with --tp at most the node, or fsdp, hsdp, dp or zero")
+                         "fsdp+tp with --tp dividing the node, or fsdp"
+                         + (", hsdp, dp or zero" if mode.startswith("train") else ""))
 
 
 def _internode_s(c, mode: str, hw: hardware.Hardware, devices: int, s: Any) -> float:
-    """Seconds of the gradients' all-reduce between nodes, each GPU's share over its own port (a ring over the
-    nodes: 2 (nodes - 1) / nodes of the share each way), not overlapped with compute: the nodes hold the model
-    alike (FSDP within a node, data parallel between them), the gradients in the weights' storage type (of a LoRA
-    step, the adapters' alone)."""
+    """Of the earlier way to say a run over nodes (``StepSettings.nodes``: one node's program priced), seconds of the
+    gradients' all-reduce between nodes, each GPU's share over its own port (a ring over the nodes: 2 (nodes - 1) /
+    nodes of the share each way), not overlapped with compute: the nodes hold the model alike (FSDP within a node,
+    data parallel between them), the gradients in the weights' storage type (of a LoRA step, the adapters' alone).
+    A mesh over several nodes (``devices`` past a node) is compiled whole and prices its own collectives."""
     nodes = s.nodes
     if nodes < 2:
         return 0.0
@@ -393,8 +408,8 @@ def _internode_s(c, mode: str, hw: hardware.Hardware, devices: int, s: Any) -> f
     return 2 * (nodes - 1) / nodes * grad_bytes / (hw.internode_gbps / 2 * 1e9)
 
 
-# the most GPUs ``fewest`` searches: one node of eight, joined by NVLink (a DGX). Past a node, the nodes hold the
-# model alike (FSDP within a node, data parallel between nodes), so a GPU's share stops falling with more of them
+# the counts ``fewest`` searches unless told: one node of eight, joined by NVLink (a DGX); counts past a node are
+# compiled whole over its nodes (fsdp then cuts the state over every GPU)
 NODE = (1, 2, 4, 8)
 
 
@@ -422,7 +437,8 @@ def fewest(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, counts: Sequenc
     for how in [h for h in ("fsdp", "tp", "fsdp+tp") if h != split_of(s, m)]:
         # fewer GPUs than the fewest found; where none of the counts held it, the most of them too
         fewer = [n for n in counts if (n < best.devices or not best.fits and n == best.devices)
-                 and (how != "fsdp+tp" or 1 < sharding.tp_degree(n) < n)]
+                 and (how != "fsdp+tp" or 1 < sharding.tp_degree(n) < n)
+                 and n <= hardware.find_gpu(gpu).node]  # a tensor-parallel group stays within a node
         # another mesh only where the mode's own came near on fewer GPUs (within a quarter of the card's share):
         # the meshes split a step's bytes within a few tenths of each other, so beyond that none can hold it
         if not fewer or not any(n in tried and tried[n].bytes_per_device <= 1.25 * best.capacity for n in fewer):

@@ -99,8 +99,8 @@ def priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices
 
 def crossing(hlo: str, node: int, devices: int) -> frozenset[str]:
     """The collectives of a plan over ``devices`` GPUs whose groups join GPUs of different nodes of ``node`` (a
-    node's GPUs neighbours in the devices' order, as ``targets.devices`` lays them out); where a group cannot be
-    read, those of more GPUs than a node holds."""
+    node's GPUs neighbours in the devices' order, as ``targets.devices`` lays them out); a group that cannot be
+    read is counted as crossing (priced at NVLink's speed, a network collective would flatter the step)."""
     if devices <= node:
         return frozenset()
     out = set()
@@ -108,8 +108,7 @@ def crossing(hlo: str, node: int, devices: int) -> frozenset[str]:
         if not stack.COLLECTIVE.match(line):
             continue
         groups = stack.replica_members(line, devices)
-        if groups is None and stack.replica_group(line) > node or \
-                groups is not None and any(len({d // node for d in g}) > 1 for g in groups):
+        if groups is None or any(len({d // node for d in g}) > 1 for g in groups):  # unread: counted as crossing
             out.add(line.split("=")[0].strip().removeprefix("ROOT").strip().lstrip("%"))
     return frozenset(out)
 
@@ -122,7 +121,7 @@ def collectives(ks: list, hw: hardware.Hardware, devices: int, across: frozenset
     its network port's (a ring over nodes runs at its slowest link, each GPU's port)."""
     hidden, exposed, rest, counts = 0.0, 0.0, [], {}
     link = (hw.link_gbps or 0) / 2 * 1e9  # one direction
-    port = (hw.internode_gbps or 0) / 2 * 1e9
+    port = (hw.internode_gbps or hw.link_gbps or 0) / 2 * 1e9  # no network in the table: never priced at zero
     for k in ks:
         op = next((o for o in LINK_SHARE if k.name.startswith(o)), None)
         if op is None:

@@ -62,8 +62,8 @@ def parser() -> cli.Parser:
     p.add_argument("--bf16", action="store_true", help="with --train: weights and AdamW state in bf16 too")
     p.add_argument("--batch", type=int, default=8, help="sequences per step (default 8)")
     p.add_argument("--seq", type=int, default=2048, help="tokens per sequence, or the cache's context (default 2048)")
-    p.add_argument("--devices", help="GPU counts, comma separated (default 1,8; with --fit, those searched); past one "
-                   "node, every GPU of whole nodes (16: 2 nodes of 8)")
+    p.add_argument("--devices", help="GPU counts, comma separated (default 1,8; with --pp P, P and 8; with --fit, "
+                   "those searched); past one node, every GPU of whole nodes (16: 2 nodes of 8)")
     _searches(p)
     p.add_argument("--gpus", help="GPUs of the hardware table, comma separated (default: all)")
     p.add_argument("--out", metavar="PATH", help="write PATH.csv, PATH.json and PATH.png (default: no files): the "
@@ -102,8 +102,7 @@ def parser() -> cli.Parser:
     p.add_argument("--tp", type=int, default=0, metavar="K",
                    help="with --mesh fsdp+tp: GPUs per tensor-parallel group, dividing each of --devices (default: "
                         "the largest power of two whose square is at most the count: 2 of 4 or 8)")
-    p.add_argument("--accumulate", type=int, default=1, metavar="K",
-                   help="with --train: the batch in K micro-batches a step, gradients summed (default 1)")
+    _pipeline_flags(p)
     return p
 
 
@@ -137,6 +136,18 @@ class Asked:
     def named(self) -> bool:
         """The decoder has a name of its own (--model or --config), not the described one's."""
         return isinstance(self.decoder, str) or self.config_path is not None
+
+
+def _pipeline_flags(p: cli.Parser) -> None:
+    p.add_argument("--accumulate", type=int, default=1, metavar="K",
+                   help="with --train: the batch in K micro-batches a step, gradients summed (default 1)")
+    p.add_argument("--pp", type=int, default=1, metavar="P",
+                   help="with --train: the layers in P pipeline stages, each on --devices / P GPUs split by --mesh "
+                        "among them, the --accumulate micro-batches flowing through them (default 1: no pipeline)")
+    p.add_argument("--vp", type=int, default=1, metavar="V",
+                   help="with --pp: V virtual stages a GPU (interleaved 1F1B: a smaller bubble, more sends)")
+    p.add_argument("--schedule", choices=("1f1b", "gpipe"), default="1f1b",
+                   help="with --pp: the pipeline's order of passes (default 1f1b; gpipe runs every forward first)")
 
 
 def _lora_flags(p: cli.Parser) -> None:
@@ -184,7 +195,9 @@ def _devices(p: cli.Parser, args: argparse.Namespace) -> tuple[int, ...]:
     """--devices as counts (default 1,8; with --fit, the counts of one node)."""
     from jaxgpu.pricing import planner
 
-    said = args.devices or ",".join(map(str, planner.NODE if args.fit else (1, 8)))
+    # a pipeline's default: its stages on a GPU each, and a node where the stages split it
+    plain = tuple(sorted({args.pp, 8})) if args.pp > 1 and 8 % args.pp == 0 else (args.pp,) if args.pp > 1 else (1, 8)
+    said = args.devices or ",".join(map(str, planner.NODE if args.fit else plain))
     try:
         devices = tuple(int(n) for n in said.split(",") if n.strip())
     except ValueError:
@@ -259,16 +272,31 @@ def _settings(p: cli.Parser, args: argparse.Namespace, mode: str):
                 "(--lora R); full training keeps fp32 master weights")
     if args.weights == "fp8" and args.lora:
         p.error("--weights with --lora takes the base in bf16, int8 or nf4; an fp8 base is not built")
+    _check_pipeline(p, args, mode)
     try:
         return dataclasses.replace(base, remat=args.remat, flash=base.flash and not args.no_flash,
                                    matmul="fp8" if args.fp8 else "bf16",
                                    scan=args.layer_loop == "scan" if args.layer_loop else base.scan,
                                    accumulate=args.accumulate, weights=args.weights, mesh=args.mesh or "auto",
-                                   tp=args.tp, lora=args.lora, lora_on=args.lora_on)
+                                   tp=args.tp, lora=args.lora, lora_on=args.lora_on, pp=args.pp, vp=args.vp,
+                                   schedule=args.schedule)
     except KeyError as err:
         p.error(f"--remat: {err.args[0]}")
     except ValueError as err:
         p.error(f"--{'accumulate' if 'accumulate' in str(err) else 'lora'}: {err}")
+
+
+def _check_pipeline(p: cli.Parser, args: argparse.Namespace, mode: str) -> None:
+    if args.pp < 1 or args.vp < 1:
+        p.error(f"--pp and --vp take 1 or more, got --pp {args.pp} --vp {args.vp}")
+    if (args.vp > 1 or args.schedule != "1f1b") and args.pp == 1:
+        p.error("--vp and --schedule shape a pipeline: give --pp P too")
+    if args.pp > 1 and not mode.startswith("train"):
+        p.error("--pp splits a training step into stages; a prefill or decode step takes --mesh")
+    if args.vp > 1 and args.schedule == "gpipe":
+        p.error("--vp interleaves a 1F1B pipeline's chunks: not with --schedule gpipe")
+    if args.pp > 1 and (args.fit or args.max_batch or args.max_seq):
+        p.error("--pp prices the pipeline as asked; the searches (--fit, --max-batch, --max-seq) turn other knobs")
 
 
 def _check_out_and_gpus(p: cli.Parser, args: argparse.Namespace) -> tuple[str, ...] | None:
@@ -475,6 +503,26 @@ def formula_lines(plans) -> list[str]:
     return out
 
 
+def pipeline_lines(plans) -> list[str]:
+    """Per pipelined plan, its stages, bubble and sends in a line: where its time and memory go."""
+    from jaxgpu.pricing import pipeline
+    from jaxgpu.records import labels
+
+    out = []
+    for p in plans:
+        if getattr(p, "pp", 1) > 1:
+            ideal = pipeline.bubble_share(p.pp, p.micro_batches, p.vp)
+            gpus, micro = p.devices // p.pp, p.micro_batches
+            out.append(f"pipeline on {p.devices} {p.gpu}: {p.pp} stages of {gpus} GPU{'s' if gpus > 1 else ''}, "
+                       f"{p.schedule}, {micro} micro-batch{'es' if micro > 1 else ''}; "
+                       f"the bubble {labels.si(p.bubble_s, 's')} "
+                       f"({p.bubble_s / p.seconds:.0%} of the step; (P-1)/V of M + (P-1)/V micro-batches is "
+                       f"{ideal:.0%}); a send between stages {labels.si(p.send_s, 's')}; the first stage holds "
+                       f"{p.in_flight:g} micro-batches' activations at its peak. Priced from the heaviest stage's "
+                       "plans (its layers, the head and the loss), not compiled whole.")
+    return out
+
+
 def _duration(s: float) -> str:
     """Seconds in the unit a person plans in: "42 s", "3.1 h", "12 days"."""
     for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
@@ -566,7 +614,7 @@ def _main(argv: list[str] | None) -> int:
           + (f"; per GPU and count the largest {a.largest} that fits (the rows' column)" if a.largest else "") + ":")
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    for line in formula_lines(plans):
+    for line in formula_lines(plans) + pipeline_lines(plans):
         print(line)
     for line in [raised_note(plans), *raised_lines(fits)]:
         if line:

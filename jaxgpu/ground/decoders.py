@@ -274,6 +274,10 @@ LORA_TARGETS = {"all": ("wqkv", "wo", "w_gate", "w_up", "w_down", "w_qkv", "w_o"
 # is fsdp within each node and the nodes replicas of each other; dp keeps everything whole on every GPU (DDP), zero1
 # and zero2 too but for the optimizer's state (and zero2 the gradients) cut as fsdp cuts them (ZeRO stages 1 and 2)
 MESHES = ("auto", "fsdp", "tp", "fsdp+tp", "hsdp", "dp", "zero1", "zero2")
+# a pipeline's schedules (StepSettings.schedule): GPipe runs every micro-batch's forward pass, then every backward
+# pass; 1F1B (PipeDream-Flush, Megatron's) starts a micro-batch's backward pass as soon as it can, and with virtual
+# stages a GPU holds several chunks of layers (Megatron's interleaved 1F1B)
+SCHEDULES = ("1f1b", "gpipe")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,6 +313,11 @@ class StepSettings:
         pair of rank-``lora`` matrices beside each adapted one trained with AdamW; 0: every weight trained. With it,
         ``weights`` stores the frozen base: "bf16", or "int8" / "nf4" (QLoRA), widened for each product.
       lora_on: the matrices adapted (``LORA_TARGETS``): "all" of a layer's, or the "attention"'s.
+      pp: a training step's pipeline stages: the layers in ``pp`` stages of consecutive layers, each stage on
+        devices / ``pp`` GPUs (split by ``mesh`` among them), the ``accumulate`` micro-batches flowing through them.
+      vp: virtual stages a GPU (interleaved 1F1B): each GPU holds ``vp`` chunks of layers, ``pp`` x ``vp`` chunks
+        in turn, a smaller bubble for more sends between stages (1: not interleaved).
+      schedule: the pipeline's order of forward and backward passes (``SCHEDULES``): "1f1b" or "gpipe".
     """
 
     remat: str = "none"
@@ -323,6 +332,9 @@ class StepSettings:
     query_block: int = 0
     lora: int = 0
     lora_on: str = "all"
+    pp: int = 1
+    vp: int = 1
+    schedule: str = "1f1b"
 
     def __post_init__(self):
         if self.mesh not in MESHES:
@@ -346,6 +358,13 @@ class StepSettings:
             raise KeyError(f"unknown LoRA targets {self.lora_on!r}; known: {', '.join(LORA_TARGETS)}")
         if self.weights == "nf4" and not self.lora:
             raise ValueError("nf4 weights are QLoRA's frozen base: a step with LoRA adapters (lora > 0)")
+        if self.schedule not in SCHEDULES:
+            raise KeyError(f"unknown pipeline schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
+        if self.pp < 1 or self.vp < 1:
+            raise ValueError(f"pipeline stages and virtual stages are 1 or more, got pp {self.pp}, vp {self.vp}")
+        if self.vp > 1 and (self.pp == 1 or self.schedule != "1f1b"):
+            raise ValueError("virtual stages interleave a 1F1B pipeline's chunks: they take pp > 1 and the 1f1b "
+                             "schedule")
 
     def words(self) -> str:
         """The settings in a phrase: "remat dots_saveable, flash attention, bf16 products, scanned layers"."""
@@ -358,5 +377,7 @@ class StepSettings:
                 + (f", {self.weights} {'base ' if self.lora else ''}weights" if self.weights != "bf16" else "")
                 + (f", {self.mesh} mesh" if self.mesh != "auto" else "")
                 + (f" (tp {self.tp})" if self.tp else "")
-                + (f", attention in blocks of {self.query_block} queries" if self.query_block else ""))
+                + (f", attention in blocks of {self.query_block} queries" if self.query_block else "")
+                + (f", {self.pp} pipeline stages ({self.schedule}"
+                   + (f", {self.vp} virtual stages a GPU)" if self.vp > 1 else ")") if self.pp > 1 else ""))
 

@@ -67,6 +67,16 @@ class ModelPlan:
     scores_bytes: float = 0.0
     query_block: int = 0  # bytes_per_device is of the step's twin that runs its attention this many queries at a time
     written_bytes: float = 0.0  # where a twin in blocks was planned, the bytes a GPU of the step as written
+    # a pipeline's (``jaxgpu.pricing.pipeline``): its stages, schedule, virtual stages a GPU and micro-batches; the
+    # step's seconds waiting (``bubble_s``, sends on the way included), one send between stages, and the micro-batches
+    # whose activations the first stage holds at its peak
+    pp: int = 1
+    schedule: str = ""
+    vp: int = 1
+    micro_batches: int = 1
+    bubble_s: float = 0.0
+    send_s: float = 0.0
+    in_flight: float = 0.0
 
     @property
     def capacity(self) -> float:
@@ -92,29 +102,29 @@ MODES = ("train", "train_bf16", "prefill", "serve")
 
 def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool = True, batch: int = 1,
                seq: int = 2048, devices: int = 1, mode: str | None = None, settings: Any = None) -> ModelPlan:
-    """``model`` (a name of ``jaxgpu.ground.decoders.MODELS``) training (one AdamW step over ``batch`` sequences of
-    ``seq`` tokens, split fsdp) or serving (one decode step for ``batch`` sequences against a ``seq``-token
-    cache, split by tensor parallelism) on ``devices`` GPUs named ``gpu``, compiled for them by XLA:GPU on this
-    CPU and priced (``ModelPlan``). Nothing is allocated.
+    """``model`` (a name of ``jaxgpu.ground.decoders.MODELS``, or any ``Decoder``) training (one AdamW step over
+    ``batch`` sequences of ``seq`` tokens, split fsdp) or serving (one decode step for ``batch`` sequences against a
+    ``seq``-token cache, split by tensor parallelism) on ``devices`` GPUs named ``gpu``, compiled for them by
+    XLA:GPU on this CPU and priced (``ModelPlan``). Nothing is allocated.
 
-    ``model`` may also be a ``jaxgpu.ground.decoders.Decoder`` (any decoder described by its dimensions).
     ``mode``, one of ``MODES``, overrides ``train``: "train_bf16" keeps the weights and AdamW's state in bf16;
     "prefill" runs a ``seq``-token prompt through every layer (tp) and gives the next token's logits. ``settings``: a
-    ``jaxgpu.ground.decoders.StepSettings`` (remat policy, flash attention, fp8 products, scanned or unrolled
-    layers, nodes of ``devices`` GPUs each, ``batch`` split over them); default: no remat, flash attention, bf16,
-    one node, layers scanned in training and prefill and unrolled in a decode step (what serving runs hold).
+    ``jaxgpu.ground.decoders.StepSettings`` (remat, flash attention, fp8, the mesh, micro-batches, pipeline stages:
+    ``jaxgpu.pricing.pipeline``); default: no remat, flash attention, bf16, layers scanned but in a decode step.
 
     Raises:
       KeyError: an unknown model or GPU.
-      ValueError: settings the mode does not take (remat or nodes in serving; a batch the nodes do not split), or a
-        mesh that cannot be laid out (past a node, GPUs not in whole nodes or a tensor-parallel group across them).
-      jaxgpu.records.results.Unsupported: the card cannot run the step so (fp8 without fp8 matrix units; nodes
-        without a network in the table).
+      ValueError: settings the mode does not take (remat in serving), or a mesh or pipeline that cannot be laid out.
+      jaxgpu.records.results.Unsupported: the card cannot run the step so (fp8 without fp8 units; no network).
       RuntimeError: no XLA:GPU plan can be had here (the gpu-compile extra is missing) and ``devices`` > 1.
     """
     from jaxgpu.kernels import sharding
-
-    c, mode, s, hw = _asked(model, gpu, mode or ("train" if train else "serve"), settings, batch, seq, devices)
+    mode = mode or ("train" if train else "serve")
+    if settings is not None and settings.pp > 1:  # stages apart: each planned, the schedule puts them in order
+        from jaxgpu.pricing import pipeline
+        return pipeline.plan(model, gpu, mode=mode, batch=batch, seq=seq, devices=devices, settings=settings,
+                             plan_stage=plan_model)
+    c, mode, s, hw = _asked(model, gpu, mode, settings, batch, seq, devices)
     devs, label = sharded.devices_for(hw, devices)
     how = split_of(s, mode)
     mesh = sharding.mesh_for(devs, how, s.tp, hw.node)

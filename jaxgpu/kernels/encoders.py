@@ -20,7 +20,7 @@ import optax
 # (width, layers, heads, MLP width, patch): the ViT paper's Table 1 and its patch sizes
 VIT_SIZES = {"vit-b/16": (768, 12, 12, 3072, 16), "vit-l/16": (1024, 24, 16, 4096, 16),
              "vit-h/14": (1280, 32, 16, 5120, 14)}
-# (d_model, layers each of encoder and decoder, heads, d_ff): the T5 v1.1 checkpoints' configs (d_kv 64, vocab 32,128)
+# (width, layers each of encoder and decoder, heads, d_ff): the T5 v1.1 checkpoints' configs (d_kv 64, vocab 32,128)
 T5_SIZES = {"t5-v1.1-small": (512, 8, 6, 1024), "t5-v1.1-base": (768, 12, 12, 2048),
             "t5-v1.1-large": (1024, 24, 16, 2816), "t5-v1.1-xl": (2048, 24, 32, 5120),
             "t5-v1.1-xxl": (4096, 24, 64, 10240)}
@@ -125,7 +125,7 @@ class T5(nn.Module):
     """A T5 v1.1 encoder-decoder: a shared embedding, ``layers`` encoder and ``layers`` decoder layers with learned
     relative-position biases, an output head of its own. Called on (inputs, decoder inputs), gives the logits."""
 
-    d_model: int = 768
+    width: int = 768  # d_model
     layers: int = 12
     heads: int = 12
     d_ff: int = 2048
@@ -133,7 +133,7 @@ class T5(nn.Module):
 
     @nn.compact
     def __call__(self, inputs, targets_in):
-        embed = nn.Embed(self.vocab, self.d_model, dtype=BF16)
+        embed = nn.Embed(self.vocab, self.width, dtype=BF16)
         bias = lambda q, k, both, name: nn.Embed(32, self.heads, name=name)(_buckets(q, k, both)).transpose(2, 0, 1)
         x = embed(inputs)
         enc_bias = bias(inputs.shape[1], inputs.shape[1], True, "encoder_bias")

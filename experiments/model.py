@@ -62,7 +62,8 @@ def parser() -> cli.Parser:
     p.add_argument("--bf16", action="store_true", help="with --train: weights and AdamW state in bf16 too")
     p.add_argument("--batch", type=int, default=8, help="sequences per step (default 8)")
     p.add_argument("--seq", type=int, default=2048, help="tokens per sequence, or the cache's context (default 2048)")
-    p.add_argument("--devices", help="GPU counts, comma separated (default 1,8; with --pp P, P and 8; with --fit, "
+    p.add_argument("--devices", help="GPU counts, comma separated (default 1,8; with --pp, --ep or --cp, the "
+                   "fewest they take and 8; with --fit, "
                    "those searched); past one node, every GPU of whole nodes (16: 2 nodes of 8)")
     _searches(p)
     p.add_argument("--gpus", help="GPUs of the hardware table, comma separated (default: all)")
@@ -102,7 +103,7 @@ def parser() -> cli.Parser:
     p.add_argument("--tp", type=int, default=0, metavar="K",
                    help="with --mesh fsdp+tp: GPUs per tensor-parallel group, dividing each of --devices (default: "
                         "the largest power of two whose square is at most the count: 2 of 4 or 8)")
-    _pipeline_flags(p)
+    _split_flags(p)
     return p
 
 
@@ -138,7 +139,7 @@ class Asked:
         return isinstance(self.decoder, str) or self.config_path is not None
 
 
-def _pipeline_flags(p: cli.Parser) -> None:
+def _split_flags(p: cli.Parser) -> None:
     p.add_argument("--accumulate", type=int, default=1, metavar="K",
                    help="with --train: the batch in K micro-batches a step, gradients summed (default 1)")
     p.add_argument("--pp", type=int, default=1, metavar="P",
@@ -148,6 +149,12 @@ def _pipeline_flags(p: cli.Parser) -> None:
                    help="with --pp: V virtual stages a GPU (interleaved 1F1B: a smaller bubble, more sends)")
     p.add_argument("--schedule", choices=("1f1b", "gpipe"), default="1f1b",
                    help="with --pp: the pipeline's order of passes (default 1f1b; gpipe runs every forward first)")
+    p.add_argument("--ep", type=int, default=1, metavar="E",
+                   help="a mixture's experts over groups of E GPUs, tokens sent to them and back (an all-to-all each "
+                        "way a layer), the rest fsdp (default 1: none)")
+    p.add_argument("--cp", type=int, default=1, metavar="C",
+                   help="each sequence split over groups of C GPUs, keys and values gathered a layer (context "
+                        "parallel, for long contexts), the rest fsdp (default 1: none)")
 
 
 def _lora_flags(p: cli.Parser) -> None:
@@ -195,9 +202,11 @@ def _devices(p: cli.Parser, args: argparse.Namespace) -> tuple[int, ...]:
     """--devices as counts (default 1,8; with --fit, the counts of one node)."""
     from jaxgpu.pricing import planner
 
-    # a pipeline's default: its stages on a GPU each, and a node where the stages split it
-    plain = tuple(sorted({args.pp, 8})) if args.pp > 1 and 8 % args.pp == 0 else (args.pp,) if args.pp > 1 else (1, 8)
-    said = args.devices or ",".join(map(str, planner.NODE if args.fit else plain))
+    # stages or groups: the fewest GPUs they take, and a node where they split it
+    k = args.pp * max(args.ep, args.cp)
+    plain = tuple(sorted({k, 8})) if k > 1 and 8 % k == 0 else (k,) if k > 1 else (1, 8)
+    searched = [n for n in planner.NODE if n % k == 0] or [k]
+    said = args.devices or ",".join(map(str, searched if args.fit else plain))
     try:
         devices = tuple(int(n) for n in said.split(",") if n.strip())
     except ValueError:
@@ -279,7 +288,7 @@ def _settings(p: cli.Parser, args: argparse.Namespace, mode: str):
                                    scan=args.layer_loop == "scan" if args.layer_loop else base.scan,
                                    accumulate=args.accumulate, weights=args.weights, mesh=args.mesh or "auto",
                                    tp=args.tp, lora=args.lora, lora_on=args.lora_on, pp=args.pp, vp=args.vp,
-                                   schedule=args.schedule)
+                                   schedule=args.schedule, ep=args.ep, cp=args.cp)
     except KeyError as err:
         p.error(f"--remat: {err.args[0]}")
     except ValueError as err:
@@ -295,6 +304,12 @@ def _check_pipeline(p: cli.Parser, args: argparse.Namespace, mode: str) -> None:
         p.error("--pp splits a training step into stages; a prefill or decode step takes --mesh")
     if args.vp > 1 and args.schedule == "gpipe":
         p.error("--vp interleaves a 1F1B pipeline's chunks: not with --schedule gpipe")
+    if args.ep < 1 or args.cp < 1 or args.ep > 1 and args.cp > 1:
+        p.error(f"--ep and --cp take 1 or more, one of them at a time; got --ep {args.ep} --cp {args.cp}")
+    if (args.ep > 1 or args.cp > 1) and (args.mesh not in (None, "fsdp") or mode == "serve"):
+        p.error("--ep and --cp groups split a training or prefill step with fsdp over the groups: not with --mesh "
+                f"{args.mesh} or --serve" if args.mesh not in (None, "fsdp") else "--ep and --cp split a training "
+                "or prefill step; a decode step takes --mesh tp")
     if args.pp > 1 and (args.fit or args.max_batch or args.max_seq):
         p.error("--pp prices the pipeline as asked; the searches (--fit, --max-batch, --max-seq) turn other knobs")
 

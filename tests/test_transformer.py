@@ -10,7 +10,7 @@ import pytest
 
 from jaxgpu.ground import decoders
 from jaxgpu.ground.decoders import Decoder, StepSettings
-from jaxgpu.kernels import sharding
+from jaxgpu.kernels import experts, sharding
 from jaxgpu.kernels import transformer as tf
 from jaxgpu.pricing import planner
 
@@ -402,11 +402,11 @@ def _np_moe(c, x, w):
 
 def test_a_mixture_of_experts_layer_agrees_with_a_float64_reference(monkeypatch):
     """Every token through its top-k experts, gated, when no expert's buffer overflows (capacity raised)."""
-    monkeypatch.setattr(tf, "CAPACITY", float(MOE.experts))  # room for every token in every expert: none dropped
+    monkeypatch.setattr(experts, "CAPACITY", float(MOE.experts))  # room for every token in every expert: none dropped
     w = {k: v[0] for k, v in tf.init(MOE, jax.random.key(5))["layers"].items()}
     w = {k: 10 * v if v.ndim > 1 else v for k, v in w.items()}
     h = jax.random.normal(jax.random.key(6), (2, 16, MOE.d_model), jnp.float32)
-    got = jax.jit(lambda h, w: tf._moe(MOE, h, w, tf._swiglu))(h, w)
+    got = jax.jit(lambda h, w: experts.moe(MOE, h, w, tf._swiglu))(h, w)
     ref = _np_moe(MOE, np.asarray(h, np.float64).reshape(-1, MOE.d_model),
                   {k: np.asarray(v, np.float64) for k, v in w.items()}).reshape(h.shape)
     assert np.linalg.norm(ref) > 0 and np.linalg.norm(np.asarray(got, np.float64) - ref) / np.linalg.norm(ref) < 1e-5

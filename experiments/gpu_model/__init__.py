@@ -21,7 +21,8 @@ _measure = Deferred(f"{__name__}.measure")
 
 # seconds this CPU takes to compile a case's program twice (for XLA:GPU and XLA:CPU) and price it, by the
 # program's builder: measured on the 2-core development machine
-_COMPILE_S = {"gemm": 0.3, "stream": 0.2, "dot": 0.2, "decode": 9.0, "prefill": 2.0, "train": 90.0, "step": 40.0}
+_COMPILE_S = {"gemm": 0.3, "stream": 0.2, "dot": 0.2, "decode": 9.0, "prefill": 2.0, "train": 90.0, "step": 40.0,
+              "encoder": 40.0}
 
 
 # the report's summary programs (``measure.headline``), at the sizes the study's CPU profiles time them

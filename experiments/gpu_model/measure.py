@@ -37,7 +37,7 @@ def _step(case: published.Case) -> dict[str, float]:
     out = {"predicted_s": m.seconds, "lower_s": m.lower_s, "upper_s": m.upper_s,
            "error": published.error(m.seconds, case), "gpu_plan": float(m.plan.startswith("xla:gpu")),
            "fits": float(m.fits), "bytes_per_device": m.bytes_per_device, "comm_s": m.comm_s,
-           "overlapped_s": m.overlapped_s, "internode_s": m.internode_s, "mfu": m.mfu}
+           "overlapped_s": m.overlapped_s, "internode_s": getattr(m, "internode_s", 0.0), "mfu": m.mfu}
     if case.kind == "train":
         out |= published.memory_share(case, m.bytes_per_device)
     if case.peak_gib:  # the run's measured peak a GPU, against XLA's plan of the step

@@ -318,6 +318,11 @@ class StepSettings:
       vp: virtual stages a GPU (interleaved 1F1B): each GPU holds ``vp`` chunks of layers, ``pp`` x ``vp`` chunks
         in turn, a smaller bubble for more sends between stages (1: not interleaved).
       schedule: the pipeline's order of forward and backward passes (``SCHEDULES``): "1f1b" or "gpipe".
+      ep: a mixture's expert-parallel groups: the GPUs in groups of ``ep`` that hold the experts between them (each
+        GPU E / ``ep`` experts, cut fsdp over the groups), each GPU's tokens sent to its experts' GPUs and back (an
+        all-to-all each way a layer); the rest of the step fsdp over every GPU (1: none).
+      cp: context-parallel groups: each sequence split over ``cp`` GPUs, a layer's keys and values gathered over
+        the group (a ring's bytes); the rest fsdp over every GPU, the batch over the groups (1: none).
     """
 
     remat: str = "none"
@@ -335,6 +340,8 @@ class StepSettings:
     pp: int = 1
     vp: int = 1
     schedule: str = "1f1b"
+    ep: int = 1
+    cp: int = 1
 
     def __post_init__(self):
         if self.mesh not in MESHES:
@@ -362,6 +369,11 @@ class StepSettings:
             raise KeyError(f"unknown pipeline schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
         if self.pp < 1 or self.vp < 1:
             raise ValueError(f"pipeline stages and virtual stages are 1 or more, got pp {self.pp}, vp {self.vp}")
+        if self.ep < 1 or self.cp < 1 or self.ep > 1 and self.cp > 1:
+            raise ValueError(f"expert- and context-parallel groups are 1 or more, one of them at a time; got ep "
+                             f"{self.ep}, cp {self.cp}")
+        if (self.ep > 1 or self.cp > 1) and self.mesh not in ("auto", "fsdp"):
+            raise ValueError(f"ep and cp groups split a step with fsdp over their groups, not the {self.mesh} mesh")
         if self.vp > 1 and (self.pp == 1 or self.schedule != "1f1b"):
             raise ValueError("virtual stages interleave a 1F1B pipeline's chunks: they take pp > 1 and the 1f1b "
                              "schedule")
@@ -378,6 +390,8 @@ class StepSettings:
                 + (f", {self.mesh} mesh" if self.mesh != "auto" else "")
                 + (f" (tp {self.tp})" if self.tp else "")
                 + (f", attention in blocks of {self.query_block} queries" if self.query_block else "")
+                + (f", experts over groups of {self.ep}" if self.ep > 1 else "")
+                + (f", sequences over groups of {self.cp}" if self.cp > 1 else "")
                 + (f", {self.pp} pipeline stages ({self.schedule}"
                    + (f", {self.vp} virtual stages a GPU)" if self.vp > 1 else ")") if self.pp > 1 else ""))
 

@@ -21,6 +21,10 @@ AXIS = "devices"  # the one axis of a 1-D mesh; of a 2-D mesh, the fsdp (data) a
 MODEL = MODEL_AXIS  # a 2-D mesh's tensor-parallel axis
 REPLICAS = "replicas"  # hsdp's outer axis: the nodes, each holding the model's fsdp shards whole
 WHOLE = ("dp", "zero1", "zero2")  # the meshes that keep the weights whole on every GPU (the batch split)
+EXPERT = "experts"  # the ep mesh's inner axis: a group of GPUs that hold a mixture's experts between them
+CONTEXT = "context"  # the cp mesh's inner axis: a group of GPUs that split each sequence between them
+# the 2-D meshes of fsdp groups and an inner axis: tensor, expert or context parallel
+INNER = {"fsdp+tp": MODEL, "ep": EXPERT, "cp": CONTEXT}
 _COLUMNS = ("wqkv", "w_gate", "w_up", "w_qkv", "b_qkv", "w_fc", "b_fc", "head")  # cut along their last dimension
 _ROWS = ("wo", "w_down", "w_o", "w_proj")  # cut along their input dimension (the one after the layer axis)
 
@@ -50,6 +54,8 @@ def residual_layout(tokens: jax.sharding.NamedSharding | None) -> Callable | Non
         return None
     mesh = tokens.mesh
     P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
+    if EXPERT in mesh.axis_names or CONTEXT in mesh.axis_names:
+        return _inner_layout(mesh, tokens)
     if MODEL not in mesh.axis_names:
         split = tokens.spec[0] if len(tokens.spec) else None
         if split is None:
@@ -65,6 +71,25 @@ def residual_layout(tokens: jax.sharding.NamedSharding | None) -> Callable | Non
     return put
 
 
+def _inner_layout(mesh: jax.sharding.Mesh, tokens: jax.sharding.NamedSharding) -> Callable:
+    """The residual stream's constraint on an ep or cp mesh, carrying what the layer needs of the mesh as attributes.
+    ep: the batch over every GPU; ``experts`` the mesh, over which ``transformer``'s mixture sends each GPU's tokens
+    to the GPUs that hold their experts and back (an all-to-all each way within an expert group, as GShard's
+    dispatch and combine). cp: the batch over the fsdp groups, each sequence split over a context group; ``kv``
+    gathers a layer's keys and values over the group (each GPU's queries against the whole sequence: the ring's
+    bytes, (C - 1) / C of K and V each way)."""
+    P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
+    put = lambda spec: (lambda x: jax.lax.with_sharding_constraint(x, NS(mesh, spec)))
+    if EXPERT in mesh.axis_names:
+        layout = lambda x: put(P((AXIS, EXPERT)))(x) if x.shape[0] % mesh.devices.size == 0 else x
+        layout.experts = mesh
+        return layout
+    split = tokens.spec[0] if len(tokens.spec) else None
+    layout = put(P(split, CONTEXT))
+    layout.kv = put(P(split))
+    return layout
+
+
 def tp_degree(devices: int) -> int:
     """The tensor-parallel group an fsdp+tp mesh of ``devices`` takes when none is named: the largest power of
     two that divides ``devices`` and whose square is at most it (2 of 4, 6 or 8, 4 of 16, 1 of an odd count): the
@@ -76,11 +101,13 @@ def tp_degree(devices: int) -> int:
     return t
 
 
-def mesh_for(devices: Sequence[Any], how: str = "fsdp", tp: int = 0, node: int = 8) -> jax.sharding.Mesh:
+def mesh_for(devices: Sequence[Any], how: str = "fsdp", tp: int = 0, node: int = 8, group: int = 0
+             ) -> jax.sharding.Mesh:
     """The mesh ``shard_specs`` splits a step ``how`` over (``parallel.make_mesh``): one axis (``AXIS``) for "fsdp",
     "tp" and the whole-weight meshes (``WHOLE``); for "hsdp", the nodes of ``node`` devices along ``REPLICAS``, a
     node's devices along ``AXIS``; for "fsdp+tp", the devices in groups of ``tp`` (0: ``tp_degree``) along
-    ``MODEL``, the groups along ``AXIS``. The devices in order: a node's are neighbours (a topology's host order)."""
+    ``MODEL``, the groups along ``AXIS``; for "ep" and "cp", groups of ``group`` devices along ``EXPERT`` or
+    ``CONTEXT``. The devices in order: a node's are neighbours (a topology's host order)."""
     from jaxgpu.kernels import parallel
 
     devs = list(devices)
@@ -89,6 +116,10 @@ def mesh_for(devices: Sequence[Any], how: str = "fsdp", tp: int = 0, node: int =
         if len(devs) % inner:
             raise ValueError(f"{len(devs)} devices do not fill nodes of {node}")
         return parallel.make_mesh(devs, (len(devs) // inner, inner), (REPLICAS, AXIS))
+    if how in ("ep", "cp"):
+        if not group or len(devs) % group:
+            raise ValueError(f"{len(devs)} devices do not split into {how} groups of {group}")
+        return parallel.make_mesh(devs, (len(devs) // group, group), (AXIS, INNER[how]))
     if how != "fsdp+tp":
         return parallel.make_mesh(devs, axes=(AXIS,))
     t = tp or tp_degree(len(devs))
@@ -147,6 +178,31 @@ def _two_d_spec(name: str, shape: tuple[int, ...], data: int, model: int, batch:
     return jax.sharding.PartitionSpec(*[a or b for a, b in zip(fsdp, spec)])
 
 
+def _inner_spec(how: str, name: str, shape: tuple[int, ...], mesh: jax.sharding.Mesh, batch: bool
+                ) -> jax.sharding.PartitionSpec:
+    """An array's cut on an ep or cp mesh: a batch over every GPU (ep), or over the fsdp groups with its sequence
+    over a context group (cp); a mixture's experts [L, E, ...] over an expert group and fsdp's cut over the groups
+    (ep); every other array fsdp's cut over every GPU."""
+    P = jax.sharding.PartitionSpec
+    n, inner = mesh.devices.size, INNER[how]
+    if batch and how == "ep":
+        return P((AXIS, inner)) if shape[0] % n == 0 else P()
+    if batch:
+        data = mesh.shape[AXIS]
+        return P(AXIS if shape[0] % data == 0 else None, inner if len(shape) > 1 and shape[1] % mesh.shape[inner]
+                 == 0 else None)
+    if how == "ep" and _is_experts(name, shape) and shape[1] % mesh.shape[inner] == 0:
+        rest = _fsdp_spec(shape, mesh.shape[AXIS], AXIS, (0, 1))
+        return P(None, inner, *rest[2:])
+    return _fsdp_spec(shape, n, (AXIS, inner))
+
+
+def expert_spec(shape: tuple[int, ...], mesh: jax.sharding.Mesh) -> jax.sharding.PartitionSpec:
+    """One layer's slice [E, ...] of an expert matrix on an ep mesh: the experts over the expert group, fsdp's cut
+    over the groups (the stacked [L, E, ...] array's cut, ``_inner_spec``, less its layer axis)."""
+    return jax.sharding.PartitionSpec(*_inner_spec("ep", _EXPERTS[0], (1, *shape), mesh, False)[1:])
+
+
 def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bool = False) -> Any:
     """``NamedSharding``s for every array of ``tree`` (parameters, optimizer state, a KV cache: arrays or specs)
     on ``mesh`` (``mesh_for``), split ``how`` ("fsdp", "tp", "hsdp", "dp", "zero1", "zero2", or "fsdp+tp" on a
@@ -154,7 +210,8 @@ def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bo
     whole-weight meshes (whole where the devices do not divide it), whole under tp, and under fsdp+tp over the
     groups, along its sequence where they do not divide the batch."""
     P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
-    want = {"fsdp+tp": (AXIS, MODEL), "hsdp": (REPLICAS, AXIS)}.get(how, (AXIS,))
+    want = {"fsdp+tp": (AXIS, MODEL), "hsdp": (REPLICAS, AXIS), "ep": (AXIS, EXPERT), "cp": (AXIS, CONTEXT)
+            }.get(how, (AXIS,))
     if tuple(mesh.axis_names) != want:
         raise ValueError(f"a {how} split takes a mesh of axes {want} (mesh_for), got axes {mesh.axis_names}")
     n = mesh.devices.size
@@ -167,6 +224,8 @@ def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bo
         name = next((k for k in reversed(keys) if isinstance(k, str)), "")
         if how == "fsdp+tp":
             return NS(mesh, _two_d_spec(name, shape, mesh.shape[AXIS], mesh.shape[MODEL], batch))
+        if how in ("ep", "cp"):
+            return NS(mesh, _inner_spec(how, name, shape, mesh, batch))
         if batch and how == "hsdp":  # the batch over every GPU, a node's rows within the node
             return NS(mesh, P((REPLICAS, AXIS)) if shape[0] % n == 0 else P())
         if batch:

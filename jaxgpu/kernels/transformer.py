@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxgpu.ground.decoders import Decoder, StepSettings
+from jaxgpu.kernels import experts
 from jaxgpu.kernels.sharding import residual_layout
 from jaxgpu.kernels.stored import STORED, frozen_mm, quantize, stored_specs, widened  # noqa: F401 (quantize: tf.quantize)
 
@@ -192,9 +193,12 @@ def _geglu(g, u):
     return jax.nn.gelu(g, approximate=True) * u
 
 
-def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=False, matmul="bf16", query_block=0):
+def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=False, matmul="bf16", query_block=0,
+           layout=None):
     """One layer on x [B, T, d]; with ``cache`` (k, v of [B, S, KV, hd]) the new keys are written at ``index``;
-    ``matmul``: the products' type (``_mm``); ``query_block``: ``_attention``'s."""
+    ``matmul``: the products' type (``_mm``); ``query_block``: ``_attention``'s; ``layout``: the stream's
+    constraint (``residual_layout``), whose ``kv`` (a sequence split over a context group) gathers the keys and
+    values and whose ``experts`` sends a mixture's tokens to the GPUs holding their experts."""
     b, t, _ = x.shape
     hd = c.head_dim
     if c.style == "gpt2":
@@ -213,6 +217,8 @@ def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=Fals
         k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (0, index, 0, 0))
         v = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (0, index, 0, 0))
         cache = (k, v)
+    if getattr(layout, "kv", None):  # context parallel: each GPU's queries against the whole sequence's keys
+        k, v = layout.kv(k), layout.kv(v)
     if cache is None and c.window and t > c.window and t % c.window == 0:
         a = _windowed(q, k, v, c.window, flash)
     else:
@@ -226,38 +232,10 @@ def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=Fals
         h = _norm(x, w["mlp_norm"], None, c.style)
         gated = _geglu if c.mlp == "geglu" else _swiglu
         if c.experts > 1:
-            x = x + _moe(c, h, w, gated)
+            x = x + experts.moe(c, h, w, gated, getattr(layout, "experts", None))
         else:
             x = x + _lin(gated(_lin(h, w, "w_gate", matmul), _lin(h, w, "w_up", matmul)), w, "w_down", matmul)
     return x, cache
-
-
-# Each expert takes at most this share over its fair part of a batch's tokens (n x top_k / experts): the rest are
-# dropped for that expert, as GShard and MaxText's dropping implementation set it
-CAPACITY = 1.25
-
-
-def _moe(c: Decoder, h, w, gated):
-    """A mixture of experts on h [B, T, d]: the router's top_k experts a token, their gates a softmax over those
-    k logits (Mixtral's); each expert's tokens gathered into its own buffer of ``CAPACITY`` x its fair share,
-    its gated MLP run on its buffer alone (the FLOPs of k experts a token, not of all), the outputs scattered back
-    weighted by the gates."""
-    b, t, d = h.shape
-    x = h.reshape(-1, d)
-    n, e, k = x.shape[0], c.experts, c.top_k
-    top, idx = jax.lax.top_k((x @ w["router"]).astype(jnp.float32), k)
-    gate = jax.nn.softmax(top, axis=-1).astype(x.dtype).reshape(-1)
-    expert = idx.reshape(-1)  # [n k]: token i's j-th expert at i k + j
-    token = jnp.repeat(jnp.arange(n), k)
-    rank = jnp.take_along_axis(jnp.cumsum(jax.nn.one_hot(expert, e, dtype=jnp.int32), axis=0) - 1,
-                               expert[:, None], axis=1)[:, 0]  # the token's place in its expert's buffer
-    cap = max(1, math.ceil(n * k / e * CAPACITY))
-    slot = jnp.where(rank < cap, rank, cap)  # past the capacity: out of the buffer, dropped
-    buf = jnp.zeros((e, cap, d), x.dtype).at[expert, slot].set(x[token], mode="drop")
-    y = jnp.einsum("ecf,efd->ecd", gated(jnp.einsum("ecd,edf->ecf", buf, w["w_gate"]),
-                                         jnp.einsum("ecd,edf->ecf", buf, w["w_up"])), w["w_down"])
-    back = y.at[expert, slot].get(mode="fill", fill_value=0) * gate[:, None]
-    return jnp.zeros((n, d), x.dtype).at[token].add(back).reshape(b, t, d)
 
 
 def _hidden(c: Decoder, p: dict, tokens: jax.Array, flash: bool, s: StepSettings | None = None,
@@ -279,7 +257,7 @@ def _hidden(c: Decoder, p: dict, tokens: jax.Array, flash: bool, s: StepSettings
 
     def layer(x, w):
         return layout(_block(c, x, w, positions, mask, flash=s.flash, matmul=s.matmul,
-                             query_block=s.query_block)[0]), None
+                             query_block=s.query_block, layout=layout)[0]), None
 
     if s.remat != "none":  # each layer's backward recomputes what the policy does not save
         layer = jax.checkpoint(layer, policy=getattr(jax.checkpoint_policies, s.remat))

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from jaxgpu.ground import decoders, hardware
-from jaxgpu.pricing import fit, roofline, sharded
+from jaxgpu.pricing import feasible, fit, roofline, sharded
+from jaxgpu.pricing.feasible import split_of  # noqa: F401 - planner.split_of, read by the knobs and tests
 from jaxgpu.records.labels import si
 from jaxgpu.records.results import Unsupported
 
@@ -127,7 +128,7 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
     c, mode, s, hw = _asked(model, gpu, mode, settings, batch, seq, devices)
     devs, label = sharded.devices_for(hw, devices)
     how = split_of(s, mode)
-    mesh = sharding.mesh_for(devs, how, s.tp, hw.node)
+    mesh = sharding.mesh_for(devs, how, s.tp, hw.node, group=s.ep if how == "ep" else s.cp)
     step, specs, sh, tokens, model_flops = _step(c, mode, batch // s.nodes, seq, mesh, how, s)
     roofs = roofline.roofs_for(hw)
     placed = sharded.placed(specs, sh)
@@ -169,7 +170,7 @@ def _asked(model: str | Any, gpu: str, mode: str, settings: Any, batch: int, seq
         raise KeyError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     s = settings or default_settings(mode)
     hw = hardware.find_gpu(gpu)
-    _check_settings(s, mode, hw, batch, c, seq, devices)
+    feasible.check_settings(s, mode, hw, batch, c, seq, devices)
     return c, mode, s, hw
 
 
@@ -226,13 +227,10 @@ def _scores_bytes(c, mode: str, batch: int, seq: int, s, how: str, shape: dict) 
     model = shape.get(sharding.MODEL, 1) if how == "fsdp+tp" else shape.get(sharding.AXIS, 1) if how == "tp" else 1
     if c.heads % model == 0 and c.kv_heads % model == 0:
         cut *= model
+    if seq % shape.get(sharding.CONTEXT, 1) == 0:  # cp: a GPU's queries, a piece of the sequence
+        cut *= shape.get(sharding.CONTEXT, 1)
     block = s.query_block if s.query_block and seq % s.query_block == 0 else seq
     return whole / cut * block / seq
-
-
-def split_of(s: Any, mode: str) -> str:
-    """How the settings ``s`` split a ``mode`` step: their mesh, or the mode's own (fsdp to train, tp to serve)."""
-    return s.mesh if s.mesh != "auto" else "fsdp" if mode.startswith("train") else "tp"
 
 
 def mesh_words(how: str, mesh: Any) -> str:
@@ -242,9 +240,9 @@ def mesh_words(how: str, mesh: Any) -> str:
 
     if how == "hsdp":
         return f"hsdp {mesh.shape[sharding.REPLICAS]} x fsdp {mesh.shape[sharding.AXIS]}"
-    if how != "fsdp+tp":
+    if how not in sharding.INNER:
         return how
-    return f"fsdp {mesh.shape[sharding.AXIS]} x tp {mesh.shape[sharding.MODEL]}"
+    return f"fsdp {mesh.shape[sharding.AXIS]} x {how.split('+')[-1]} {mesh.shape[sharding.INNER[how]]}"
 
 
 def _estimate(c, mode: str, batch: int, seq: int, s) -> dict[str, float]:
@@ -336,74 +334,6 @@ def default_settings(mode: str):
     return decoders.StepSettings(scan=mode != "serve", flash=mode != "serve")
 
 
-def _check_settings(s, mode: str, hw: hardware.Hardware, batch: int, c: Any = None, seq: int = 0,
-                    devices: int = 1) -> None:
-    if c is not None and c.style == "gpt2" and seq > c.max_seq:  # learned positions: max_seq rows, no more
-        raise ValueError(f"{c.name} has {c.max_seq:,} learned positions: a sequence of {seq:,} tokens is longer")
-    if c is not None and c.experts > 1 and (s.weights != "bf16" or s.matmul != "bf16"):
-        raise ValueError("a mixture of experts runs its experts in bf16 here: int8 or fp8 experts are not built")
-    training = mode.startswith("train")
-    if not training and (s.remat != "none" or s.nodes > 1 or s.accumulate > 1):
-        raise ValueError("remat, nodes and micro-batches are a training step's settings; a prefill or decode step "
-                         "runs on one node and keeps no activations for a backward pass")
-    _check_mesh(s, mode, hw, devices, batch)
-    if s.lora and not training:
-        raise ValueError("LoRA adapters are trained: a training step's setting (--train)")
-    if s.lora and (c is not None and c.experts > 1 or s.matmul != "bf16" or s.weights == "fp8"):
-        raise ValueError("LoRA is built for dense decoders with bf16 products, the base in bf16, int8 or nf4: not "
-                         "for a mixture of experts, fp8 products or an fp8 base")
-    if mode != "serve" and s.weights != "bf16" and not s.lora:
-        raise ValueError("int8 or fp8 weights are a decode step's storage (--serve), or a LoRA step's frozen base "
-                         "(with lora); full training keeps its master weights")
-    if mode == "serve" and s.matmul != "bf16":
-        raise ValueError("fp8 products in a decode step are not built; its weights' storage is a serving setting")
-    if mode == "serve" and s.flash:
-        raise ValueError("a decode step's attention is XLA's, one token against its cache: flash is a setting of "
-                         "training and prefill")
-    if batch % s.nodes:
-        raise ValueError(f"a batch of {batch} does not split over {s.nodes} nodes")
-    if (batch // s.nodes) % s.accumulate:
-        raise ValueError(f"a node's batch of {batch // s.nodes} does not split into {s.accumulate} micro-batches")
-    if s.matmul == "fp8" and not hw.tflops.get("fp8"):
-        raise Unsupported(f"the {hw.name} has no fp8 matrix units: an fp8 step would be emulated in wider types, "
-                          "which is not what fp8 training buys")
-    if s.nodes > 1 and not hw.internode_gbps:
-        raise Unsupported(f"the hardware table knows no network between {hw.name} nodes (internode_gbps)")
-
-
-def _check_mesh(s, mode: str, hw: hardware.Hardware, devices: int, batch: int = 0) -> None:
-    """A mesh over ``devices`` GPUs of ``hw`` that can be laid out: past one node, whole nodes joined by a network the
-    table knows, a tensor-parallel group within a node, the nodes said once (a mesh over them, or ``nodes``); the
-    meshes that split only the batch (hsdp, dp, ZeRO) each GPU's own rows of every micro-batch."""
-    from jaxgpu.kernels import sharding
-
-    how = split_of(s, mode)
-    if how in ("hsdp", "dp", "zero1", "zero2") and not mode.startswith("train"):
-        raise ValueError(f"the {how} mesh splits a training step's batch and its state; a prefill or decode step "
-                         "takes fsdp, tp or fsdp+tp")
-    if how in ("hsdp", "dp", "zero1", "zero2") and batch and batch % (devices * s.accumulate * s.nodes):
-        raise ValueError(f"the {how} mesh gives each GPU its own rows of every micro-batch: a batch of {batch} does "
-                         f"not split over {devices} GPUs x {s.accumulate} micro-batch"
-                         f"{'es' if s.accumulate > 1 else ''}")
-    if s.lora and how in ("zero1", "zero2"):
-        raise ValueError("a LoRA step's adapters are small and its base takes no optimizer state: it takes fsdp, "
-                         "hsdp, dp, tp or fsdp+tp, not ZeRO")
-    if devices <= hw.node:
-        return
-    if devices % hw.node:
-        raise ValueError(f"past one node, GPUs come in whole nodes of {hw.node}: {devices} do not")
-    if not hw.internode_gbps:
-        raise Unsupported(f"the hardware table knows no network between {hw.name} nodes (internode_gbps)")
-    if s.nodes > 1:
-        raise ValueError(f"{devices} GPUs already span {devices // hw.node} nodes: count every GPU in devices and "
-                         "name the mesh (hsdp: each node a replica), not nodes as well")
-    group = s.tp or sharding.tp_degree(devices)
-    if how == "tp" or how == "fsdp+tp" and (group > hw.node or hw.node % group):
-        raise ValueError(f"a tensor-parallel group stays within a node of {hw.node} GPUs: over {devices}, take "
-                         "fsdp+tp with --tp dividing the node, or fsdp"
-                         + (", hsdp, dp or zero" if mode.startswith("train") else ""))
-
-
 def _internode_s(c, mode: str, hw: hardware.Hardware, devices: int, s: Any) -> float:
     """Of the earlier way to say a run over nodes (``StepSettings.nodes``: one node's program priced), seconds of the
     gradients' all-reduce between nodes, each GPU's share over its own port (a ring over the nodes: 2 (nodes - 1) /
@@ -442,7 +372,7 @@ def fewest(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, counts: Sequenc
     if not counts:
         raise ValueError(f"none of the counts searched splits into tensor-parallel groups of {s.tp}")
     best, tried = _fewest_on(decoders.find(model), hardware.find_gpu(gpu), counts, m, batch, seq, s)
-    if s.mesh != "auto":
+    if s.mesh != "auto" or s.ep > 1 or s.cp > 1:  # expert and context groups are fsdp's
         return best
     for how in [h for h in ("fsdp", "tp", "fsdp+tp") if h != split_of(s, m)]:
         # fewer GPUs than the fewest found; where none of the counts held it, the most of them too

@@ -180,9 +180,10 @@ def model_config(name: str):
 
 
 def is_step(case: Case) -> bool:
-    """A whole step over several GPUs (``("step", model, mode, batch, seq, devices, settings)``): priced by
-    ``jaxgpu.pricing.planner.plan_model``, not one program on one GPU (``program``)."""
-    return case.program[0] == "step"
+    """A whole step over several GPUs (``("step", model, mode, batch, seq, devices, settings)``, or an encoder's
+    ``("encoder", model, mode, batch, size, devices, settings)``): priced by ``jaxgpu.pricing.planner.plan_model``
+    (an encoder's by ``jaxgpu.pricing.anystep.price_step``), not one program on one GPU (``program``)."""
+    return case.program[0] in ("step", "encoder")
 
 
 def plan_step(case: Case, alternative: tuple = ()):
@@ -192,9 +193,30 @@ def plan_step(case: Case, alternative: tuple = ()):
     ``alternative`` (one of ``case.plausible``) its pairs in place of the case's."""
     from jaxgpu.pricing import planner
 
+    if case.program[0] == "encoder":
+        return _plan_encoder(case)
     _, model, mode, batch, seq, devices, settings = case.program
     return planner.plan_model(model_config(model), case.gpu, mode=mode, batch=batch, seq=seq, devices=devices,
                              settings=step_settings(case, alternative))
+
+
+def _plan_encoder(case: Case):
+    """An ``("encoder", ...)`` case's ``jaxgpu.pricing.anystep.StepPlan``: a ViT (``size``: the images' side) or a
+    T5 v1.1 (``size``: (input tokens, target tokens)) of ``jaxgpu.kernels.encoders``, its AdamW step over ``batch``
+    examples split data parallel over ``devices`` GPUs (the weights and state whole on each), priced through the
+    public door as a user's step is."""
+    from jax.sharding import PartitionSpec as P
+
+    from jaxgpu.kernels import encoders
+    from jaxgpu.pricing import anystep
+
+    _, model, _, batch, size, devices, _ = case.program
+    if model.startswith("vit"):
+        s = encoders.vit_train_step(encoders.vit(model), batch, image=size)
+    else:
+        s = encoders.t5_train_step(encoders.t5(model), batch, inputs=size[0], targets=size[1])
+    return anystep.price_step(s.step, *s.specs, in_specs=(None, None, P("data"), P("data")),
+                              mesh={"data": devices}, gpu=case.gpu, donate=(0, 1), name=case.id)
 
 
 def step_settings(case: Case, alternative: tuple = ()):
@@ -220,19 +242,23 @@ def spans(case: Case) -> tuple[int, int]:
 
 
 # the report's rows a case counts in beside its kind's (``groups``), and the row of measured peaks of memory
-GROUPS = ("train over nodes", "LoRA train")
+GROUPS = ("train over nodes", "LoRA train", "pipeline train", "expert-parallel train", "encoder train")
 PEAK = "peak memory"
 
 
 def groups(case: Case) -> tuple[str, ...]:
     """The rows of the report's accuracy table a case counts in beside its kind's: a training step whose run spanned
-    more GPUs than a node holds ("train over nodes"), a LoRA or QLoRA fine-tune ("LoRA train")."""
+    more GPUs than a node holds ("train over nodes"), a LoRA or QLoRA fine-tune ("LoRA train"), a run in pipeline
+    stages ("pipeline train"), a mixture's experts over expert-parallel groups ("expert-parallel train"), a model
+    that is not a decoder (a ViT, a T5: "encoder train")."""
     from jaxgpu.ground import hardware
 
     if not (is_step(case) and case.kind == "train"):
         return ()
-    return tuple(g for g, yes in zip(GROUPS, (spans(case)[0] > hardware.find_gpu(case.gpu).node,
-                                              bool(dict(case.program[6]).get("lora")))) if yes)
+    said = dict(case.program[6])
+    yes = (spans(case)[0] > hardware.find_gpu(case.gpu).node, bool(said.get("lora")), said.get("pp", 1) > 1,
+           said.get("ep", 1) > 1, case.program[0] == "encoder")
+    return tuple(g for g, y in zip(GROUPS, yes) if y)
 
 
 def memory_share(case: Case, bytes_per_device: float) -> dict[str, float]:

@@ -14,7 +14,7 @@ import dataclasses
 
 KINDS = ("gemm", "memory", "train", "decode", "prefill")
 # The published figure's unit -> how it becomes seconds per call, given the work of one call
-UNITS = ("TFLOP/s", "GB/s", "tokens/s", "sequences/s", "ms", "us")
+UNITS = ("TFLOP/s", "GB/s", "tokens/s", "sequences/s", "samples/s", "ms", "us")
 # What a source's clock saw, per call of the program:
 #   device   its kernels on the device alone (CUDA events around one call, or two launches between syncs)
 #   kernels  its kernels, launched back to back from C++ many times (each adds a launch's start-up)
@@ -23,7 +23,7 @@ UNITS = ("TFLOP/s", "GB/s", "tokens/s", "sequences/s", "ms", "us")
 #   call     one call on a host clock, its dispatch and the device's work in turn
 TIMED = ("device", "kernels", "stream", "call")
 # a rate's unit -> its scale: the work of one call over (figure x scale) is the call's seconds
-RATES = {"TFLOP/s": 1e12, "GB/s": 1e9, "tokens/s": 1.0, "sequences/s": 1.0}
+RATES = {"TFLOP/s": 1e12, "GB/s": 1e9, "tokens/s": 1.0, "sequences/s": 1.0, "samples/s": 1.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Case:
             raise ValueError(f"{self.id}: a case that guided a change to the model cannot be held out")
         if not 0.0 <= self.memory_fraction <= 1.0 or bool(self.memory_fraction) != bool(self.memory_source):
             raise ValueError(f"{self.id}: memory_fraction is a share of the card in (0, 1] with the line that sets it")
-        if self.peak_gib < 0 or self.peak_gib and self.program[0] != "step":
+        if self.peak_gib < 0 or self.peak_gib and self.program[0] not in ("step", "encoder"):
             raise ValueError(f"{self.id}: a measured peak of memory is a whole step's (a 'step' program), in GiB")
         if self.unit in RATES and self.work <= 0:
             raise ValueError(f"{self.id}: a rate in {self.unit} needs the work of one call")
@@ -982,5 +982,131 @@ CASES += [
         memory_source=_TORCH_ALLOCATOR,
         peak_gib=46.97,
         peak_counts="reserved",
+    ),
+]
+
+# Pipeline stages, expert parallelism and models that are not decoders: the rows of docs/research/published-whole-
+# steps.md (and its follow-ups) that the model command could not express before, each with its first price recorded
+# before any change it informs. A NeMo row with tensor parallelism inside its stages (Megatron's TP with a distributed
+# optimizer over the data-parallel groups) is left out: that mesh is not built here (fsdp+tp would gather every weight
+# each micro-batch, where Megatron reduces the gradients once a step); so are the rows with Transformer Engine's fp8
+# in a T5 (the encoders here compute in bf16) and JAX-Toolbox's ViT row on an H100 whose form the README does not
+# state.
+_VIT = ("NVIDIA/JAX-Toolbox @fd58524 rosetta/rosetta/projects/vit/README.md (samples/s of the global batch; configs "
+        "rosetta/rosetta/projects/vit/configs/base.gin, pretrain.gin, scripts/singleprocess_pretrain.sh)")
+_T5X = ("NVIDIA/JAX-Toolbox @b5dbd83 rosetta/rosetta/projects/t5x/README.md (sequences/s of the global batch; shapes "
+        "in google-research/t5x @cc342d4 t5x/contrib/gpu/t5/t5_1_1/large.gin and xl.gin)")
+_T5X_SETUP = ("T5X, T5 v1.1 {} (gated GELU, untied head, vocab 32,128), bf16, data parallel over {} GPUs (TP 1), {} "
+              "sequences a GPU, 512 input and 128 target tokens (TASK_FEATURE_LENGTHS), AdamW (adamw_opt.gin; its "
+              "clipping and z-loss not priced), no packing, no remat stated (none priced); a wall-clock rate over "
+              "training with real data (The Pile), so data loading is in it")
+_GPU_RECIPES = ("AI-Hypercomputer/gpu-recipes @dc6ef1a training/a3ultra/mixtral-8x7b/maxtext-pretraining-gke/README.md "
+                "(an example log line; config src/frameworks/a3ultra/maxtext-configs/mixtral-8x7b-256gpus-a3u-bf16."
+                "yaml; the recipe was withdrawn at ca2078f)")
+
+CASES += [
+    Case(
+        id="nemo-llama2-13b-fp8-pp4-16-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-2 13B train step in fp8, 2 nodes of 8 H100s, 4 pipeline stages of 4 GPUs interleaved 10 "
+        "ways, 32 micro-batches of 4 x 4096 tokens",
+        program=step("llama-13b", "train", 128, 4096, 16, matmul="fp8", pp=4, vp=10, accumulate=32, mesh="zero1",
+                     scan=False),
+        published=8715,
+        unit="tokens/s",
+        quote="| LLAMA2-13B    | 16     | 128  | 1   | 4096           | 1  | 4  | 1  | 10 | 8715               | "
+        "760                     |",
+        source=_NEMO,
+        setup="NeMo 24.07 (Megatron-Core), fp8, TP 1, PP 4 with 10 virtual stages (interleaved 1F1B), DP 4, micro-"
+        "batches of 1 a GPU (128 / (1 x 4) = 32 a step); the optimizer not stated (the launcher's default, Megatron's "
+        "distributed optimizer, priced: ZeRO-1 within each stage); remat not stated (none priced)",
+        work=128 * 4096 / 16,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
+    ),
+    Case(
+        id="maxtext-mixtral-8x7b-ep8-256-h200",
+        kind="train",
+        gpu="H200 SXM",
+        workload="Mixtral 8x7B train step, 32 nodes of 8 H200s, experts over each node's 8 GPUs, 5 x 4096 tokens "
+        "a GPU",
+        program=step("mixtral-8x7b", "train", 1280, 4096, 256, ep=8, remat=_SAVE_DOTS[1], scan=False),
+        published=3437,
+        unit="ms",
+        quote="completed step: 45, seconds: 3.437, TFLOP/s/device: 494.168, Tokens/s/device: 5958.570, "
+        "total_weights: 5242880, loss: 0.000",
+        source=_GPU_RECIPES,
+        setup="MaxText, bf16 weights and products, ici_expert_parallelism=8 within a node, dcn_data_parallelism=16 x "
+        "dcn_fsdp_parallelism=2 across nodes (priced: fsdp over the 32 expert groups), per_device_batch_size=5, "
+        "attention=cudnn_flash_te, scan_layers=false, remat_policy=custom saving every projection's output (priced "
+        "as dots_with_no_batch_dims_saveable), dropping MoE (megablox=false) at capacity_factor=1 (priced at this "
+        "program's 1.25: its expert buffers a quarter larger), synthetic data; one step's log line",
+        work=1.0,
+        timed="stream",
+    ),
+    Case(
+        id="jaxtoolbox-vit-b16-8-a100",
+        kind="train",
+        gpu="A100 80GB",
+        workload="ViT-B/16 pretraining step at 224 x 224, 8 A100s (data parallel), 512 images a GPU",
+        program=("encoder", "vit-b/16", "train", 4096, 224, 8, (("mesh", "dp"),)),
+        published=7200.38,
+        unit="samples/s",
+        quote="|B/16 |    87M      | 8    |   512       |    4096       |    32       |  1       |    1       |"
+        "           7200.38            |          11669.52           |        731.41           |       1266.95 "
+        "       |",
+        source=_VIT,
+        setup="T5X's ViT (Google's ViT config: width 768, 12 layers, 12 heads, MLP 3072, patch 16, class token), "
+        "bf16 (PREC=bfloat16), pure data parallel on one DGX A100 node, 512 images a GPU (4096 a step), no "
+        "gradient accumulation; AdamW with clipping (clipping not priced), dropout 0.1 and the 768-wide pre-logits "
+        "layer not priced; remat not stated (none priced); images fed by DALI, so data loading is in the rate",
+        work=4096.0,
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="jaxtoolbox-t5-large-64-a100",
+        kind="train",
+        gpu="A100 80GB",
+        workload="T5 v1.1 large train step, 8 nodes of 8 A100s (data parallel), 32 x (512 + 128) tokens a GPU",
+        program=("encoder", "t5-v1.1-large", "train", 2048, (512, 128), 64, (("mesh", "dp"),)),
+        published=4853,
+        unit="sequences/s",
+        quote="| T5-v1.1-large | A100 80G SXM | bf16 | 64 | 1 | 32 | ~4853 | 75.8 |",
+        source=_T5X,
+        setup=_T5X_SETUP.format("large (d_model 1024, 24 + 24 layers, 16 heads, d_ff 2816)", 64, 32),
+        work=2048.0,
+        timed="stream",
+    ),
+    Case(
+        id="jaxtoolbox-t5-xl-256-a100",
+        kind="train",
+        gpu="A100 80GB",
+        workload="T5 v1.1 xl train step, 32 nodes of 8 A100s (data parallel), 8 x (512 + 128) tokens a GPU",
+        program=("encoder", "t5-v1.1-xl", "train", 2048, (512, 128), 256, (("mesh", "dp"),)),
+        published=4322,
+        unit="sequences/s",
+        quote="| T5-v1.1-xl | A100 80G SXM | bf16 | 256 | 1 | 8 | ~4322 | 16.9 |",
+        source=_T5X,
+        setup=_T5X_SETUP.format("xl (d_model 2048, 24 + 24 layers, 32 heads, d_ff 5120)", 256, 8),
+        work=2048.0,
+        timed="stream",
+        held_out=True,
+    ),
+    Case(
+        id="jaxtoolbox-t5-xl-144-a100",
+        kind="train",
+        gpu="A100 80GB",
+        workload="T5 v1.1 xl train step, 18 nodes of 8 A100s (data parallel), 8 x (512 + 128) tokens a GPU",
+        program=("encoder", "t5-v1.1-xl", "train", 1152, (512, 128), 144, (("mesh", "dp"),)),
+        published=3021,
+        unit="sequences/s",
+        quote="| T5-v1.1-xl | A100 80G SXM | bf16 | 144 | 1 | 8 | ~3021 | 21.0 |",
+        source=_T5X,
+        setup=_T5X_SETUP.format("xl (d_model 2048, 24 + 24 layers, 32 heads, d_ff 5120)", 144, 8),
+        work=1152.0,
+        timed="stream",
     ),
 ]

@@ -95,14 +95,6 @@ def parser() -> cli.Parser:
                         "prefill is counted once (default 256)")
     p.add_argument("--price", action="append", default=[], metavar="GPU=USD",
                    help="with --tokens: a GPU's price per hour (yours: prices change), e.g. --price h100=2.5")
-    p.add_argument("--mesh", choices=("fsdp", "tp", "fsdp+tp", "hsdp", "dp", "zero1", "zero2"),
-                   help="how the GPUs split the step: fsdp (over every GPU, ZeRO-3), tp (within a node), fsdp+tp on "
-                        "a 2-D mesh; to train only: hsdp (fsdp within a node, the nodes replicas), dp (DDP: all "
-                        "whole), zero1 (dp with AdamW's moments cut), zero2 (the gradients cut too) (default: fsdp to "
-                        "train, tp to serve; without --mesh, --fit tries fsdp, tp and fsdp+tp on fewer GPUs too)")
-    p.add_argument("--tp", type=int, default=0, metavar="K",
-                   help="with --mesh fsdp+tp: GPUs per tensor-parallel group, dividing each of --devices (default: "
-                        "the largest power of two whose square is at most the count: 2 of 4 or 8)")
     _split_flags(p)
     return p
 
@@ -140,6 +132,16 @@ class Asked:
 
 
 def _split_flags(p: cli.Parser) -> None:
+    p.add_argument("--mesh", choices=("fsdp", "tp", "fsdp+tp", "hsdp", "dp", "zero1", "zero2", "zero1+tp"),
+                   help="how the GPUs split the step: fsdp (over every GPU, ZeRO-3), tp (within a node), fsdp+tp on "
+                        "a 2-D mesh; to train only: hsdp (fsdp within a node, the nodes replicas), dp (DDP: all "
+                        "whole), zero1 (dp with AdamW's moments cut), zero2 (the gradients cut too), zero1+tp "
+                        "(Megatron's: tp groups, data parallel over them, AdamW's state cut) (default: fsdp to "
+                        "train, tp to serve; without --mesh, --fit tries fsdp, tp and fsdp+tp on fewer GPUs too)")
+    p.add_argument("--tp", type=int, default=0, metavar="K",
+                   help="with --mesh fsdp+tp or zero1+tp: GPUs per tensor-parallel group, dividing each of --devices "
+                        "(default: "
+                        "the largest power of two whose square is at most the count: 2 of 4 or 8)")
     p.add_argument("--accumulate", type=int, default=1, metavar="K",
                    help="with --train: the batch in K micro-batches a step, gradients summed (default 1)")
     p.add_argument("--pp", type=int, default=1, metavar="P",
@@ -264,8 +266,9 @@ def _settings(p: cli.Parser, args: argparse.Namespace, mode: str):
     from jaxgpu.pricing import planner
 
     base = planner.default_settings(mode)  # the mode's own defaults; the flags change what they name
-    if args.tp and args.mesh != "fsdp+tp":
-        p.error("--tp sizes the tensor-parallel groups of the fsdp+tp mesh; give --mesh fsdp+tp too")
+    if args.tp and args.mesh not in ("fsdp+tp", "zero1+tp"):
+        p.error("--tp sizes the tensor-parallel groups of the fsdp+tp or zero1+tp mesh; give --mesh fsdp+tp (or "
+                "zero1+tp) too")
     if args.tp < 0:
         p.error(f"--tp takes the GPUs of a group, 1 or more, got {args.tp}")
     if args.lora and not mode.startswith("train"):

@@ -133,3 +133,21 @@ def test_a_serving_step_takes_no_data_parallel_mesh():
     with pytest.raises(ValueError, match="splits a training step's batch"):
         planner.plan_model(SMALL, "h100", mode="serve", batch=4, seq=64, devices=2,
                            settings=StepSettings(mesh="dp", flash=False, scan=False))
+
+
+def test_megatrons_layout_holds_tp_cuts_and_reduces_once_a_step():
+    """zero1+tp over 8 GPUs, tp groups of 2: a GPU holds the fp32 weights' tp half (4P / 2) and an eighth of AdamW's
+    moments (8P / 8); its group's gradients (fp32, the tp half: 2P) are summed over the 2 micro-batches where they
+    are and reduce-scattered over the 4 groups once a step, 3/4 of them, and the updated weights gathered back."""
+    if why := targets.unavailable():
+        pytest.skip(why)
+    p = planner.plan_model(SMALL, "h100", batch=32, seq=256, devices=8,
+                           settings=StepSettings(mesh="zero1+tp", tp=2, accumulate=2))
+    assert p.mesh == "zero1 4 x tp 2"
+    assert p.memory_split["arguments"] == pytest.approx(4 * P / 2 + 8 * P / 8 + 32 * 257 * 4 / 4, rel=0.01)
+    count, moved = p.collectives["reduce-scatter"]
+    assert count == 1 and moved == pytest.approx(3 / 4 * 2 * P, rel=0.02)
+    assert p.collectives["all-gather"][1] == pytest.approx(3 / 4 * 2 * P, rel=0.02)
+    with pytest.raises(ValueError, match="does not split over 4 groups"):
+        planner.plan_model(SMALL, "h100", batch=12, seq=256, devices=8,
+                           settings=StepSettings(mesh="zero1+tp", tp=2, accumulate=2))

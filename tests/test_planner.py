@@ -156,7 +156,7 @@ def test_the_model_command_keeps_the_compilers_lines_off_the_terminal(tmp_path):
     (["--config", "/proc/self/status"], "--config: /proc/self/status is not JSON"),
     (["--model", "llama-7b", "--mesh", "pp"], "argument --mesh: invalid choice: 'pp'"),
     (["--model", "llama-7b", "--serve", "--mesh", "dp"], "the dp mesh splits a training step's batch"),
-    (["--model", "llama-7b", "--tp", "2"], "--tp sizes the tensor-parallel groups of the fsdp+tp mesh; give --mesh"),
+    (["--model", "llama-7b", "--tp", "2"], "--tp sizes the tensor-parallel groups of the fsdp+tp or zero1+tp mesh"),
     (["--model", "llama-7b", "--mesh", "fsdp+tp", "--tp", "-2"], "--tp takes the GPUs of a group, 1 or more, got -2"),
     (["--model", "llama-7b", "--mesh", "fsdp+tp", "--tp", "3"], "none of the default counts (1, 8) splits into"),
     (["--model", "llama-7b", "--mesh", "fsdp+tp", "--tp", "2", "--devices", "1,8"], "1 GPU does not split into"),

@@ -113,10 +113,12 @@ def test_sharded_and_whole_gradients_agree(c, how):
         np.testing.assert_allclose(np.asarray(g2), np.asarray(g1), rtol=2e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("how, micro", [("fsdp", 1), ("fsdp+tp", 1), ("hsdp", 2), ("dp", 2), ("zero1", 2)])
+@pytest.mark.parametrize("how, micro", [("fsdp", 1), ("fsdp+tp", 1), ("hsdp", 2), ("dp", 2), ("zero1", 2),
+                                         ("zero1+tp", 2)])
 def test_a_sharded_train_step_keeps_its_layout_and_matches_the_whole_one(how, micro):
-    """Every mesh's step computes the whole step's: with micro-batches, DDP's and ZeRO-1's each GPU summing its own
-    gradients before the one reduction (``local_grads``), ZeRO-1's optimizer state cut as fsdp cuts it."""
+    """Every mesh's step computes the whole step's: with micro-batches, DDP's and ZeRO-1's each GPU (zero1+tp's each
+    tp group) summing its own gradients before the one reduction (``local_grads``), ZeRO-1's optimizer state cut as
+    fsdp cuts it (zero1+tp's as fsdp+tp)."""
     c = dataclasses.replace(LLAMA, name="test-step")
     mesh = _mesh(4, "dp" if how == "zero1" else how)
     params = tf.init(c, jax.random.key(0))
@@ -124,10 +126,10 @@ def test_a_sharded_train_step_keeps_its_layout_and_matches_the_whole_one(how, mi
     step, opt = tf.train_step(c, compute=jnp.float32, micro_batches=micro)
     new, _, lv = step(params, opt.init(params), tokens)
     p_sh = sharding.shard_specs(params, mesh, "dp" if how == "zero1" else how)
-    o_sh = sharding.shard_specs(opt.init(params), mesh, "fsdp" if how == "zero1" else how)
+    o_sh = sharding.shard_specs(opt.init(params), mesh, {"zero1": "fsdp", "zero1+tp": "fsdp+tp"}.get(how, how))
     t_sh = sharding.shard_specs(tokens, mesh, how, batch=True)
     sstep, _ = tf.train_step(c, compute=jnp.float32, sharding=(p_sh, o_sh, t_sh), micro_batches=micro,
-                             local_grads=how in ("dp", "zero1"))
+                             local_grads=how in ("dp", "zero1", "zero1+tp"))
     snew, sopt, slv = sstep(jax.device_put(params, p_sh), jax.device_put(opt.init(params), o_sh),
                             jax.device_put(tokens, t_sh))
     assert float(slv) == pytest.approx(float(lv), rel=1e-5)

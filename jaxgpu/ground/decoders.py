@@ -208,6 +208,9 @@ MODELS = {c.name: c for c in (
     Decoder("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, "llama"),
     Decoder("llama-13b", 40, 5120, 40, 40, 13824, 32000, 4096, "llama"),
     Decoder("llama-70b", 80, 8192, 64, 8, 28672, 32000, 4096, "llama"),
+    # Llama-3.1 70B (meta-llama/Llama-3.1-70B config.json): Llama-2 70B's layers, a 128,256-token vocabulary, 131,072
+    # positions
+    Decoder("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 131072, "llama"),
     # Mixtral 8x7B (mistralai/Mixtral-8x7B-v0.1 config.json): 8 experts of Mistral 7B's MLP, 2 a token
     Decoder("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768, "llama", experts=8, top_k=2),
     # Mistral 7B (mistralai/Mistral-7B-v0.1 config.json): Llama's block with grouped-query attention and a sliding
@@ -220,6 +223,10 @@ MODELS = {c.name: c for c in (
     # the same file's 5B (24 layers, 4096 wide, 32 heads, 16384 hidden, the 126M's vocabulary) and NeMo's GPT3-5B
     # (NeMo-Framework-Launcher conf/training/gpt3/5b.yaml: the same shape, GPT-2's vocabulary padded to 128s)
     Decoder("gpt3-5b", 24, 4096, 32, 32, 16384, 50304, 2048, "gpt2"),
+    # NeMo's GPT3 20B and 175B (NeMo-Framework-Launcher @056a90e launcher_scripts/conf/training/gpt3/20b.yaml and
+    # 175b.yaml: 44 layers 6144 wide with 48 heads, 96 layers 12288 wide with 96 heads, an MLP 4 d wide, 2048 positions)
+    Decoder("gpt3-20b", 44, 6144, 48, 48, 24576, 50304, 2048, "gpt2"),
+    Decoder("gpt3-175b", 96, 12288, 96, 96, 49152, 50304, 2048, "gpt2"),
     # The memory formula's classic shapes (memory_fit's table): GPT-style blocks, an MLP 4 d wide, one embedding
     # shared with the head, a 32k vocabulary: 12 L d^2 + V d, about the parameters their names say
     Decoder("1B", 22, 2048, 16, 16, 8192, 32000, 2048, "gpt2"),
@@ -272,8 +279,9 @@ LORA_TARGETS = {"all": ("wqkv", "wo", "w_gate", "w_up", "w_down", "w_qkv", "w_o"
                 "attention": ("wqkv", "wo", "w_qkv", "w_o")}
 # how a step's GPUs split it: auto is fsdp to train, tensor parallel to serve; fsdp+tp is both, on a 2-D mesh; hsdp
 # is fsdp within each node and the nodes replicas of each other; dp keeps everything whole on every GPU (DDP), zero1
-# and zero2 too but for the optimizer's state (and zero2 the gradients) cut as fsdp cuts them (ZeRO stages 1 and 2)
-MESHES = ("auto", "fsdp", "tp", "fsdp+tp", "hsdp", "dp", "zero1", "zero2")
+# and zero2 too but for the optimizer's state (and zero2 the gradients) cut as fsdp cuts them (ZeRO stages 1 and 2);
+# zero1+tp is Megatron's layout: tp groups within a node, the groups data parallel with AdamW's state cut over all
+MESHES = ("auto", "fsdp", "tp", "fsdp+tp", "hsdp", "dp", "zero1", "zero2", "zero1+tp")
 # a pipeline's schedules (StepSettings.schedule): GPipe runs every micro-batch's forward pass, then every backward
 # pass; 1F1B (PipeDream-Flush, Megatron's) starts a micro-batch's backward pass as soon as it can, and with virtual
 # stages a GPU holds several chunks of layers (Megatron's interleaved 1F1B)
@@ -303,8 +311,11 @@ class StepSettings:
         groups split the batch and the rest of each array as fsdp does), "hsdp" (fsdp over each node's GPUs, the
         nodes replicas that all-reduce their gradients), "dp" (every array whole on every GPU, the batch split:
         DDP), "zero1" / "zero2" (dp with AdamW's state, and for zero2 the gradients summed over micro-batches,
-        cut as fsdp cuts them), or "auto": fsdp to train, tp to serve. Past one node, a mesh spans every GPU.
-      tp: with the fsdp+tp mesh, the GPUs of a tensor-parallel group; 0: ``tp_degree``'s choice for the count.
+        cut as fsdp cuts them), "zero1+tp" (Megatron's: groups of ``tp`` GPUs cut each layer's products as tp does,
+        the groups data parallel, each holding the weights' tp cuts whole, AdamW's state cut over every GPU and
+        the gradients reduced once a step: a distributed optimizer), or "auto": fsdp to train, tp to serve. Past
+        one node, a mesh spans every GPU.
+      tp: with the fsdp+tp or zero1+tp mesh, the GPUs of a tensor-parallel group; 0: ``tp_degree``'s choice.
       query_block: with flash, the attention run a block of this many queries at a time, each block's scores
         recomputed in the backward pass (0: all at once). The same arithmetic; what changes is what XLA's memory
         plan holds: a block's scores, not a layer's, nearer what a fused kernel holds (which holds none).
@@ -346,7 +357,7 @@ class StepSettings:
     def __post_init__(self):
         if self.mesh not in MESHES:
             raise KeyError(f"unknown mesh {self.mesh!r}; known: {', '.join(MESHES)}")
-        if self.tp < 0 or (self.tp and self.mesh != "fsdp+tp"):
+        if self.tp < 0 or (self.tp and self.mesh not in ("fsdp+tp", "zero1+tp")):
             raise ValueError(f"tp ({self.tp}) sizes the tensor-parallel groups of the fsdp+tp mesh; the mesh here is "
                              f"{self.mesh!r}" if self.tp > 0 else f"tp must be 0 (auto) or more, got {self.tp}")
         if self.remat != "none" and self.remat not in REMAT_POLICIES:

@@ -24,7 +24,7 @@ WHOLE = ("dp", "zero1", "zero2")  # the meshes that keep the weights whole on ev
 EXPERT = "experts"  # the ep mesh's inner axis: a group of GPUs that hold a mixture's experts between them
 CONTEXT = "context"  # the cp mesh's inner axis: a group of GPUs that split each sequence between them
 # the 2-D meshes of fsdp groups and an inner axis: tensor, expert or context parallel
-INNER = {"fsdp+tp": MODEL, "ep": EXPERT, "cp": CONTEXT}
+INNER = {"fsdp+tp": MODEL, "zero1+tp": MODEL, "ep": EXPERT, "cp": CONTEXT}
 _COLUMNS = ("wqkv", "w_gate", "w_up", "w_qkv", "b_qkv", "w_fc", "b_fc", "head")  # cut along their last dimension
 _ROWS = ("wo", "w_down", "w_o", "w_proj")  # cut along their input dimension (the one after the layer axis)
 
@@ -120,7 +120,7 @@ def mesh_for(devices: Sequence[Any], how: str = "fsdp", tp: int = 0, node: int =
         if not group or len(devs) % group:
             raise ValueError(f"{len(devs)} devices do not split into {how} groups of {group}")
         return parallel.make_mesh(devs, (len(devs) // group, group), (AXIS, INNER[how]))
-    if how != "fsdp+tp":
+    if how not in ("fsdp+tp", "zero1+tp"):
         return parallel.make_mesh(devs, axes=(AXIS,))
     t = tp or tp_degree(len(devs))
     if len(devs) % t:
@@ -210,8 +210,8 @@ def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bo
     whole-weight meshes (whole where the devices do not divide it), whole under tp, and under fsdp+tp over the
     groups, along its sequence where they do not divide the batch."""
     P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
-    want = {"fsdp+tp": (AXIS, MODEL), "hsdp": (REPLICAS, AXIS), "ep": (AXIS, EXPERT), "cp": (AXIS, CONTEXT)
-            }.get(how, (AXIS,))
+    want = {"fsdp+tp": (AXIS, MODEL), "zero1+tp": (AXIS, MODEL), "hsdp": (REPLICAS, AXIS), "ep": (AXIS, EXPERT),
+            "cp": (AXIS, CONTEXT)}.get(how, (AXIS,))
     if tuple(mesh.axis_names) != want:
         raise ValueError(f"a {how} split takes a mesh of axes {want} (mesh_for), got axes {mesh.axis_names}")
     n = mesh.devices.size
@@ -222,8 +222,11 @@ def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bo
             return NS(mesh, P())
         keys = [getattr(k, "key", getattr(k, "name", None)) for k in path]
         name = next((k for k in reversed(keys) if isinstance(k, str)), "")
-        if how == "fsdp+tp":
+        if how == "fsdp+tp" or how == "zero1+tp" and batch:
             return NS(mesh, _two_d_spec(name, shape, mesh.shape[AXIS], mesh.shape[MODEL], batch))
+        if how == "zero1+tp":  # tp's cut within a group, whole across the groups (the planner cuts AdamW's state)
+            cut = _tp_cut(name, shape, mesh.shape[MODEL])
+            return NS(mesh, P(*[MODEL if i == cut else None for i in range(len(shape))]))
         if how in ("ep", "cp"):
             return NS(mesh, _inner_spec(how, name, shape, mesh, batch))
         if batch and how == "hsdp":  # the batch over every GPU, a node's rows within the node

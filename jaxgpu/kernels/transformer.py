@@ -321,7 +321,7 @@ def train_step(c: Decoder, *, compute: Any = jnp.bfloat16, micro_batches: int = 
     def step(params, opt_state, tokens):
         if local_grads and micro_batches > 1:  # the batch's split is the vmapped axis: no stream layout inside it
             lv, grads = _accumulated_locally(lambda p, x: loss(c, p, x, compute, flash, settings), params, tokens,
-                                             micro_batches, sharding[2])
+                                             micro_batches, sharding[2], sharding[0])
         else:
             lv, grads = _accumulated(lambda p, x: loss(c, p, x, compute, flash, settings, layout), params, tokens,
                                      micro_batches, grads_sharding)
@@ -357,25 +357,34 @@ def _accumulated(loss_of: Callable, params: Any, tokens: jax.Array, micro_batche
 
 
 def _accumulated_locally(loss_of: Callable, params: Any, tokens: jax.Array, micro_batches: int,
-                         split: jax.sharding.NamedSharding) -> tuple:
-    """``_accumulated`` as DDP and ZeRO-1 accumulate over a batch ``split`` over a 1-D mesh: each GPU's gradient of its
-    own rows summed over its micro-batches on the GPU (an axis of one row a GPU: a whole gradient each, no collective),
-    then over the GPUs once a step, where ``_accumulated`` leaves XLA to reduce every micro-batch's."""
-    n = split.mesh.devices.size
+                         split: jax.sharding.NamedSharding, held: Any = None) -> tuple:
+    """``_accumulated`` as DDP and ZeRO-1 accumulate over a batch ``split`` over the mesh's data axis: each GPU's (or
+    tp group's) gradient of its own rows summed over its micro-batches where it is (an axis of one row a group: a
+    whole gradient each, or its tp cut where ``held``, the params' shardings, cut it; no collective), then over the
+    groups once a step, where ``_accumulated`` leaves XLA to reduce every micro-batch's."""
+    axes = split.spec[0] if isinstance(split.spec[0], tuple) else (split.spec[0],)
+    n = math.prod(split.mesh.shape[a] for a in axes)
+    P = jax.sharding.PartitionSpec
 
-    def per_gpu(a):
-        spec = jax.sharding.PartitionSpec(split.spec[0], *[None] * (a.ndim - 1))
-        return jax.lax.with_sharding_constraint(a, jax.sharding.NamedSharding(split.mesh, spec))
+    def per_gpu(a, h=None):
+        inner = tuple(h.spec) + (None,) * (a.ndim - 1 - len(h.spec)) if h is not None else (None,) * (a.ndim - 1)
+        return jax.lax.with_sharding_constraint(a, jax.sharding.NamedSharding(split.mesh, P(split.spec[0], *inner)))
 
     chunks = tokens.reshape(-1, micro_batches, tokens.shape[-1]).swapaxes(0, 1)  # as _accumulated cuts them
 
     def micro(acc, x):
         lv, g = jax.vmap(jax.value_and_grad(loss_of), in_axes=(None, 0))(params, per_gpu(x.reshape(n, -1, x.shape[-1])))
-        return jax.tree.map(jnp.add, acc, (lv.sum(), jax.tree.map(per_gpu, g))), None
+        return jax.tree.map(jnp.add, acc, (lv.sum(), _each(per_gpu, g, held))), None
 
-    zero = (jnp.zeros((), jnp.float32), jax.tree.map(lambda p: per_gpu(jnp.zeros((n, *p.shape), p.dtype)), params))
+    zero = (jnp.zeros((), jnp.float32), _each(lambda p, h=None: per_gpu(jnp.zeros((n, *p.shape), p.dtype), h),
+                                              params, held))
     (lv, grads), _ = jax.lax.scan(micro, zero, chunks)
     return lv / (micro_batches * n), jax.tree.map(lambda g: g.sum(0) / (micro_batches * n), grads)
+
+
+def _each(f: Callable, tree: Any, held: Any) -> Any:
+    """``f(leaf, its sharding)`` over ``tree``, or ``f(leaf)`` where no shardings are given."""
+    return jax.tree.map(f, tree, held) if held is not None else jax.tree.map(f, tree)
 
 
 def lora_step(c: Decoder, settings: StepSettings, *, compute: Any = jnp.bfloat16, lr: float = 1e-4,

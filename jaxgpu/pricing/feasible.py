@@ -62,14 +62,19 @@ def check_mesh(s, mode: str, hw: hardware.Hardware, devices: int, batch: int = 0
     from jaxgpu.kernels import sharding
 
     how = split_of(s, mode)
-    if how in ("hsdp", "dp", "zero1", "zero2") and not mode.startswith("train"):
+    if how in ("hsdp", "dp", "zero1", "zero2", "zero1+tp") and not mode.startswith("train"):
         raise ValueError(f"the {how} mesh splits a training step's batch and its state; a prefill or decode step "
                          "takes fsdp, tp or fsdp+tp")
     if how in ("hsdp", "dp", "zero1", "zero2") and batch and batch % (devices * s.accumulate * s.nodes):
         raise ValueError(f"the {how} mesh gives each GPU its own rows of every micro-batch: a batch of {batch} does "
                          f"not split over {devices} GPUs x {s.accumulate} micro-batch"
                          f"{'es' if s.accumulate > 1 else ''}")
-    if s.lora and how in ("zero1", "zero2"):
+    groups = devices // (s.tp or sharding.tp_degree(devices))
+    if how == "zero1+tp" and batch and (devices % (s.tp or 1) or batch % (groups * s.accumulate)):
+        raise ValueError(f"the zero1+tp mesh gives each tp group its own rows of every micro-batch: a batch of {batch} "
+                         f"does not split over {groups} groups x {s.accumulate} micro-batch"
+                         f"{'es' if s.accumulate > 1 else ''}")
+    if s.lora and how in ("zero1", "zero2", "zero1+tp"):
         raise ValueError("a LoRA step's adapters are small and its base takes no optimizer state: it takes fsdp, "
                          "hsdp, dp, tp or fsdp+tp, not ZeRO")
     if devices <= hw.node:
@@ -82,7 +87,7 @@ def check_mesh(s, mode: str, hw: hardware.Hardware, devices: int, batch: int = 0
         raise ValueError(f"{devices} GPUs already span {devices // hw.node} nodes: count every GPU in devices and "
                          "name the mesh (hsdp: each node a replica), not nodes as well")
     group = s.tp or sharding.tp_degree(devices)
-    if how == "tp" or how == "fsdp+tp" and (group > hw.node or hw.node % group):
+    if how == "tp" or how in ("fsdp+tp", "zero1+tp") and (group > hw.node or hw.node % group):
         raise ValueError(f"a tensor-parallel group stays within a node of {hw.node} GPUs: over {devices}, take "
                          "fsdp+tp with --tp dividing the node, or fsdp"
                          + (", hsdp, dp or zero" if mode.startswith("train") else ""))

@@ -105,11 +105,11 @@ def _check(c: decoders.Decoder, mode: str, hw: hardware.Hardware, batch: int, de
 def _send_s(c: decoders.Decoder, hw: hardware.Hardware, micro: int, seq: int, n: int, devices: int, how: str,
             tp: int) -> tuple[float, float]:
     """(seconds, bytes) of one send between stages: a micro-batch's residual stream in bf16, a GPU's share (cut as
-    the stage's mesh cuts its batch: not by a tp mesh, by the groups of fsdp+tp), over NVLink within a node or the
-    network port where the pipeline spans nodes (its slowest boundary sets the pace)."""
+    the stage's mesh cuts its batch: not by a tp mesh, by the groups of fsdp+tp or zero1+tp), over NVLink within a
+    node or the network port where the pipeline spans nodes (its slowest boundary sets the pace)."""
     from jaxgpu.kernels import sharding
 
-    ways = 1 if how == "tp" else n // (tp or sharding.tp_degree(n)) if how == "fsdp+tp" else n
+    ways = 1 if how == "tp" else n // (tp or sharding.tp_degree(n)) if how in ("fsdp+tp", "zero1+tp") else n
     nbytes = 2.0 * micro * seq * c.d_model / ways
     gbps = (hw.internode_gbps or hw.link_gbps) if devices > hw.node else hw.link_gbps
     return (nbytes / (gbps / 2 * 1e9) if gbps else 0.0), nbytes

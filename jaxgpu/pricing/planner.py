@@ -138,7 +138,7 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
     nbytes, split, block, written = _blocked_memory(c, mode, batch // s.nodes, seq, mesh, how, s, label, scores,
                                                     nbytes, split)
     between = _internode_s(c, mode, hw, devices, s)
-    est = _per_gpu(_estimate(c, mode, batch, seq, s), how, devices, hw.node)
+    est = _per_gpu(_estimate(c, mode, batch, seq, s), how, devices, hw.node, dict(mesh.shape).get(sharding.MODEL, 1))
     # XLA:GPU's latency-hiding schedule starts an async collective early and waits for it late: only what outlasts
     # the compute between adds to the step (a synchronous collective and the nodes' all-reduce are priced whole)
     overlapped = min(hidden, p.estimate_s)
@@ -222,9 +222,10 @@ def _scores_bytes(c, mode: str, batch: int, seq: int, s, how: str, shape: dict) 
     whole = 4.0 * c.heads * seq * decoders.keys_seen(seq, c.window) * micro
     cut = 1
     data = shape.get(sharding.AXIS, 1) * shape.get(sharding.REPLICAS, 1) if how != "tp" else 1
-    if micro % data == 0 or (how == "fsdp+tp" and seq % data == 0):
+    if micro % data == 0 or (how in ("fsdp+tp", "zero1+tp") and seq % data == 0):
         cut *= data
-    model = shape.get(sharding.MODEL, 1) if how == "fsdp+tp" else shape.get(sharding.AXIS, 1) if how == "tp" else 1
+    model = shape.get(sharding.MODEL, 1) if sharding.MODEL in shape else shape.get(sharding.AXIS, 1) if how == "tp" \
+        else 1
     if c.heads % model == 0 and c.kv_heads % model == 0:
         cut *= model
     if seq % shape.get(sharding.CONTEXT, 1) == 0:  # cp: a GPU's queries, a piece of the sequence
@@ -242,7 +243,8 @@ def mesh_words(how: str, mesh: Any) -> str:
         return f"hsdp {mesh.shape[sharding.REPLICAS]} x fsdp {mesh.shape[sharding.AXIS]}"
     if how not in sharding.INNER:
         return how
-    return f"fsdp {mesh.shape[sharding.AXIS]} x {how.split('+')[-1]} {mesh.shape[sharding.INNER[how]]}"
+    outer = "zero1" if how == "zero1+tp" else "fsdp"
+    return f"{outer} {mesh.shape[sharding.AXIS]} x {how.split('+')[-1]} {mesh.shape[sharding.INNER[how]]}"
 
 
 def _estimate(c, mode: str, batch: int, seq: int, s) -> dict[str, float]:
@@ -259,13 +261,13 @@ def _estimate(c, mode: str, batch: int, seq: int, s) -> dict[str, float]:
 
 # of a trained weight's 18 bytes in the formula (fp32 weights 4, a bf16 copy 2, fp32 gradients 4, two moments 8),
 # those each mesh keeps whole on every GPU: ZeRO-1 cuts the moments, ZeRO-2 the gradients too
-_WHOLE_SHARE = {"dp": 1.0, "zero1": 10 / 18, "zero2": 6 / 18}
+_WHOLE_SHARE = {"dp": 1.0, "zero1": 10 / 18, "zero2": 6 / 18, "zero1+tp": 10 / 18}
 
 
-def _per_gpu(est: dict[str, float], how: str, devices: int, node: int) -> dict[str, float]:
+def _per_gpu(est: dict[str, float], how: str, devices: int, node: int, tp: int = 1) -> dict[str, float]:
     """The formula's whole-step bytes (``_estimate``) a GPU holds, split ``how`` over ``devices``: activations (and a
     KV cache) by every GPU; weights and state by every GPU (fsdp, tp, fsdp+tp), by a node's (hsdp), or whole on
-    each but for ZeRO's cut share (dp, zero1, zero2)."""
+    each but for ZeRO's cut share (dp, zero1, zero2; zero1+tp's whole share cut by its ``tp`` group)."""
     out = {}
     for k, v in est.items():
         if k in ("activations", "kv_cache"):
@@ -274,7 +276,7 @@ def _per_gpu(est: dict[str, float], how: str, devices: int, node: int) -> dict[s
             out[k] = v / min(node, devices)
         elif how in _WHOLE_SHARE:
             whole = _WHOLE_SHARE[how] if k == "state" else 1.0  # a LoRA step's frozen weights stay whole
-            out[k] = v * whole + v * (1 - whole) / devices
+            out[k] = v * whole / (tp if how == "zero1+tp" else 1) + v * (1 - whole) / devices
         else:
             out[k] = v / devices
     return out
@@ -299,14 +301,15 @@ def _step(c, mode: str, batch: int, seq: int, mesh, how: str, s: Any) -> tuple:
         model_flops = (4.0 * c.active_params() + 6.0 * c.adapter_params(s.lora, s.lora_on)) * tokens
     elif mode.startswith("train"):
         specs = tf.train_specs(c, batch, seq, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
-        state = "fsdp" if how in ("zero1", "zero2") else how  # ZeRO: the weights whole, the optimizer's state cut
+        # ZeRO: the weights whole (or tp's cuts whole), the optimizer's state cut
+        state = {"zero1": "fsdp", "zero2": "fsdp", "zero1+tp": "fsdp+tp"}.get(how, how)
         sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, state),
               sharding.shard_specs(specs[2], mesh, how, batch=True))
         # DDP and ZeRO-1 sum each GPU's micro-batches on the GPU and reduce once a step; ZeRO-2 reduces each
         # micro-batch's into its cut (left to itself, XLA's propagation reduces each micro-batch's under every mesh)
         held = sharding.shard_specs(specs[0], mesh, "fsdp") if how == "zero2" else None
         step, _ = tf.train_step(c, flash=s.flash, sharding=sh, settings=s, grads_sharding=held,
-                                local_grads=how in ("dp", "zero1"))
+                                local_grads=how in ("dp", "zero1", "zero1+tp"))
         tokens, model_flops = batch * seq, 6.0 * c.active_params() * batch * seq
     elif mode == "prefill":
         specs = (tf.param_specs(c, jnp.bfloat16), jax.ShapeDtypeStruct((batch, seq), jnp.int32))

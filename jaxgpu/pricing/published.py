@@ -242,22 +242,24 @@ def spans(case: Case) -> tuple[int, int]:
 
 
 # the report's rows a case counts in beside its kind's (``groups``), and the row of measured peaks of memory
-GROUPS = ("train over nodes", "LoRA train", "pipeline train", "expert-parallel train", "encoder train")
+GROUPS = ("train over nodes", "LoRA train", "pipeline train", "expert-parallel train", "context-parallel train",
+          "encoder train")
 PEAK = "peak memory"
 
 
 def groups(case: Case) -> tuple[str, ...]:
     """The rows of the report's accuracy table a case counts in beside its kind's: a training step whose run spanned
     more GPUs than a node holds ("train over nodes"), a LoRA or QLoRA fine-tune ("LoRA train"), a run in pipeline
-    stages ("pipeline train"), a mixture's experts over expert-parallel groups ("expert-parallel train"), a model
-    that is not a decoder (a ViT, a T5: "encoder train")."""
+    stages ("pipeline train"), a mixture's experts over expert-parallel groups ("expert-parallel train"), sequences
+    over context-parallel groups ("context-parallel train"), a model that is not a decoder (a ViT, a T5: "encoder
+    train")."""
     from jaxgpu.ground import hardware
 
     if not (is_step(case) and case.kind == "train"):
         return ()
     said = dict(case.program[6])
     yes = (spans(case)[0] > hardware.find_gpu(case.gpu).node, bool(said.get("lora")), said.get("pp", 1) > 1,
-           said.get("ep", 1) > 1, case.program[0] == "encoder")
+           said.get("ep", 1) > 1, said.get("cp", 1) > 1, case.program[0] == "encoder")
     return tuple(g for g, y in zip(GROUPS, yes) if y)
 
 

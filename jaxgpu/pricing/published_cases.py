@@ -985,13 +985,12 @@ CASES += [
     ),
 ]
 
-# Pipeline stages, expert parallelism and models that are not decoders: the rows of docs/research/published-whole-
-# steps.md (and its follow-ups) that the model command could not express before, each with its first price recorded
-# before any change it informs. A NeMo row with tensor parallelism inside its stages (Megatron's TP with a distributed
-# optimizer over the data-parallel groups) is left out: that mesh is not built here (fsdp+tp would gather every weight
-# each micro-batch, where Megatron reduces the gradients once a step); so are the rows with Transformer Engine's fp8
-# in a T5 (the encoders here compute in bf16) and JAX-Toolbox's ViT row on an H100 whose form the README does not
-# state.
+# Pipeline stages, expert and context parallelism, and models that are not decoders: the rows of
+# docs/research/published-whole-steps.md (and its follow-ups) that the model command could not express before, each
+# with its first price recorded before any change it informs (its section F says what became of each row). Left out:
+# Nemotron's rows (a squared-ReLU MLP is not built), the rows with context parallelism beside tensor parallelism or a
+# distributed optimizer (a cp mesh here is fsdp over its groups), the T5 rows with Transformer Engine's fp8 (the
+# encoders here compute in bf16) and JAX-Toolbox's ViT row on an H100 whose form the README does not state.
 _VIT = ("NVIDIA/JAX-Toolbox @fd58524 rosetta/rosetta/projects/vit/README.md (samples/s of the global batch; configs "
         "rosetta/rosetta/projects/vit/configs/base.gin, pretrain.gin, scripts/singleprocess_pretrain.sh)")
 _T5X = ("NVIDIA/JAX-Toolbox @b5dbd83 rosetta/rosetta/projects/t5x/README.md (sequences/s of the global batch; shapes "
@@ -1108,5 +1107,146 @@ CASES += [
         setup=_T5X_SETUP.format("xl (d_model 2048, 24 + 24 layers, 32 heads, d_ff 5120)", 144, 8),
         work=1152.0,
         timed="stream",
+    ),
+]
+
+# NeMo Automodel's Llama-3.1 70B pre-training row: FSDP2 with context parallelism, the one CP row a mesh here expresses
+_AUTOMODEL_70B = ("NVIDIA-NeMo/Automodel @36044ad3 docs/performance-summary.mdx (DGX-H100, BF16; the row added at "
+                  "2013a4dd6; config examples/llm_benchmark/llama3_3/"
+                  "custom_llama3_1_70b_pretrain_benchmark_8nodes.yaml at HEAD, which may postdate the measurement)")
+
+CASES += [
+    Case(
+        id="automodel-llama3-70b-cp2-64-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-3.1 70B pre-training step, 8 nodes of 8 H100s, FSDP2 with sequences over pairs of GPUs, "
+        "4 micro-batches of 32 x 8192 tokens",
+        program=step("llama3-70b", "train", 128, 8192, 64, cp=2, accumulate=4, remat="nothing_saveable"),
+        published=18900,
+        unit="ms",
+        quote="| Llama3 70B | 64 | 128 | 1 | 1 | 4 | 8192 | 1 | 1 | 2 | - | - | 32 | TE + fsdp2_prefetch | 18.90 | "
+        "389 | 866.77 |",
+        source=_AUTOMODEL_70B,
+        setup="NeMo Automodel (PyTorch FSDP2 over 64 GPUs: 32 data-parallel groups x context parallel 2, TP 1, PP 1), "
+        "bf16, Transformer Engine's FusedAdam, sdpa attention, torch.compile; local batch 1 (a sequence a group), "
+        "4 micro-batches a step; activation_checkpointing: True (each layer recomputed: priced nothing_saveable)",
+        work=1.0,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
+    ),
+]
+
+# NeMo's and Megatron-Bridge's rows with tensor parallelism (inside pipeline stages or alone): Megatron's layout, the
+# zero1+tp mesh (tp groups within a node, their weights' cuts whole across the data-parallel groups, the distributed
+# optimizer's state cut over every GPU), fp8; sequence parallelism (the launcher's default with TP) is not built: the
+# tp ranks hold the residual stream whole
+_NEMO_TP = ("NeMo 24.07 (Megatron-Core), fp8, {}; the optimizer not stated (the launcher's default, "
+            "distributed_fused_adam, priced: zero1+tp), remat not stated (none priced; the launcher's selective "
+            "recompute is the attention core, which flash attention recomputes anyway)")
+_BRIDGE = ("NVIDIA-NeMo/Megatron-Bridge @067f987 docs/performance-summary-archive.md (25.11 container, DGX-H100; "
+           "tokens/s a GPU)")
+
+CASES += [
+    Case(
+        id="nemo-gpt3-20b-fp8-tp2-64-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="GPT3 20B train step in fp8, 8 nodes of 8 H100s, tp 2 x 32 data-parallel groups, 4 micro-batches",
+        program=step("gpt3-20b", "train", 256, 2048, 64, matmul="fp8", mesh="zero1+tp", tp=2, accumulate=4,
+                     scan=False),
+        published=5851,
+        unit="tokens/s",
+        quote="| GPT3-20B      | 64     | 256  | 2   | 2048           | 2  | 1  | 1  | 1  | 5851               | "
+        "750                     |",
+        source=_NEMO,
+        setup=_NEMO_TP.format("TP 2, PP 1, DP 32, micro-batches of 2 a group (256 / (2 x 32) = 4 a step)"),
+        work=256 * 2048 / 64,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
+    ),
+    Case(
+        id="nemo-gpt3-175b-fp8-pp8-128-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="GPT3 175B train step in fp8, 16 nodes of 8 H100s, 8 pipeline stages (interleaved 6 ways) of tp 4 x "
+        "4 groups, 64 micro-batches",
+        program=step("gpt3-175b", "train", 256, 2048, 128, matmul="fp8", mesh="zero1+tp", tp=4, pp=8, vp=6,
+                     accumulate=64, scan=False),
+        published=716,
+        unit="tokens/s",
+        quote="| GPT3-175B     | 128    | 256  | 1   | 2048           | 4  | 8  | 1  | 6  | 716                | "
+        "771                     |",
+        source=_NEMO,
+        setup=_NEMO_TP.format("TP 4, PP 8 with 6 virtual stages (interleaved 1F1B), DP 4, micro-batches of 1 a "
+                              "group (256 / (1 x 4) = 64 a step)"),
+        work=256 * 2048 / 128,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
+    ),
+    Case(
+        id="nemo-gpt3-175b-fp8-pp8-512-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="GPT3 175B train step in fp8, 64 nodes of 8 H100s, 8 pipeline stages (interleaved 6 ways) of tp 4 x "
+        "16 groups, 64 micro-batches",
+        program=step("gpt3-175b", "train", 2048, 2048, 512, matmul="fp8", mesh="zero1+tp", tp=4, pp=8, vp=6,
+                     accumulate=64, scan=False),
+        published=825,
+        unit="tokens/s",
+        quote="| GPT3-175B     | 512    | 2048 | 2   | 2048           | 4  | 8  | 1  | 6  | 825                | "
+        "[888](https://mlcommons.org/benchmarks/training/)                     |",
+        source=_NEMO,
+        setup=_NEMO_TP.format("TP 4, PP 8 with 6 virtual stages (interleaved 1F1B), DP 16, micro-batches of 2 a "
+                              "group (2048 / (2 x 16) = 64 a step)"),
+        work=2048 * 2048 / 512,
+        timed="stream",
+        held_out=True,
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
+    ),
+    Case(
+        id="nemo-llama2-70b-fp8-pp4-64-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-2 70B train step in fp8, 8 nodes of 8 H100s, 4 pipeline stages (interleaved 20 ways) of tp 4 "
+        "x 4 groups, 32 micro-batches",
+        program=step("llama-70b", "train", 128, 4096, 64, matmul="fp8", mesh="zero1+tp", tp=4, pp=4, vp=20,
+                     accumulate=32, scan=False),
+        published=1728,
+        unit="tokens/s",
+        quote="| LLAMA2-70B    | 64     | 128  | 1   | 4096           | 4  | 4  | 1  | 20 | 1728               | "
+        "768                     |",
+        source=_NEMO,
+        setup=_NEMO_TP.format("TP 4, PP 4 with 20 virtual stages (interleaved 1F1B), DP 4, micro-batches of 1 a "
+                              "group (128 / (1 x 4) = 32 a step)"),
+        work=128 * 4096 / 64,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
+    ),
+    Case(
+        id="megatron-bridge-llama3-70b-fp8-pp8-64-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-3 70B train step in fp8, 8 nodes of 8 H100s, 8 pipeline stages (interleaved 5 ways) of tp 4 x "
+        "2 groups, 64 micro-batches",
+        program=step("llama3-70b", "train", 128, 8192, 64, matmul="fp8", mesh="zero1+tp", tp=4, pp=8, vp=5,
+                     accumulate=64, scan=False),
+        published=1602,
+        unit="tokens/s",
+        quote="| LLAMA3_70B | 64 | FP8-CS | 128 | 1 | 8192 | 0 | 4 | 8 | 1 | 5 | 1 | 64 | 1602 | 719 |",
+        source=_BRIDGE,
+        setup="Megatron-Bridge, fp8 current scaling, TP 4, PP 8 with 5 virtual stages (interleaved 1F1B), DP 2 "
+        "('FSDP = 0 means DDP'; whether its optimizer is distributed is not stated: zero1+tp priced), micro-batches "
+        "of 1 a group (64 a step); remat not stated (none priced)",
+        work=128 * 8192 / 64,
+        timed="stream",
+        held_out=True,
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
     ),
 ]

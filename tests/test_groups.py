@@ -111,8 +111,8 @@ def test_context_parallel_gathers_each_layers_keys_and_values_over_its_group(gpu
 
 
 def test_mixtral_with_ep_8_over_16_gpus_and_a_128k_token_step_with_cp_price(gpu):
-    """The issue's cases: Mixtral 8x7B, 16 sequences of 4096 over 16 H100s in expert groups of 8; Llama-3 8B, one
-    sequence of 131,072 tokens over 8 H100s in a context group of 8. Both price; expert parallelism moves tokens, not
+    """The issue's cases: Mixtral 8x7B, 16 sequences of 4096 over 16 H100s in expert groups of 8; Llama-3 8B, two
+    sequences of 131,072 tokens over 8 H100s in context groups of 4. Both price; expert parallelism moves tokens, not
     the experts' weights, so it all-gathers far fewer bytes than fsdp alone."""
     s = StepSettings(remat="nothing_saveable")
     ep = planner.plan_model("mixtral-8x7b", "h100", batch=16, seq=4096, devices=16,
@@ -120,9 +120,11 @@ def test_mixtral_with_ep_8_over_16_gpus_and_a_128k_token_step_with_cp_price(gpu)
     fsdp = planner.plan_model("mixtral-8x7b", "h100", batch=16, seq=4096, devices=16, settings=s)
     assert ep.fits and ep.collectives["all-to-all"][0] == 32 * 4 + 32 * 2  # forward, backward, recomputed forward
     assert ep.collectives["all-gather"][1] < 0.5 * fsdp.collectives["all-gather"][1]
-    cp = planner.plan_model("llama3-8b", "h100", batch=1, seq=131072, devices=8,
-                            settings=StepSettings(remat="nothing_saveable", cp=8))
-    assert cp.mesh == "fsdp 1 x cp 8" and cp.seconds > 0 and "all-gather" in cp.collectives
+    cp = planner.plan_model("llama3-8b", "h100", batch=2, seq=131072, devices=8,
+                            settings=StepSettings(remat="nothing_saveable", cp=4))
+    assert cp.mesh == "fsdp 2 x cp 4" and cp.seconds > 0 and "all-gather" in cp.collectives
+    # a GPU's queries are a quarter of its sequence: a layer's scores a GPU, cut by the group
+    assert cp.scores_bytes == pytest.approx(4 * 32 * 131072 * 131072 / 4, rel=0.01)
 
 
 @pytest.mark.parametrize("model, settings, batch, seq, devices, words", [

@@ -71,7 +71,7 @@ class StepPlan:
 def _shape(mesh: Mapping[str, int] | Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
     if hasattr(mesh, "axis_names"):
         return tuple(mesh.axis_names), tuple(mesh.shape[a] for a in mesh.axis_names)
-    if not mesh or any(not isinstance(n, int) or n < 1 for n in mesh.values()):
+    if not isinstance(mesh, Mapping) or not mesh or any(not isinstance(n, int) or n < 1 for n in mesh.values()):
         raise ValueError(f"a mesh is its axes' names and sizes, each 1 or more, like {{'data': 8}}; got {mesh!r}")
     return tuple(mesh), tuple(mesh.values())
 

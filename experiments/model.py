@@ -309,10 +309,12 @@ def _check_pipeline(p: cli.Parser, args: argparse.Namespace, mode: str) -> None:
         p.error("--vp interleaves a 1F1B pipeline's chunks: not with --schedule gpipe")
     if args.ep < 1 or args.cp < 1 or args.ep > 1 and args.cp > 1:
         p.error(f"--ep and --cp take 1 or more, one of them at a time; got --ep {args.ep} --cp {args.cp}")
-    if (args.ep > 1 or args.cp > 1) and (args.mesh not in (None, "fsdp") or mode == "serve"):
-        p.error("--ep and --cp groups split a training or prefill step with fsdp over the groups: not with --mesh "
-                f"{args.mesh} or --serve" if args.mesh not in (None, "fsdp") else "--ep and --cp split a training "
-                "or prefill step; a decode step takes --mesh tp")
+    grouped = args.ep > 1 or args.cp > 1
+    if grouped and args.mesh not in (None, "fsdp"):
+        p.error(f"--ep and --cp groups split a training or prefill step with fsdp over the groups: not with --mesh "
+                f"{args.mesh} or --serve")
+    if grouped and mode == "serve":
+        p.error("--ep and --cp split a training or prefill step; a decode step takes --mesh tp")
     if args.pp > 1 and (args.fit or args.max_batch or args.max_seq):
         p.error("--pp prices the pipeline as asked; the searches (--fit, --max-batch, --max-seq) turn other knobs")
 

@@ -45,15 +45,17 @@ def _np_block(c, x, w, keep=None):
     pos = np.broadcast_to(np.arange(t), (b, t)).astype(np.float64)
     if c.style == "gpt2":
         h = _np_norm(x, w["ln1_g"], w["ln1_b"], "gpt2")
-        q, k, v = np.split(h @ w["w_qkv"] + w["b_qkv"], 3, -1)
-        q, k, v = (a.reshape(b, t, c.heads, hd) for a in (q, k, v))
+        # the fused columns a head at a time, [q, k, v] each (Megatron's order)
+        qkv = (h @ w["w_qkv"] + w["b_qkv"]).reshape(b, t, c.heads, 3, hd)
+        q, k, v = qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :]
     else:
         h = _np_norm(x, w["attn_norm"], None, "llama")
-        qkv = h @ w["wqkv"]
-        q = _np_rope(qkv[..., : c.heads * hd].reshape(b, t, c.heads, hd), pos)
-        k = _np_rope(qkv[..., c.heads * hd:(c.heads + c.kv_heads) * hd].reshape(b, t, c.kv_heads, hd), pos)
-        v = qkv[..., (c.heads + c.kv_heads) * hd:].reshape(b, t, c.kv_heads, hd)
-        k, v = (np.repeat(a, c.heads // c.kv_heads, axis=2) for a in (k, v))  # each KV head serves its group
+        g = c.heads // c.kv_heads  # the fused columns a KV head's group at a time: its g queries, its key, its value
+        qkv = (h @ w["wqkv"]).reshape(b, t, c.kv_heads, g + 2, hd)
+        q = _np_rope(qkv[..., :g, :].reshape(b, t, c.heads, hd), pos)
+        k = _np_rope(qkv[..., g, :], pos)
+        v = qkv[..., g + 1, :]
+        k, v = (np.repeat(a, g, axis=2) for a in (k, v))  # each KV head serves its group
     s = np.einsum("bthd,bshd->bhts", q, k) / np.sqrt(hd)
     s = np.where(np.tril(np.ones((t, t), bool)) if keep is None else keep, s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))

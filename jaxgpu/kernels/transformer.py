@@ -193,6 +193,17 @@ def _geglu(g, u):
     return jax.nn.gelu(g, approximate=True) * u
 
 
+def _heads(qkv, c: Decoder):
+    """q [B, T, H, hd], k and v [B, T, KV, hd] from the fused product's columns, laid out a KV head's group at a time
+    (its query heads, its key, its value: Megatron's order). A tensor-parallel cut of the columns into contiguous
+    pieces then gives each GPU whole groups; with q, k and v each contiguous, a GPU's piece held all of some heads'
+    queries and none of their keys, and XLA moved them between GPUs at every layer."""
+    b, t, _ = qkv.shape
+    group = c.heads // c.kv_heads
+    qkv = qkv.reshape(b, t, c.kv_heads, group + 2, c.head_dim)
+    return (qkv[..., :group, :].reshape(b, t, c.heads, c.head_dim), qkv[..., group, :], qkv[..., group + 1, :])
+
+
 def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=False, matmul="bf16", query_block=0,
            layout=None):
     """One layer on x [B, T, d]; with ``cache`` (k, v of [B, S, KV, hd]) the new keys are written at ``index``;
@@ -203,15 +214,12 @@ def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=Fals
     hd = c.head_dim
     if c.style == "gpt2":
         h = _norm(x, w["ln1_g"], w["ln1_b"], c.style)
-        qkv = _lin(h, w, "w_qkv", matmul) + w["b_qkv"]
-        q, k, v = jnp.split(qkv, 3, axis=-1)
-        q, k, v = (a.reshape(b, t, -1, hd) for a in (q, k, v))
+        qkv = (_lin(h, w, "w_qkv", matmul) + w["b_qkv"]).reshape(b, t, c.heads, 3, hd)
+        q, k, v = qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :]
     else:
         h = _norm(x, w["attn_norm"], None, c.style)
-        q, k, v = jnp.split(_lin(h, w, "wqkv", matmul), [c.heads * hd, (c.heads + c.kv_heads) * hd], axis=-1)
-        q = _rope(q.reshape(b, t, c.heads, hd), positions)
-        k = _rope(k.reshape(b, t, c.kv_heads, hd), positions)
-        v = v.reshape(b, t, c.kv_heads, hd)
+        q, k, v = _heads(_lin(h, w, "wqkv", matmul), c)
+        q, k = _rope(q, positions), _rope(k, positions)
     if cache is not None:
         ck, cv = cache
         k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (0, index, 0, 0))

@@ -167,7 +167,9 @@ def test_an_fsdp_tp_mesh_cuts_each_layer_both_ways_and_the_batch_over_its_groups
     assert t_sh.spec == P(None, None)  # 33 tokens: whole (the loss takes 32 of them, which split)
     layout = sharding.residual_layout(t_sh)
     assert layout(jnp.zeros((3, 32, 64))).sharding.spec == P(None, sharding.AXIS)  # the stream: by its sequence
-    assert layout(jnp.zeros((4, 32, 64))).sharding.spec == P(sharding.AXIS)  # a batch the groups divide: by its rows
+    # a batch the groups divide: by its rows over the groups, by its sequence within a group (sequence parallel)
+    assert layout(jnp.zeros((4, 32, 64))).sharding.spec == P(sharding.AXIS, sharding.MODEL)
+    assert layout.whole(jnp.zeros((4, 32, 64))).sharding.spec == P(sharding.AXIS)  # a product's input: gathered
     params = tf.init(LLAMA, jax.random.key(0))
     whole = jax.value_and_grad(lambda p: tf.loss(LLAMA, p, odd, compute=jnp.float32))(params)
     p_sh = sharding.shard_specs(params, mesh, "fsdp+tp")

@@ -49,7 +49,9 @@ def residual_layout(tokens: jax.sharding.NamedSharding | None) -> Callable | Non
     a step, where gathering the weights moves 28 GB. On an fsdp+tp mesh, the batch over the groups, each group's
     devices holding their rows whole (Megatron's layout, in which a group's products cut by columns and rows need
     one all-reduce each half block): left to itself, XLA split the stream along d over the groups too and moved it
-    each layer (Llama 7B on 8 H100s, fsdp 4 x tp 2, a train step of 8 x 2k: 49 GB a GPU against fsdp's 24 GB)."""
+    each layer (Llama 7B on 8 H100s, fsdp 4 x tp 2, a train step of 8 x 2k: 49 GB a GPU against fsdp's 24 GB).
+    Within a group the stream is split along its sequence (``sequence_parallel``) where the batch splits; ``whole``
+    (an attribute) gathers a product's input."""
     if tokens is None:
         return None
     mesh = tokens.mesh
@@ -63,12 +65,48 @@ def residual_layout(tokens: jax.sharding.NamedSharding | None) -> Callable | Non
         n = math.prod(mesh.shape[a] for a in (split if isinstance(split, tuple) else (split,)))
         return lambda x: jax.lax.with_sharding_constraint(x, NS(mesh, P(split))) if x.shape[0] % n == 0 else x
 
+    n = mesh.shape[AXIS]
+    sequence = sequence_parallel(mesh, AXIS)
+
     def put(x):  # the batch over the groups; a batch too small to split, its sequence (attention gathers K and V)
-        n = mesh.shape[AXIS]
-        spec = P(AXIS) if x.shape[0] % n == 0 else P(None, AXIS) if x.shape[1] % n == 0 else P()
+        if x.shape[0] % n == 0:
+            return sequence(x)
+        spec = P(None, AXIS) if x.shape[1] % n == 0 else P()
         return jax.lax.with_sharding_constraint(x, NS(mesh, spec))
 
+    put.whole = lambda x: sequence.whole(x) if x.shape[0] % n == 0 else x
     return put
+
+
+def sequence_parallel(mesh: jax.sharding.Mesh, rows: str | None = None) -> Callable:
+    """Megatron's sequence parallelism on a mesh with a tp axis: the stream [B, T, d] between a layer's products held
+    split along its sequence over each tp group (1/tp of it a GPU, its norms computed on that share), and ``whole``
+    gathering a product's input. A column-cut product's input is then gathered and a row-cut product's output
+    reduce-scattered, the bytes of the all-reduce they replace. ``rows``: the mesh axis the batch is split over
+    (None inside a function ``vmap``ped over the groups, whose own axis stays XLA's to place)."""
+    P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
+    tp = mesh.shape[MODEL]
+    split, gathered = NS(mesh, P(rows, MODEL)), NS(mesh, P(rows))
+
+    def put(x):
+        return _conjugate(split, gathered)(x) if x.shape[1] % tp == 0 else \
+            jax.lax.with_sharding_constraint(x, gathered)
+
+    put.whole = lambda x: _conjugate(gathered, split)(x) if x.shape[1] % tp == 0 else x
+    return put
+
+
+def _conjugate(forward: jax.sharding.NamedSharding, backward: jax.sharding.NamedSharding) -> Callable:
+    """x laid out as ``forward``, its gradient as ``backward``: Megatron's pair of sequence-parallel operators (a
+    gather of the sequence whose gradient is reduce-scattered, a reduce-scatter whose gradient is gathered). A plain
+    constraint's gradient takes the same layout, and XLA then kept the backward pass's products split by sequence,
+    moving each layer's hidden activations and attention scores with all-to-alls."""
+    @jax.custom_vjp
+    def f(x):
+        return jax.lax.with_sharding_constraint(x, forward)
+
+    f.defvjp(lambda x: (f(x), None), lambda _, g: (jax.lax.with_sharding_constraint(g, backward),))
+    return f
 
 
 def _inner_layout(mesh: jax.sharding.Mesh, tokens: jax.sharding.NamedSharding) -> Callable:

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from jaxgpu.ground.decoders import Decoder, StepSettings
 from jaxgpu.kernels import experts
-from jaxgpu.kernels.sharding import residual_layout
+from jaxgpu.kernels.sharding import MODEL, residual_layout, sequence_parallel
 from jaxgpu.kernels.stored import STORED, frozen_mm, quantize, stored_specs, widened  # noqa: F401 (quantize: tf.quantize)
 
 
@@ -212,12 +212,14 @@ def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=Fals
     values and whose ``experts`` sends a mixture's tokens to the GPUs holding their experts."""
     b, t, _ = x.shape
     hd = c.head_dim
+    whole = getattr(layout, "whole", None) or (lambda a: a)
+    cut = layout if hasattr(layout, "whole") else (lambda a: a)
     if c.style == "gpt2":
-        h = _norm(x, w["ln1_g"], w["ln1_b"], c.style)
+        h = whole(_norm(x, w["ln1_g"], w["ln1_b"], c.style))
         qkv = (_lin(h, w, "w_qkv", matmul) + w["b_qkv"]).reshape(b, t, c.heads, 3, hd)
         q, k, v = qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :]
     else:
-        h = _norm(x, w["attn_norm"], None, c.style)
+        h = whole(_norm(x, w["attn_norm"], None, c.style))
         q, k, v = _heads(_lin(h, w, "wqkv", matmul), c)
         q, k = _rope(q, positions), _rope(k, positions)
     if cache is not None:
@@ -232,17 +234,17 @@ def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=Fals
     else:
         a = _attention(q, k, v, mask, flash, query_block)
     if c.style == "gpt2":
-        x = x + (_lin(a, w, "w_o", matmul) + w["b_o"])
-        h = _norm(x, w["ln2_g"], w["ln2_b"], c.style)
-        x = x + (_lin(_gelu_bias(_lin(h, w, "w_fc", matmul), w["b_fc"]), w, "w_proj", matmul) + w["b_proj"])
+        x = x + cut(_lin(a, w, "w_o", matmul) + w["b_o"])
+        h = whole(_norm(x, w["ln2_g"], w["ln2_b"], c.style))
+        x = x + cut(_lin(_gelu_bias(_lin(h, w, "w_fc", matmul), w["b_fc"]), w, "w_proj", matmul) + w["b_proj"])
     else:
-        x = x + _lin(a, w, "wo", matmul)
-        h = _norm(x, w["mlp_norm"], None, c.style)
+        x = x + cut(_lin(a, w, "wo", matmul))
+        h = whole(_norm(x, w["mlp_norm"], None, c.style))
         gated = _geglu if c.mlp == "geglu" else _swiglu
         if c.experts > 1:
             x = x + experts.moe(c, h, w, gated, getattr(layout, "experts", None))
         else:
-            x = x + _lin(gated(_lin(h, w, "w_gate", matmul), _lin(h, w, "w_up", matmul)), w, "w_down", matmul)
+            x = x + cut(_lin(gated(_lin(h, w, "w_gate", matmul), _lin(h, w, "w_up", matmul)), w, "w_down", matmul))
     return x, cache
 
 
@@ -327,9 +329,10 @@ def train_step(c: Decoder, *, compute: Any = jnp.bfloat16, micro_batches: int = 
     layout = residual_layout(sharding[2] if sharding else None)
 
     def step(params, opt_state, tokens):
-        if local_grads and micro_batches > 1:  # the batch's split is the vmapped axis: no stream layout inside it
-            lv, grads = _accumulated_locally(lambda p, x: loss(c, p, x, compute, flash, settings), params, tokens,
-                                             micro_batches, sharding[2], sharding[0])
+        if local_grads and micro_batches > 1:  # the batch's split is the vmapped axis: a group's own layout inside
+            inner = sequence_parallel(sharding[2].mesh) if MODEL in sharding[2].mesh.axis_names else None
+            lv, grads = _accumulated_locally(lambda p, x: loss(c, p, x, compute, flash, settings, inner), params,
+                                             tokens, micro_batches, sharding[2], sharding[0])
         else:
             lv, grads = _accumulated(lambda p, x: loss(c, p, x, compute, flash, settings, layout), params, tokens,
                                      micro_batches, grads_sharding)

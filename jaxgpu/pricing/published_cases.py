@@ -1140,8 +1140,8 @@ CASES += [
 
 # NeMo's and Megatron-Bridge's rows with tensor parallelism (inside pipeline stages or alone): Megatron's layout, the
 # zero1+tp mesh (tp groups within a node, their weights' cuts whole across the data-parallel groups, the distributed
-# optimizer's state cut over every GPU), fp8; sequence parallelism (the launcher's default with TP) is not built: the
-# tp ranks hold the residual stream whole
+# optimizer's state cut over every GPU), fp8; sequence parallelism, the launcher's default with TP, is part of the mesh
+# since 2026-12-07 (the first prices, recorded before it, held the stream whole on each tp rank)
 _NEMO_TP = ("NeMo 24.07 (Megatron-Core), fp8, {}; the optimizer not stated (the launcher's default, "
             "distributed_fused_adam, priced: zero1+tp), remat not stated (none priced; the launcher's selective "
             "recompute is the attention core, which flash attention recomputes anyway)")

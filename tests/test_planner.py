@@ -296,18 +296,22 @@ def test_async_collectives_run_under_the_compute_and_only_the_rest_is_added():
 
 
 @pytest.mark.slow
-def test_a_published_jax_7b_step_on_8_h100s_is_priced_within_15_percent():
+def test_a_published_jax_7b_steps_weight_gathers_run_under_its_compute():
     """NVIDIA/JAX-Toolbox @db096881 rosetta/rosetta/projects/maxtext/README.md: MaxText Llama-2 7B, 8 H100 80G SXM,
-    BF16, sequence 4096, 2 sequences a GPU (global 16), FSDP 8, remat policy minimal_flash, scan off: "0.721" s a
-    step. minimal_flash keeps the weights' products, as dots_with_no_batch_dims_saveable does."""
+    BF16, sequence 4096, 2 sequences a GPU (global 16), FSDP 8, remat policy minimal_flash, scan off ("0.721" s a
+    step: scored in the report with the other published cases). FSDP gathers each layer's bf16 weights for the
+    forward pass and again for the backward, 7/8 of them a GPU; XLA:GPU's plan runs them asynchronously, so the
+    step adds none of their time: they run under the products (what 7e9254f's overlap rule prices)."""
     from jaxgpu.pricing import targets
 
     if why := targets.unavailable():
         pytest.skip(why)
     p = planner.plan_model("llama-7b", "h100", batch=16, seq=4096, devices=8,
-                          settings=StepSettings(remat="dots_with_no_batch_dims_saveable", scan=False))
-    assert p.seconds / 0.721 - 1 == pytest.approx(0, abs=0.15), p.seconds
-    assert p.upper_s > 0.721 * 1.15  # without the schedule's overlap it would miss
+                           settings=StepSettings(remat="dots_with_no_batch_dims_saveable", scan=False))
+    weights = decoders.MODELS["llama-7b"].params()
+    assert p.collectives["all-gather"][1] == pytest.approx(2 * 2 * weights * 7 / 8, rel=0.05)
+    assert p.comm_s == 0.0 and p.overlapped_s > 0.05
+    assert p.upper_s > p.seconds + p.overlapped_s  # compute, memory and the gathers one after another: slower
 
 
 # One collective of each kind over 8 devices, as XLA:GPU prints its asynchronous start in each JAX version: the

@@ -595,7 +595,8 @@ CASES += [
         "remat_policy=minimal_flash attention=cudnn_flash_te logits_dot_in_fp32=false, AdamW, float32 weights",
         timed="stream",
         guided="7e9254f: an async collective runs under the step's compute and only what outlasts it is added "
-        "(checked on this step before it entered; tests/test_planner.py holds it within 15%); "
+        "(checked on this step before it entered, within 15% then; tests/test_planner.py holds its gathers under "
+        "the compute); "
         "74e1271: a fusion XLA renamed takes its scope from its body (this step's plan was read for it: its "
         "attention probabilities priced as memory traffic)",
         memory_fraction=0.90,

@@ -345,3 +345,22 @@ def test_a_fusion_xla_renamed_takes_its_scope_from_its_body():
              for name in ("reshape.46", "jit(step)/checkpoint/flash_attention/exp", "jit(step)/add")}
     assert scope == {"reshape.46": ["flash_attention"], "jit(step)/checkpoint/flash_attention/exp": ["flash_attention"],
                      "jit(step)/add": [""]}
+
+
+def test_a_triton_plan_xla_gpu_will_not_tile_leaves_the_cublas_plan(monkeypatch):
+    """predict prices a program's GEMMs as cuBLAS calls and as Triton fusions and keeps the cheaper, as XLA's
+    autotuner would; where XLA:GPU cannot compile the Triton plan (its fixed tiles fit no output: "Couldn't find
+    output tile sizes", GPT-2's backward on an A100 target), the cuBLAS plan is the price, not a failure."""
+    from jaxgpu.ground import hardware, launches
+
+    gemm = launches.Kernel("gemm", 2.0 * 1024**3, 3 * 2 * 1024**2, True, gemm=(1, 1024, 1024, 1024), dtype="bf16")
+
+    def plan_for(fn, *args, on, plan="auto", triton_gemm=False):
+        if triton_gemm:
+            raise RuntimeError("INTERNAL: Couldn't find output tile sizes that satisfy hlo")
+        return [gemm], 0, "xla:gpu a100"
+
+    monkeypatch.setattr(roofline, "plan_for", plan_for)
+    hw = hardware.find_gpu("a100")
+    p = roofline.predict(lambda x: x, jnp.ones(4), on=hw)
+    assert p.plan == "xla:gpu a100" and p.estimate_s == roofline.price([gemm], roofline.roofs_for(hw)).estimate_s

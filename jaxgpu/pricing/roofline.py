@@ -400,7 +400,10 @@ def predict(fn: Callable, *args: Any, on: str | hardware.Hardware | Roofs = hard
         # On a GPU XLA autotunes each GEMM between cuBLAS and a Triton fusion (which can take a conversion of
         # its inputs, int8 weights widened to bf16, inside it); without a device to autotune on, both plans
         # are priced and the cheaper kept, as the autotuner would keep the faster.
-        ks, steps, name = plan_for(fn, *args, on=hw, plan=plan, triton_gemm=True)
+        try:
+            ks, steps, name = plan_for(fn, *args, on=hw, plan=plan, triton_gemm=True)
+        except Exception:  # noqa: BLE001 - XLA:GPU will not tile it ("Couldn't find output tile sizes"): cuBLAS's stands
+            return best
         best = min(best, price(ks, roofs, loop_steps=steps, plan=name, dtype=dtype), key=lambda p: p.estimate_s)
     return best
 

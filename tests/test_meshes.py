@@ -135,6 +135,22 @@ def test_a_serving_step_takes_no_data_parallel_mesh():
                            settings=StepSettings(mesh="dp", flash=False, scan=False))
 
 
+def _zero1_tp(monkeypatch, **settings) -> tuple:
+    """plan_model of SMALL's zero1+tp step over 8 GPUs in tp groups of 2, and the text of XLA:GPU's plan of it."""
+    hlos = []
+    compiled = sharded.compiled
+
+    def keep(*args, **kw):
+        out = compiled(*args, **kw)
+        hlos.append(out[1])
+        return out
+
+    monkeypatch.setattr(sharded, "compiled", keep)
+    p = planner.plan_model(SMALL, "h100", batch=32, seq=256, devices=8,
+                           settings=StepSettings(mesh="zero1+tp", tp=2, **settings))
+    return p, hlos[0]
+
+
 def test_megatrons_layout_holds_tp_cuts_and_reduces_once_a_step(monkeypatch):
     """zero1+tp over 8 GPUs, tp groups of 2: a GPU holds the fp32 weights' tp half (4P / 2) and an eighth of AdamW's
     moments (8P / 8); its group's gradients (fp32, the tp half: 2P) are summed over the 2 micro-batches where they
@@ -144,14 +160,10 @@ def test_megatrons_layout_holds_tp_cuts_and_reduces_once_a_step(monkeypatch):
     reduce-scattered), each half of a micro-batch's [4, 256, 512] bf16."""
     if why := targets.unavailable():
         pytest.skip(why)
-    hlos = []
-    compiled = sharded.compiled
-    monkeypatch.setattr(sharded, "compiled", lambda *a, **k: hlos.append(compiled(*a, **k)[1]) or compiled(*a, **k))
-    p = planner.plan_model(SMALL, "h100", batch=32, seq=256, devices=8,
-                           settings=StepSettings(mesh="zero1+tp", tp=2, accumulate=2))
+    p, hlo = _zero1_tp(monkeypatch, accumulate=2)
     assert p.mesh == "zero1 4 x tp 2"
     assert p.memory_split["arguments"] == pytest.approx(4 * P / 2 + 8 * P / 8 + 32 * 257 * 4 / 4, rel=0.01)
-    fp32 = [line for line in hlos[0].splitlines() if "reduce-scatter-start(" in line and " ((f32[" in line]
+    fp32 = [line for line in hlo.splitlines() if "reduce-scatter-start(" in line and " ((f32[" in line]
     assert len(fp32) == 1
     stream = 2 * (4 * 4 + 1) * 4 * 256 * 512 * 2 / 2
     for op in ("reduce-scatter", "all-gather"):
@@ -187,17 +199,12 @@ def test_megatrons_sequence_parallelism_holds_the_stream_cut_and_moves_an_all_re
     layer, where the all-reduces they replace moved 12 (XLA's plans: 0.99 and 1.15 of the count)."""
     if why := targets.unavailable():
         pytest.skip(why)
-    hlos = []
-    compiled = sharded.compiled
-    monkeypatch.setattr(sharded, "compiled", lambda *a, **k: hlos.append(compiled(*a, **k)[1]) or compiled(*a, **k))
-    p = planner.plan_model(SMALL, "h100", batch=32, seq=256, devices=8,
-                           settings=StepSettings(mesh="zero1+tp", tp=2, remat="nothing_saveable",
-                                                 accumulate=accumulate))
+    p, hlo = _zero1_tp(monkeypatch, remat="nothing_saveable", accumulate=accumulate)
     saved = "bf16[4,8,128,512]" if accumulate == 1 else "bf16[4,1,4,128,512]"
-    assert saved in hlos[0] and saved.replace("128", "256") not in hlos[0]
+    assert saved in hlo and saved.replace("128", "256") not in hlo
     stream = 32 / 4 * 256 * 512 * 2
     moved = {op: b for op, (_, b) in p.collectives.items()}
-    assert not [line for line in hlos[0].splitlines() if "all-reduce-start(" in line and "8,256,512]" in line]
+    assert not [line for line in hlo.splitlines() if "all-reduce-start(" in line and "8,256,512]" in line]
     weights = 2 * 3 / 4 * 2 * P  # the fp32 gradients' reduce-scatter and the weights' gather, once a step
     activations = moved["all-gather"] + moved["reduce-scatter"] - weights
     assert 0.95 <= activations / (4 * 10 * stream / 2) <= 1.2

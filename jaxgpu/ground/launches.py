@@ -117,10 +117,16 @@ def _gemm_of_body(body: str, outer: dict[str, dict] | None = None) -> tuple[tupl
     return None, "", "default"
 
 
+# ops through which a fusion's slice of an operand reads only the sliced elements: each element of their result is
+# one element of their input (a fusion computes what its outputs need, element by element)
+_ONE_TO_ONE = ("bitcast", "reshape", "convert", "transpose", "copy")
+
+
 def _fused_bytes(body: str, operand_bytes: list[float], result_bytes: float) -> float:
     """Bytes a fusion moves: each operand read once, except one it only slices (a scanned layer's weights
-    out of the stack: the slice is read) or updates in place (a KV cache: nothing of it is read), and its
-    result written once, except an in-place update (only the update is written)."""
+    out of the stack, or an unrolled step's few layers out of it, converted to fp8 on the way: the slices are read)
+    or updates in place (a KV cache: nothing of it is read), and its result written once, except an in-place update
+    (only the update is written)."""
     instrs = stack.parse(body)
     by = {i["name"]: i for i in instrs}
     params = {int(i["operands"][0]): i["name"] for i in instrs if i["op"] == "parameter" and i["operands"]
@@ -142,11 +148,14 @@ def _fused_bytes(body: str, operand_bytes: list[float], result_bytes: float) -> 
     for idx, nbytes in enumerate(operand_bytes):
         name = src = params.get(idx)
         use = users.get(name, []) if name else []
-        while len(use) == 1 and use[0]["op"] in ("bitcast", "reshape"):
+        while len(use) == 1 and use[0]["op"] in _ONE_TO_ONE:
             src = use[0]["name"]
             use = users.get(src, [])
         if use and all(u["op"] in ("dynamic-slice", "slice") and u["operands"][0] == src for u in use):
-            total += min(nbytes, sum(size(u) for u in use))
+            # the slices' share of the operand's elements, at the operand's own width (a convert between them
+            # changes the width of what is written, not of what is read)
+            whole = math.prod(by[src]["shape"] or [1])
+            total += nbytes * min(1.0, sum(math.prod(u["shape"] or [1]) for u in use) / whole)
         elif in_place and any(u is d and u["operands"][0] == src for u in use for d in updates):
             continue
         else:

@@ -1171,7 +1171,9 @@ CASES += [
         memory_source=_TORCH_MEMORY,
         guided="81b8422 and f9cc08e: the fused q/k/v columns a KV head's group at a time, and sequence "
         "parallelism on the tp meshes (this step's plan was read for both: its all-to-alls and "
-        "collective-permutes on the q/k/v split, its stream held whole on each tp rank)",
+        "collective-permutes on the q/k/v split, its stream held whole on each tp rank); e58674c: a fusion "
+        "slicing a few layers out of a converted stack reads those layers (this step's plan was read for it: 236 "
+        "such kernels priced as reading the whole 10 GB stack)",
     ),
     Case(
         id="nemo-gpt3-175b-fp8-pp8-128-h100",

@@ -95,9 +95,10 @@ def test_a_70b_step_over_128_gpus_holds_a_sixteenth_of_the_8_gpu_step_s_state():
                            settings=StepSettings(mesh="fsdp", remat="nothing_saveable"))
     assert p.memory_split["arguments"] == pytest.approx(12 * c.params() / 128, rel=0.01)
     assert p.fits and p.devices == 128
-    # every collective's group spans the 16 nodes: each at the port's 50 GB/s, all of it under the compute
+    # every collective's group spans the 16 nodes: each at the port's 50 GB/s, most of it under the compute
     port = planner.hardware.find_gpu("h100").internode_gbps / 2 * 1e9
-    assert p.overlapped_s == pytest.approx(sum(b for _, b in p.collectives.values()) / port, rel=0.01)
+    assert p.overlapped_s + p.comm_s == pytest.approx(sum(b for _, b in p.collectives.values()) / port, rel=0.01)
+    assert p.overlapped_s > p.comm_s
 
 
 @pytest.mark.parametrize("devices, batch, kw, said", [

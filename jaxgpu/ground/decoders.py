@@ -286,6 +286,9 @@ MESHES = ("auto", "fsdp", "tp", "fsdp+tp", "hsdp", "dp", "zero1", "zero2", "zero
 # pass; 1F1B (PipeDream-Flush, Megatron's) starts a micro-batch's backward pass as soon as it can, and with virtual
 # stages a GPU holds several chunks of layers (Megatron's interleaved 1F1B)
 SCHEDULES = ("1f1b", "gpipe")
+# how a run hides its async collectives under compute: as XLA's schedule of the plan orders them (a JAX run: the
+# plan is its program), or as a framework that buckets its own does (PyTorch's DDP and FSDP, Megatron's optimizer)
+OVERLAPS = ("plan", "framework")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -334,6 +337,12 @@ class StepSettings:
         all-to-all each way a layer); the rest of the step fsdp over every GPU (1: none).
       cp: context-parallel groups: each sequence split over ``cp`` GPUs, a layer's keys and values gathered over
         the group (a ring's bytes); the rest fsdp over every GPU, the batch over the groups (1: none).
+      overlap: how the async collectives hide under compute (``OVERLAPS``): "plan", only where XLA's schedule puts
+        compute between a collective's start and its done (a JAX run's own order); "framework", under the step's
+        whole compute, up to its length (PyTorch's DDP buckets and FSDP prefetch, Megatron's distributed optimizer:
+        orders a JAX plan does not show).
+      xla: the run's XLA flags that change its plan, as (flag, value) pairs without the dashes (the latency-hiding
+        scheduler, the collectives' combine sizes, pipelined gathers): compiled with them; (): XLA's defaults.
     """
 
     remat: str = "none"
@@ -353,8 +362,14 @@ class StepSettings:
     schedule: str = "1f1b"
     ep: int = 1
     cp: int = 1
+    overlap: str = "plan"
+    xla: tuple = ()
 
     def __post_init__(self):
+        if self.overlap not in OVERLAPS:
+            raise KeyError(f"unknown overlap {self.overlap!r}; known: {', '.join(OVERLAPS)}")
+        if any(not (isinstance(f, tuple) and len(f) == 2 and str(f[0]).startswith("xla_")) for f in self.xla):
+            raise ValueError(f"xla flags are (name, value) pairs, each name xla_...: got {self.xla!r}")
         if self.mesh not in MESHES:
             raise KeyError(f"unknown mesh {self.mesh!r}; known: {', '.join(MESHES)}")
         if self.tp < 0 or (self.tp and self.mesh not in ("fsdp+tp", "zero1+tp")):
@@ -404,5 +419,7 @@ class StepSettings:
                 + (f", experts over groups of {self.ep}" if self.ep > 1 else "")
                 + (f", sequences over groups of {self.cp}" if self.cp > 1 else "")
                 + (f", {self.pp} pipeline stages ({self.schedule}"
-                   + (f", {self.vp} virtual stages a GPU)" if self.vp > 1 else ")") if self.pp > 1 else ""))
+                   + (f", {self.vp} virtual stages a GPU)" if self.vp > 1 else ")") if self.pp > 1 else "")
+                + (", collectives hidden as its framework buckets them" if self.overlap == "framework" else "")
+                + (f", {len(self.xla)} XLA flags of the run's" if self.xla else ""))
 

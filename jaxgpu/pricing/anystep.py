@@ -123,7 +123,7 @@ def _placed(specs: Sequence[Any], in_specs: Any, mesh: Any) -> list:
 
 def price_step(step: Callable, *specs: Any, in_specs: Any = None, mesh: Mapping[str, int] | Any = None,
                gpu: str = hardware.DEFAULT_GPU, donate: Sequence[int] = (), model_flops: float = 0.0,
-               name: str = "") -> StepPlan:
+               name: str = "", xla: Mapping[str, Any] | None = None) -> StepPlan:
     """``step(*specs)`` on the GPUs of ``mesh`` (``{"data": 8}``, or a ``gpu_mesh``), each argument split as
     ``in_specs`` says (a ``PartitionSpec`` an argument, or a pytree of them as the argument's; None: whole on every
     GPU), compiled by XLA:GPU for ``gpu`` on this CPU and priced (``StepPlan``). ``specs``: arrays or
@@ -131,7 +131,9 @@ def price_step(step: Callable, *specs: Any, in_specs: Any = None, mesh: Mapping[
     and dtypes are read. ``donate``: the arguments the step's outputs replace (a train step's params and optimizer
     state, as ``jax.jit(..., donate_argnums=)``), so XLA's plan holds them once. ``model_flops``: the model's FLOPs
     a step, for an MFU. A step that is already jitted keeps its own settings; its sharding constraints may name
-    the mesh's axes (it is lowered under ``jax.set_mesh``).
+    the mesh's axes (it is lowered under ``jax.set_mesh``). ``xla``: XLA flags the run sets, without their dashes
+    (``{"xla_gpu_enable_latency_hiding_scheduler": True}``), compiled with; the async collectives are hidden where
+    the plan's schedule runs compute under them (``sharded.waited``).
 
     Raises:
       KeyError: an unknown GPU. ValueError: a mesh that cannot be laid out, in_specs not matching the arguments, or
@@ -149,10 +151,9 @@ def price_step(step: Callable, *specs: Any, in_specs: Any = None, mesh: Mapping[
     jitted = step if hasattr(step, "lower") else jax.jit(step, donate_argnums=tuple(donate))
     roofs = roofline.roofs_for(hw)
     with jax.set_mesh(m):
-        (nbytes, split), hidden, exposed, counts, rest, p = sharded.priced(jitted, placed, label, hw, roofs, n,
-                                                                           triton=False)
-    overlapped = min(hidden, p.estimate_s)  # the async collectives under the compute, as plan_model hides them
-    comm = hidden - overlapped + exposed
+        q = sharded.priced(jitted, placed, label, hw, roofs, n, triton=False, options=dict(xla or {}))
+    nbytes, split, counts, rest, p, overlapped = q.nbytes, q.split, q.counts, q.rest, q.p, q.overlapped
+    comm = q.hidden - overlapped + q.exposed  # the async collectives beyond the compute XLA's schedule puts under them
     seconds = p.estimate_s + comm
     peak = (hw.peak_flops("bf16") or 0) * n
     cap = sharded.USABLE_FRACTION * hw.device_bytes

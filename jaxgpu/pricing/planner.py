@@ -132,17 +132,18 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
     step, specs, sh, tokens, model_flops = _step(c, mode, batch // s.nodes, seq, mesh, how, s)
     roofs = roofline.roofs_for(hw)
     placed = sharded.placed(specs, sh)
-    (nbytes, split), hidden, exposed, counts, rest, p = sharded.priced(step, placed, label, hw, roofs, devices,
-                                                                       triton=s.weights != "bf16")
+    q = sharded.priced(step, placed, label, hw, roofs, devices, triton=s.weights != "bf16", options=dict(s.xla),
+                       overlap=s.overlap)
+    nbytes, split, counts, rest, p = q.nbytes, q.split, q.counts, q.rest, q.p
     scores = _scores_bytes(c, mode, batch, seq, s, how, dict(mesh.shape))
     nbytes, split, block, written = _blocked_memory(c, mode, batch // s.nodes, seq, mesh, how, s, label, scores,
                                                     nbytes, split)
     between = _internode_s(c, mode, hw, devices, s)
     est = _per_gpu(_estimate(c, mode, batch, seq, s), how, devices, hw.node, dict(mesh.shape).get(sharding.MODEL, 1))
-    # XLA:GPU's latency-hiding schedule starts an async collective early and waits for it late: only what outlasts
-    # the compute between adds to the step (a synchronous collective and the nodes' all-reduce are priced whole)
-    overlapped = min(hidden, p.estimate_s)
-    comm = hidden - overlapped + exposed + between
+    # an async collective adds only what the compute between its start and its done does not cover (``sharded.waited``:
+    # XLA's schedule, or the framework's), a synchronous one and the nodes' all-reduce whole
+    overlapped = q.overlapped
+    comm = q.hidden - overlapped + q.exposed + between
     seconds = p.estimate_s + comm
     tokens, model_flops = tokens * s.nodes, model_flops * s.nodes  # every node's share of the batch, at once
     peak = (hw.peak_flops("fp8" if s.matmul == "fp8" else "bf16") or 0) * devices * s.nodes
@@ -203,7 +204,7 @@ def _blocked_memory(c, mode: str, batch: int, seq: int, mesh, how: str, s, label
     if block < MIN_QUERY_BLOCK // 8:  # a prime length: no block worth a scan
         return nbytes, split, 0, 0.0
     step, specs, sh, *_ = _step(c, mode, batch, seq, mesh, how, dataclasses.replace(s, query_block=block))
-    got, _, twin_split = sharded.compiled(step, sharded.placed(specs, sh), label, {})
+    got, _, twin_split = sharded.compiled(step, sharded.placed(specs, sh), label, dict(s.xla))
     # kept where it holds less by half the scores or more: the plan as written held them at once
     return (got, twin_split, block, nbytes) if got < nbytes - 0.5 * scores else (nbytes, split, 0, nbytes)
 

@@ -210,13 +210,14 @@ def _plan_encoder(case: Case):
     from jaxgpu.kernels import encoders
     from jaxgpu.pricing import anystep
 
-    _, model, _, batch, size, devices, _ = case.program
+    _, model, _, batch, size, devices, settings = case.program
     if model.startswith("vit"):
         s = encoders.vit_train_step(encoders.vit(model), batch, image=size)
     else:
         s = encoders.t5_train_step(encoders.t5(model), batch, inputs=size[0], targets=size[1])
     return anystep.price_step(s.step, *s.specs, in_specs=(None, None, P("data"), P("data")),
-                              mesh={"data": devices}, gpu=case.gpu, donate=(0, 1), name=case.id)
+                              mesh={"data": devices}, gpu=case.gpu, donate=(0, 1), name=case.id,
+                              xla=dict(dict(settings).get("xla", ())))
 
 
 def step_settings(case: Case, alternative: tuple = ()):

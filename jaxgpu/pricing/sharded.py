@@ -7,6 +7,9 @@ priced on a card's roofs and its collectives on the card's links.
 
 from __future__ import annotations
 
+import re
+from typing import NamedTuple
+
 from jaxgpu.ground import hardware, launches, stack
 from jaxgpu.pricing import roofline, targets
 
@@ -81,20 +84,95 @@ def compiled(step, placed: list, label: str, options: dict | None = None) -> tup
 MEMORY_PARTS = ("arguments", "outputs", "temporaries", "aliased")
 
 
-def priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices: int, triton: bool) -> tuple:
-    """(bytes, async and synchronous collectives' seconds, their counts, the other kernels, their ``Prediction``)
-    of the step on XLA:GPU's plan. ``triton``: its GEMMs also as Triton fusions, the cheaper plan kept, as XLA's
-    autotuner keeps the faster on a GPU (a weight stored in int8 or fp8 is widened inside a Triton GEMM, where
-    cuBLAS needs a kernel before it that writes the wide copy: on an A100, 20 ms a token for Llama-2 7B against 7)."""
+class Priced(NamedTuple):
+    """A step's plan priced: XLA's memory (``nbytes``, by ``MEMORY_PARTS``), its async collectives' seconds
+    (``hidden``) and how many of them run under compute (``overlapped``), its synchronous ones' (``exposed``),
+    {collective: (count, bytes moved)}, the other kernels and their ``Prediction``."""
+
+    nbytes: float
+    split: dict
+    hidden: float
+    overlapped: float
+    exposed: float
+    counts: dict
+    rest: list
+    p: roofline.Prediction
+
+
+# how a run hides its async collectives under compute (``jaxgpu.ground.decoders.OVERLAPS``): "plan", as XLA's
+# schedule orders them (``waited``); "framework", under the step's whole compute, up to its length (a framework that
+# buckets its own: PyTorch's DDP and FSDP, Megatron's distributed optimizer)
+def priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices: int, triton: bool,
+           options: dict | None = None, overlap: str = "plan") -> Priced:
+    """The step on XLA:GPU's plan (compiled with ``options``: the run's XLA flags), priced (``Priced``).
+    ``triton``: its GEMMs also as Triton fusions, the cheaper plan kept, as XLA's autotuner keeps the faster on a
+    GPU (a weight stored in int8 or fp8 is widened inside a Triton GEMM, where cuBLAS needs a kernel before it that
+    writes the wide copy: on an A100, 20 ms a token for Llama-2 7B against 7)."""
     best = None
-    for options in ({}, {"xla_gpu_enable_triton_gemm": True}) if triton and label.startswith("xla:gpu") else ({},):
-        nbytes, hlo, split = compiled(step, placed, label, options)
-        hidden, exposed, rest, counts = collectives(launches.kernels(hlo), hw, devices, crossing(hlo, hw.node, devices))
-        plan = label + (", triton gemm" if options else "")
+    for extra in ({}, {"xla_gpu_enable_triton_gemm": True}) if triton and label.startswith("xla:gpu") else ({},):
+        nbytes, hlo, split = compiled(step, placed, label, {**(options or {}), **extra})
+        ks, across = launches.kernels(hlo), crossing(hlo, hw.node, devices)
+        hidden, exposed, rest, counts = collectives(ks, hw, devices, across)
+        plan = label + (", triton gemm" if extra else "")
         p = roofline.price(rest, roofs, loop_steps=launches.loop_steps(hlo), plan=plan)
-        if best is None or p.estimate_s + hidden + exposed < best[-1].estimate_s + best[1] + best[2]:
-            best = ((nbytes, split), hidden, exposed, counts, rest, p)
+        overlapped = (min(hidden, p.estimate_s) if overlap == "framework"
+                      else hidden - waited(ks, hlo, hw, devices, across, roofs, p.estimate_s))
+        got = Priced(float(nbytes), split, hidden, overlapped, exposed, counts, rest, p)
+        if best is None or _seconds(got) < _seconds(best):
+            best = got
     return best
+
+
+def _seconds(q: Priced) -> float:
+    return q.p.estimate_s + q.hidden - q.overlapped + q.exposed
+
+
+# an async collective's -done and the -start it waits for
+_DONE = re.compile(r"%([\w.\-]+) = .*?\b(?:all-gather|all-reduce|reduce-scatter|collective-permute|all-to-all)-done\("
+                   r"\s*%([\w.\-]+)")
+
+
+def waited(ks: list, hlo: str, hw: hardware.Hardware, devices: int, across: frozenset[str], roofs,
+           compute_s: float) -> float:
+    """Seconds the compute of a plan waits for its async collectives, in the order XLA's schedule gives them: the
+    kernels in turn on one stream (each priced alone on ``roofs``, scaled to add up to ``compute_s``), the
+    collectives one at a time on another, each from its ``-start`` (or when the one before it ends), its ``-done``
+    holding the compute until it is over. A gradients' all-reduce started after the backward pass is waited for
+    whole; an FSDP gather started a layer ahead, not at all. A ``-done`` met before its start (a loop that starts
+    the next step's collective: XLA's pipelining) waits for nothing; a loop's kernels run its trip count at once."""
+    starts = {m.group(1): m.group(2) for m in map(_DONE.search, hlo.splitlines()) if m}
+    alone = {i: roofline.price([k], roofs).device_s + k.count * roofs.kernel_s
+             for i, k in enumerate(ks) if _op(k) is None}
+    scale = compute_s / sum(alone.values()) if sum(alone.values()) else 0.0
+    clock = free = wait = 0.0
+    ends: dict[str, float] = {}
+    for i, k in enumerate(ks):
+        op = _op(k)
+        if op is None:
+            clock += alone[i] * scale
+        elif k.name.startswith(op + "-start"):
+            free = max(clock, free) + _link_s(k, op, hw, devices, across)
+            ends[k.name] = free
+        elif k.name.startswith(op + "-done"):
+            end = ends.pop(starts.get(k.name, ""), clock)
+            wait, clock = wait + max(0.0, end - clock), max(clock, end)
+        else:
+            clock += _link_s(k, op, hw, devices, across)  # synchronous: on the compute's stream
+    return wait
+
+
+def _op(k) -> str | None:
+    """The collective a kernel is (``LINK_SHARE``'s name), None for any other kernel."""
+    return next((o for o in LINK_SHARE if k.name.startswith(o)), None)
+
+
+def _link_s(k, op: str, hw: hardware.Hardware, devices: int, across: frozenset[str]) -> float:
+    """Seconds of collective ``k`` (an ``op``) on the card's link, one direction, or on its network port where its
+    group joins nodes (``across``); a 2-D mesh's collectives run within a group of its devices."""
+    link = (hw.link_gbps or 0) / 2 * 1e9
+    port = (hw.internode_gbps or hw.link_gbps or 0) / 2 * 1e9  # no network in the table: never priced at zero
+    bw = port if k.name in across else link
+    return k.count * k.bytes * LINK_SHARE[op](k.group or devices) / bw if bw else 0.0
 
 
 def crossing(hlo: str, node: int, devices: int) -> frozenset[str]:
@@ -120,23 +198,18 @@ def collectives(ks: list, hw: hardware.Hardware, devices: int, across: frozenset
     the card's link bandwidth, one direction, or those named in ``across`` (``crossing``: their groups join nodes) at
     its network port's (a ring over nodes runs at its slowest link, each GPU's port)."""
     hidden, exposed, rest, counts = 0.0, 0.0, [], {}
-    link = (hw.link_gbps or 0) / 2 * 1e9  # one direction
-    port = (hw.internode_gbps or hw.link_gbps or 0) / 2 * 1e9  # no network in the table: never priced at zero
     for k in ks:
-        op = next((o for o in LINK_SHARE if k.name.startswith(o)), None)
+        op = _op(k)
         if op is None:
             rest.append(k)
             continue
         if k.name.startswith(op + "-done"):
             continue
-        started = k.name.startswith(op + "-start")
-        g = k.group or devices  # a 2-D mesh's collectives run within a group of its devices: the share is the group's
-        moved = k.count * k.bytes * LINK_SHARE[op](g)  # a start's bytes are its results' (stack.async_results)
+        moved = k.count * k.bytes * LINK_SHARE[op](k.group or devices)  # a start's bytes: its results'
         n, b = counts.get(op, (0, 0.0))
         counts[op] = (n + k.count, b + moved)
-        bw = port if k.name in across else link
-        t = moved / bw if bw else 0.0
-        if started:
+        t = _link_s(k, op, hw, devices, across)
+        if k.name.startswith(op + "-start"):
             hidden += t
         else:
             exposed += t

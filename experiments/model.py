@@ -158,6 +158,13 @@ def _split_flags(p: cli.Parser) -> None:
     p.add_argument("--cp", type=int, default=1, metavar="C",
                    help="each sequence split over groups of C GPUs, keys and values gathered a layer (context "
                         "parallel, for long contexts), the rest fsdp (default 1: none)")
+    p.add_argument("--overlap", choices=("plan", "framework"), default="plan",
+                   help="how the async collectives hide under compute: plan (only under the compute XLA's schedule "
+                        "puts between a collective's start and its done: a JAX run) or framework (under the whole "
+                        "step's compute, as PyTorch's DDP and FSDP overlap their buckets) (default plan)")
+    p.add_argument("--xla-flag", action="append", default=[], metavar="NAME=VALUE",
+                   help="an XLA flag your run sets, compiled into the plan (repeat it: "
+                        "--xla-flag xla_gpu_enable_latency_hiding_scheduler=true)")
 
 
 def _lora_flags(p: cli.Parser) -> None:
@@ -292,11 +299,22 @@ def _settings(p: cli.Parser, args: argparse.Namespace, mode: str):
                                    scan=args.layer_loop == "scan" if args.layer_loop else base.scan,
                                    accumulate=args.accumulate, weights=args.weights, mesh=args.mesh or "auto",
                                    tp=args.tp, lora=args.lora, lora_on=args.lora_on, pp=args.pp, vp=args.vp,
-                                   schedule=args.schedule, ep=args.ep, cp=args.cp)
+                                   schedule=args.schedule, ep=args.ep, cp=args.cp, overlap=args.overlap,
+                                   xla=tuple(_xla_flag(p, f) for f in args.xla_flag))
     except KeyError as err:
         p.error(f"--remat: {err.args[0]}")
     except ValueError as err:
         p.error(f"--{'accumulate' if 'accumulate' in str(err) else 'lora'}: {err}")
+
+
+def _xla_flag(p: cli.Parser, text: str) -> tuple[str, Any]:
+    """"--xla_gpu_x=true" or "xla_gpu_x=true" as (name, value): true/false a bool, a whole number an int."""
+    name, eq, value = text.lstrip("-").partition("=")
+    if not name.startswith("xla_") or not eq or not value:
+        p.error(f"--xla-flag takes NAME=VALUE with an XLA flag's name (xla_...), got {text!r}")
+    if value.lower() in ("true", "false"):
+        return name, value.lower() == "true"
+    return name, int(value) if value.lstrip("-").isdigit() else value
 
 
 def _check_pipeline(p: cli.Parser, args: argparse.Namespace, mode: str) -> None:

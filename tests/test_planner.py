@@ -162,6 +162,8 @@ def test_the_model_command_keeps_the_compilers_lines_off_the_terminal(tmp_path):
     (["--model", "llama-7b", "--mesh", "fsdp+tp", "--tp", "2", "--devices", "1,8"], "1 GPU does not split into"),
     (["--model", "llama-7b", "--mesh", "fsdp+tp", "--tp", "16", "--fit"], "none of the default counts (1, 2, 4, 8)"),
     (["--model", "llama-7b", "--mlp", "geglu"], "--head-dim and --mlp describe a decoder"),
+    (["--model", "llama-7b", "--xla-flag", "latency_hiding"], "--xla-flag takes NAME=VALUE with an XLA flag's name"),
+    (["--model", "llama-7b", "--overlap", "nccl"], "argument --overlap: invalid choice: 'nccl'"),
     (["--layers", "2", "--d-model", "250", "--heads", "4", "--kv-heads", "2", "--ffn", "8", "--vocab", "9"],
      "must split into --heads (4) unless --head-dim is given"),
 ])

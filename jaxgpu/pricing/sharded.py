@@ -8,6 +8,7 @@ priced on a card's roofs and its collectives on the card's links.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Set
 from typing import NamedTuple
 
 from jaxgpu.ground import hardware, launches, stack
@@ -132,7 +133,7 @@ _DONE = re.compile(r"%([\w.\-]+) = .*?\b(?:all-gather|all-reduce|reduce-scatter|
                    r"\s*%([\w.\-]+)")
 
 
-def waited(ks: list, hlo: str, hw: hardware.Hardware, devices: int, across: frozenset[str], roofs,
+def waited(ks: list, hlo: str, hw: hardware.Hardware, devices: int, across: Mapping[str, int] | Set[str], roofs,
            compute_s: float) -> float:
     """Seconds the compute of a plan waits for its async collectives, in the order XLA's schedule gives them: the
     kernels in turn on one stream (each priced alone on ``roofs``, scaled to add up to ``compute_s``), the
@@ -166,37 +167,55 @@ def _op(k) -> str | None:
     return next((o for o in LINK_SHARE if k.name.startswith(o)), None)
 
 
-def _link_s(k, op: str, hw: hardware.Hardware, devices: int, across: frozenset[str]) -> float:
-    """Seconds of collective ``k`` (an ``op``) on the card's link, one direction, or on its network port where its
-    group joins nodes (``across``); a 2-D mesh's collectives run within a group of its devices."""
+def _link_s(k, op: str, hw: hardware.Hardware, devices: int, across: Mapping[str, int] | Set[str]) -> float:
+    """Seconds of collective ``k`` (an ``op``) on the card's link, one direction; where its group joins nodes
+    (``across``: ``crossing``'s), on the network ports: a ring (all-reduce, all-gather, reduce-scatter) over k GPUs
+    of each node at k ports' speed, up to the link's (NVIDIA measures 192 GB/s of all-reduce bus bandwidth between
+    DGX A100s, whose eight GPUs have a 25 GB/s port each: NVIDIA/nccl issue 812), an all-to-all or a permute at each
+    GPU's own port. A 2-D mesh's collectives run within a group of its devices."""
     link = (hw.link_gbps or 0) / 2 * 1e9
     port = (hw.internode_gbps or hw.link_gbps or 0) / 2 * 1e9  # no network in the table: never priced at zero
-    bw = port if k.name in across else link
+    if k.name in across:
+        rings = across[k.name] if isinstance(across, Mapping) and op in _RINGS else 1
+        bw = min(link, rings * port) if link else port
+    else:
+        bw = link
     return k.count * k.bytes * LINK_SHARE[op](k.group or devices) / bw if bw else 0.0
 
 
-def crossing(hlo: str, node: int, devices: int) -> frozenset[str]:
+# the collectives NCCL runs as rings, one a GPU of a node's share of the group (the rest are point to point)
+_RINGS = ("all-reduce", "all-gather", "reduce-scatter")
+
+
+def crossing(hlo: str, node: int, devices: int) -> dict[str, int]:
     """The collectives of a plan over ``devices`` GPUs whose groups join GPUs of different nodes of ``node`` (a
-    node's GPUs neighbours in the devices' order, as ``targets.devices`` lays them out); a group that cannot be
-    read is counted as crossing (priced at NVLink's speed, a network collective would flatter the step)."""
+    node's GPUs neighbours in the devices' order, as ``targets.devices`` lays them out), each with the fewest GPUs a
+    group of it has in one node: NCCL runs a ring over a node's k GPUs as k rings, each leaving the node through
+    another GPU's network port, so a ring's share moves at k ports' speed (``_link_s``). A group that cannot be read
+    is counted as crossing with one GPU a node (priced at one port's speed: a network collective priced at NVLink's,
+    or at k ports', would flatter the step)."""
+    import collections
+
     if devices <= node:
-        return frozenset()
-    out = set()
+        return {}
+    out = {}
     for line in hlo.splitlines():
         if not stack.COLLECTIVE.match(line):
             continue
         groups = stack.replica_members(line, devices)
-        if groups is None or any(len({d // node for d in g}) > 1 for g in groups):  # unread: counted as crossing
-            out.add(line.split("=")[0].strip().removeprefix("ROOT").strip().lstrip("%"))
-    return frozenset(out)
+        per_node = [collections.Counter(d // node for d in g) for g in groups or []]
+        if groups is None or any(len(c) > 1 for c in per_node):  # unread: counted as crossing
+            name = line.split("=")[0].strip().removeprefix("ROOT").strip().lstrip("%")
+            out[name] = min((min(c.values()) for c in per_node if len(c) > 1), default=1)
+    return out
 
 
-def collectives(ks: list, hw: hardware.Hardware, devices: int, across: frozenset[str] = frozenset()
+def collectives(ks: list, hw: hardware.Hardware, devices: int, across: Mapping[str, int] | Set[str] = frozenset()
                 ) -> tuple[float, float, list, dict]:
     """(seconds of the program's async collectives (a ``-start`` / ``-done`` pair: what XLA:GPU's schedule can run
     under compute), seconds of its synchronous ones, the other kernels, {collective: (count, bytes moved)}); each at
     the card's link bandwidth, one direction, or those named in ``across`` (``crossing``: their groups join nodes) at
-    its network port's (a ring over nodes runs at its slowest link, each GPU's port)."""
+    the network ports' (``_link_s``)."""
     hidden, exposed, rest, counts = 0.0, 0.0, [], {}
     for k in ks:
         op = _op(k)

@@ -421,5 +421,5 @@ class StepSettings:
                 + (f", {self.pp} pipeline stages ({self.schedule}"
                    + (f", {self.vp} virtual stages a GPU)" if self.vp > 1 else ")") if self.pp > 1 else "")
                 + (", collectives hidden as its framework buckets them" if self.overlap == "framework" else "")
-                + (f", {len(self.xla)} XLA flags of the run's" if self.xla else ""))
+                + (f", the run's {len(self.xla)} XLA flag{'s' if len(self.xla) > 1 else ''}" if self.xla else ""))
 

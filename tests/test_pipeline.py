@@ -67,14 +67,17 @@ def test_the_bubble_and_memory_are_the_hand_counts_of_the_stage_plans(small):
     micro-batches of 4 sequences. The bubble is 3 micro-batches' forward and backward and 6 sends; the first stage
     holds 4 micro-batches' activations (1F1B), 8 (GPipe), 5.5 (interleaved, V = 2) beyond the stage's plan."""
     a, b, wide = small["a"], small["b"], small["wide"]
-    per = b.seconds - a.seconds
+    per = (b.seconds - b.comm_s) - (a.seconds - a.comm_s)  # a micro-batch's work, its collectives apart
     hw = hardware.find_gpu("h100")
     send = 2 * 4 * 256 * 512 / 4 / (hw.internode_gbps / 2 * 1e9)  # a micro-batch's bf16 residual, a GPU's quarter
     p = small["1f1b"]
     assert p.send_s == pytest.approx(send)
     assert p.bubble_s == pytest.approx(3 * (per + 2 * send))
-    # the steady state's sends (2 a micro-batch, microseconds) run under its compute: nothing added
-    assert p.seconds == pytest.approx(8 * per + max(a.seconds - per, 0) + p.bubble_s, rel=1e-6)
+    # the steady state's sends (2 a micro-batch, microseconds) run under its compute: nothing added; the stage's
+    # collectives (its fsdp gathers), what XLA's schedule leaves waited in each plan, over the micro-batches
+    waits = 8 * max(b.comm_s - a.comm_s, 0) + max(a.comm_s - max(b.comm_s - a.comm_s, 0), 0)
+    assert p.seconds == pytest.approx(8 * per + max(a.seconds - a.comm_s - per, 0) + p.bubble_s + waits, rel=1e-6)
+    assert p.lower_s <= p.seconds <= p.upper_s
     act = wide.bytes_per_device - a.bytes_per_device
     assert act > 0
     for name, k in (("1f1b", 4), ("gpipe", 8), ("interleaved", 5.5)):
@@ -133,3 +136,22 @@ def test_the_model_command_prices_a_pipeline_and_refuses_one_it_cannot_lay_out()
     for bad in (["--vp", "2"], ["--pp", "2", "--serve"]):
         proc = subprocess.run(cmd + bad, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "--pp" in proc.stderr
+
+
+def test_a_frameworks_collectives_hide_under_the_whole_steps_work_not_one_micro_batchs():
+    """A stage whose once-a-step collectives outlast one micro-batch's compute (a plan of one micro-batch shows them
+    in the open, a plan of two hides more): the step's M micro-batches hide them, so the step is its work, the
+    bubble and what of every collective outlasts the whole step's work, and never under its lower bound (the
+    stage plans' differences taken whole once gave a step faster than its bound)."""
+    from types import SimpleNamespace as Plan
+
+    a = Plan(seconds=0.262, comm_s=0.156, overlapped_s=0.107)  # 0.107 s of work, 0.263 s of collectives
+    b = Plan(seconds=0.353, comm_s=0.099, overlapped_s=0.255)  # 0.254 s of work, 0.354 s of collectives
+    t = pipeline.schedule(a.seconds - a.comm_s, b.seconds - b.comm_s, 8, 4, 1, 0.0)
+    assert t.per == pytest.approx(0.148)
+    added, hidden = pipeline._collectives(a, b, 8, t, "framework")
+    whole = 8 * 0.091 + (0.263 - 0.091)  # a micro-batch's 0.091 s, the update's 0.172 s
+    assert added + hidden == pytest.approx(whole) and added == 0.0  # under 8 micro-batches' 1.18 s of work
+    # XLA's order: each micro-batch waits what its plan waits, never more than the collectives
+    added, hidden = pipeline._collectives(a, b, 8, t, "plan")
+    assert added == pytest.approx(0.156) and added + hidden == pytest.approx(whole)

@@ -138,12 +138,16 @@ def plan(model: str | Any, gpu: str, *, mode: str, batch: int, seq: int, devices
                    settings=dataclasses.replace(one, accumulate=2))
     wide = plan_stage(stage, gpu, batch=2 * micro, seq=seq, devices=n, mode=mode, settings=one)
     send_s, send_bytes = _send_s(c, hw, micro, seq, n, devices, s.mesh if s.mesh != "auto" else "fsdp", s.tp)
-    t = schedule(a.seconds, b.seconds, m, p, v, send_s)
+    # the schedule orders the stage's work (its time less what its collectives add); the collectives of every
+    # micro-batch and the update are the step's, hidden under its work as the run hides them (``_collectives``)
+    t = schedule(_work(a), _work(b), m, p, v, send_s)
+    added, hidden = _collectives(a, b, m, t, s.overlap)
+    seconds = t.seconds + added
     held = in_flight(s.schedule, p, m, v)
     base = b if m > 1 else a  # the gradients summed over micro-batches: the plan that holds their sum
     more = (held - 1) * max(wide.bytes_per_device - a.bytes_per_device, 0.0)  # activations of the rest in flight
     nbytes = base.bytes_per_device + more
-    comm = _over(a.comm_s, b.comm_s, m) + t.sends
+    comm = added + t.sends
     peak = (hw.peak_flops("fp8" if s.matmul == "fp8" else "bf16") or 0) * devices
     flops = (6.0 * c.active_params() if not s.lora else
              4.0 * c.active_params() + 6.0 * c.adapter_params(s.lora, s.lora_on)) * batch * seq
@@ -155,15 +159,34 @@ def plan(model: str | Any, gpu: str, *, mode: str, batch: int, seq: int, devices
         memory_split={**base.memory_split, "temporaries": base.memory_split["temporaries"] + more},
         estimate_bytes=sum(est.values()), estimate_parts=est, written_bytes=0.0,
         # the bounds: the same schedule over the stage's bounds, the upper with every send in the open
-        seconds=t.seconds, lower_s=schedule(a.lower_s, b.lower_s, m, p, v, send_s).seconds,
+        # (a stage's lower bound takes its collectives whole where they outlast its one micro-batch's compute,
+        # which a step of many hides: never above the estimate)
+        seconds=seconds, lower_s=min(schedule(a.lower_s, b.lower_s, m, p, v, send_s).seconds, seconds),
         upper_s=schedule(a.upper_s, b.upper_s, m, p, v, 0.0).seconds + 2 * (m * v + p - 1) * send_s,
-        comm_s=comm, overlapped_s=_over(a.overlapped_s, b.overlapped_s, m),
+        comm_s=comm, overlapped_s=hidden,
         collectives={**_counts(a.collectives, b.collectives, m), "pipeline send": (2 * m * v, 2 * m * v * send_bytes)},
-        binds="pipeline bubble" if t.bubble > max(t.seconds - t.bubble - comm, comm) else b.binds,
-        tokens_per_s=batch * seq / t.seconds, mfu=flops / t.seconds / peak if peak else 0.0,
-        time_split={**_split(a.time_split, b.time_split, m, t), "pipeline bubble": t.bubble},
+        binds="pipeline bubble" if t.bubble > max(t.seconds - t.bubble - t.sends, comm) else b.binds,
+        tokens_per_s=batch * seq / seconds, mfu=flops / seconds / peak if peak else 0.0,
+        time_split={**_split(a.time_split, b.time_split, m, t, comm), "pipeline bubble": t.bubble},
         pp=p, schedule=s.schedule if v == 1 else "interleaved 1f1b", vp=v, micro_batches=m, bubble_s=t.bubble,
         send_s=send_s, in_flight=held)
+
+
+def _work(x: Any) -> float:
+    """A stage plan's time less what its collectives add: its kernels' work."""
+    return x.seconds - x.comm_s
+
+
+def _collectives(a: Any, b: Any, m: int, t: Schedule, overlap: str) -> tuple[float, float]:
+    """(seconds the step's collectives add, seconds of them hidden): every micro-batch's and the update's, from the
+    stage's one- and two-micro-batch plans; a framework's hidden under the step's whole work, up to its length
+    (``StepSettings.overlap``), XLA's as each micro-batch's schedule hides them (the plans' own waits)."""
+    whole = _over(a.comm_s + a.overlapped_s, b.comm_s + b.overlapped_s, m)
+    if overlap == "framework":
+        added = max(whole - (t.seconds - t.bubble - t.sends), 0.0)
+    else:
+        added = min(_over(a.comm_s, b.comm_s, m), whole)
+    return added, whole - added
 
 
 def _over(xa: float, xb: float, m: int) -> float:
@@ -178,11 +201,11 @@ def _counts(a: dict, b: dict, m: int) -> dict:
             for op, (k, x) in a.items()}
 
 
-def _split(a: dict, b: dict, m: int, t: Schedule) -> dict:
-    """The step's work by kind: each kind over the schedule, scaled to the work's seconds (each kind's clamps
-    apart), the steady state's exposed sends among the collectives."""
-    split = {k: _over(x, b.get(k, x), m) for k, x in a.items()}
+def _split(a: dict, b: dict, m: int, t: Schedule, comm: float) -> dict:
+    """The step's work by kind: each kind of kernel over the schedule, scaled to the work's seconds (each kind's
+    clamps apart), and the collectives the step adds (``comm``: theirs and the steady state's exposed sends)."""
+    split = {k: _over(x, b.get(k, x), m) for k, x in a.items() if k != "collectives"}
     work = t.seconds - t.bubble - t.sends
     split = {k: x * work / (sum(split.values()) or 1.0) for k, x in split.items()}
-    split["collectives"] = split.get("collectives", 0.0) + t.sends
+    split["collectives"] = comm
     return split

@@ -560,6 +560,9 @@ _VIT_XLA = _LHS + _combine(136314880)
 # what the steps whose schedule-priced time (e5b828d) exposed their collectives over nodes were read for
 _READ_FOR_RINGS = ("f861804: a ring over k GPUs of each node crosses nodes at k ports' speed (this step's price under "
                    "e5b828d, its collectives over nodes exposed at one port's speed, was read before the change)")
+# what the pipelines whose price fell under their own lower bound (after f861804) were read for
+_READ_FOR_BOUNDS = ("0195ed7: a pipeline's collectives added over the whole step, not in each stage plan's "
+                    "differences (this step's price under its lower bound was read for it)")
 # what the Pax 126M steps were read for
 _READ_FOR_SCHEDULE = ("e5b828d: an async collective hidden only under the compute XLA's schedule puts between its "
                       "start and its done, the plan compiled with the run's XLA flags (this step's plan was read for "
@@ -594,6 +597,7 @@ CASES += [
         setup=_MAXTEXT_SETUP.format(1),
         work=_MAXTEXT_FLOPS,
         timed="stream",
+        held_out=True,
         memory_fraction=0.85,
         memory_source=_MAXTEXT_MEMORY.format(1),
     ),
@@ -1043,6 +1047,7 @@ CASES += [
         setup=_TRAINY_SETUP.format(64, 8),
         work=2 * 8192,
         timed="stream",
+        held_out=True,
         memory_fraction=1.0,
         memory_source=_TORCH_ALLOCATOR,
         peak_gib=46.97,
@@ -1262,7 +1267,7 @@ CASES += [
         memory_source=_TORCH_MEMORY,
         guided="81b8422 and f9cc08e: the fused q/k/v columns a KV head's group at a time, and sequence "
         "parallelism on the tp meshes (this step's plan was read for both: its all-to-alls and "
-        "collective-permutes on the q/k/v split, its stream held whole on each tp rank)",
+        "collective-permutes on the q/k/v split, its stream held whole on each tp rank); " + _READ_FOR_BOUNDS,
     ),
     Case(
         id="nemo-gpt3-175b-fp8-pp8-512-h100",
@@ -1281,7 +1286,7 @@ CASES += [
                               "group (2048 / (2 x 16) = 64 a step)"),
         work=2048 * 2048 / 512,
         timed="stream",
-        held_out=True,
+        guided=_READ_FOR_BOUNDS,
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
     ),
@@ -1302,7 +1307,7 @@ CASES += [
                               "group (128 / (1 x 4) = 32 a step)"),
         work=128 * 4096 / 64,
         timed="stream",
-        held_out=True,  # in place of Megatron-Bridge's 70B pipeline, read for sequence parallelism
+        guided=_READ_FOR_BOUNDS,
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
     ),

@@ -142,8 +142,7 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
     est = _per_gpu(_estimate(c, mode, batch, seq, s), how, devices, hw.node, dict(mesh.shape).get(sharding.MODEL, 1))
     # an async collective adds only what the compute between its start and its done does not cover (``sharded.waited``:
     # XLA's schedule, or the framework's), a synchronous one and the nodes' all-reduce whole
-    overlapped = q.overlapped
-    comm = q.hidden - overlapped + q.exposed + between
+    comm = q.hidden - q.overlapped + q.exposed + between
     seconds = p.estimate_s + comm
     tokens, model_flops = tokens * s.nodes, model_flops * s.nodes  # every node's share of the batch, at once
     peak = (hw.peak_flops("fp8" if s.matmul == "fp8" else "bf16") or 0) * devices * s.nodes
@@ -156,8 +155,8 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
         estimate_bytes=sum(est.values()), estimate_parts=est,
         scores_bytes=scores, query_block=block, written_bytes=written,
         # time: the kernels priced on the card's roofs, the collectives beyond the compute they run under
-        seconds=seconds, lower_s=max(p.lower_s, comm), upper_s=p.upper_s + comm + overlapped, comm_s=comm,
-        internode_s=between, overlapped_s=overlapped, collectives=counts,
+        seconds=seconds, lower_s=max(p.lower_s, comm), upper_s=p.upper_s + comm + q.overlapped, comm_s=comm,
+        internode_s=between, overlapped_s=q.overlapped, collectives=counts,
         binds="communication" if comm > max(p.compute_s, p.memory_s, p.launch_s) else p.bound,
         tokens_per_s=tokens / seconds, mfu=model_flops / seconds / peak if peak else 0.0,
         matmul_flop_share=flop_share, matmul_time_share=time_share,

@@ -522,17 +522,12 @@ _SAVE_DOTS = ("remat", "dots_with_no_batch_dims_saveable")
 # and triton_gemm=false (already this project's) change no plan. Read at each source's commit (research notes: the
 # scripts below).
 _LHS = (("xla_gpu_enable_latency_hiding_scheduler", True),)
-
-
-def _combine(all_reduce: int, all_gather: int = 0, reduce_scatter: int = 0) -> tuple:
-    return tuple((f"xla_gpu_{op}_combine_threshold_bytes", n) for op, n in
-                 (("all_reduce", all_reduce), ("all_gather", all_gather), ("reduce_scatter", reduce_scatter)) if n)
-
-
+_AR, _AG, _RS = (f"xla_gpu_{op}_combine_threshold_bytes" for op in ("all_reduce", "all_gather", "reduce_scatter"))
 # MaxText's GPU scripts: the three collectives pipelined, loops double-buffered, combining by dimension off, XLA's
-# remat pass off (AI-Hypercomputer/maxtext @efb6d9e4a MaxText/configs/a3/llama_2_7b/{1,2,16}vm.sh; NVIDIA/JAX-Toolbox
-# @db09688 rosetta/rosetta/projects/maxtext/scripts/example_slurm.sub; AI-Hypercomputer/gpu-recipes @dc6ef1a
-# training/a3ultra/mixtral-8x7b/maxtext-pretraining-gke/values.yaml)
+# remat pass off, each script its own combine sizes (all-reduce, all-gather, reduce-scatter):
+# AI-Hypercomputer/maxtext @efb6d9e4a MaxText/configs/a3/llama_2_7b/{1,2,16}vm.sh; NVIDIA/JAX-Toolbox @db09688
+# rosetta/rosetta/projects/maxtext/scripts/example_slurm.sub; AI-Hypercomputer/gpu-recipes @dc6ef1a
+# training/a3ultra/mixtral-8x7b/maxtext-pretraining-gke/values.yaml
 _MAXTEXT_PIPELINED = (("xla_gpu_enable_pipelined_all_gather", True),
                       ("xla_gpu_enable_pipelined_reduce_scatter", True),
                       ("xla_gpu_enable_pipelined_all_reduce", True),
@@ -540,23 +535,23 @@ _MAXTEXT_PIPELINED = (("xla_gpu_enable_pipelined_all_gather", True),
                       ("xla_gpu_enable_all_gather_combine_by_dim", False),
                       ("xla_gpu_enable_reduce_scatter_combine_by_dim", False),
                       ("xla_disable_hlo_passes", "rematerialization"))
-
-
-def _maxtext_xla(all_reduce: int, all_gather: int, reduce_scatter: int) -> tuple:
-    return _LHS + _combine(all_reduce, all_gather, reduce_scatter) + _MAXTEXT_PIPELINED
-
-
+_MAXTEXT_XLA = {script: _LHS + ((_AR, ar), (_AG, ag), (_RS, rs)) + _MAXTEXT_PIPELINED
+                for script, (ar, ag, rs) in {"1vm.sh": (134217728, 134217728, 67108864),
+                                             "2vm.sh": (67108864, 134217728, 67108864),
+                                             "16vm.sh": (1073741824, 134217728, 134217728),
+                                             "example_slurm.sub": (1073741824, 1073741824, 134217728),
+                                             "values.yaml": (71303168, 536870912, 134217728)}.items()}
 # Pax's GPT scripts (google/paxml @378c6addf paxml/contrib/gpu/scripts_gpu/run_pile_multinode.sh, and JAX-Toolbox
 # @8bfbd17's patch of run_base_config_multinode.sh): the scheduler, all-reduces combined up to 51,200 bytes; for 126M
 # the README's own line: "we recommend setting --xla_gpu_all_reduce_combine_threshold_bytes=33554432"
-_PAX_XLA = _LHS + _combine(51200)
-_PAX_126M_XLA = _LHS + _combine(33554432)
+_PAX_XLA = _LHS + ((_AR, 51200),)
+_PAX_126M_XLA = _LHS + ((_AR, 33554432),)
 # T5X (JAX-Toolbox @b5dbd83's patch of t5x's multiprocess_pretrain_pile.sh: "--xla_gpu_enable_latency_hiding_scheduler=
 # true --xla_gpu_all_reduce_combine_threshold_bytes=8589934592"); ViT (JAX-Toolbox @fd58524 rosetta/rosetta/projects/
 # vit/scripts/*.sh: "--xla_gpu_all_reduce_combine_threshold_bytes=136314880", the scheduler from the container's
 # Dockerfile.jax)
-_T5X_XLA = _LHS + _combine(8589934592)
-_VIT_XLA = _LHS + _combine(136314880)
+_T5X_XLA = _LHS + ((_AR, 8589934592),)
+_VIT_XLA = _LHS + ((_AR, 136314880),)
 # what the steps whose schedule-priced time (e5b828d) exposed their collectives over nodes were read for
 _READ_FOR_RINGS = ("f861804: a ring over k GPUs of each node crosses nodes at k ports' speed (this step's price under "
                    "e5b828d, its collectives over nodes exposed at one port's speed, was read before the change)")
@@ -589,7 +584,7 @@ CASES += [
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 8 H100s (FSDP), 4 x 4096 tokens a GPU",
         program=step("llama-7b", "train", 32, 4096, 8, remat=_SAVE_DOTS[1], scan=False,
-                     xla=_maxtext_xla(134217728, 134217728, 67108864)),
+                     xla=_MAXTEXT_XLA["1vm.sh"]),
         published=492,
         unit="TFLOP/s",
         quote="| 1x A3 (h100-80gb-8)    | 492              |",
@@ -607,7 +602,7 @@ CASES += [
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 2 nodes of 8 H100s, 4 x 4096 tokens a GPU",
         program=step("llama-7b", "train", 64, 4096, 16, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp",
-                     xla=_maxtext_xla(67108864, 134217728, 67108864)),
+                     xla=_MAXTEXT_XLA["2vm.sh"]),
         published=422,
         unit="TFLOP/s",
         quote="| 2x A3 (h100-80gb-8)    | 422              |",
@@ -625,7 +620,7 @@ CASES += [
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 16 nodes of 8 H100s, 4 x 4096 tokens a GPU",
         program=step("llama-7b", "train", 512, 4096, 128, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp",
-                     xla=_maxtext_xla(1073741824, 134217728, 134217728)),
+                     xla=_MAXTEXT_XLA["16vm.sh"]),
         published=375,
         unit="TFLOP/s",
         quote="| 16x A3 (h100-80gb-8)   | 375              |",
@@ -642,7 +637,7 @@ CASES += [
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 8 H100s (FSDP), 2 x 4096 tokens a GPU",
         program=step("llama-7b", "train", 16, 4096, 8, remat=_SAVE_DOTS[1], scan=False,
-                     xla=_maxtext_xla(1073741824, 1073741824, 134217728)),
+                     xla=_MAXTEXT_XLA["example_slurm.sub"]),
         published=721,
         unit="ms",
         quote="| 7B   | H100 80G SXM | BF16      | 4096            | 8     | 2        | 1  | 8    | 1  | 16  | "
@@ -1103,7 +1098,7 @@ CASES += [
         workload="Mixtral 8x7B train step, 32 nodes of 8 H200s, experts over each node's 8 GPUs, 5 x 4096 tokens "
         "a GPU",
         program=step("mixtral-8x7b", "train", 1280, 4096, 256, ep=8, remat=_SAVE_DOTS[1], scan=False,
-                     xla=_maxtext_xla(71303168, 536870912, 134217728)),
+                     xla=_MAXTEXT_XLA["values.yaml"]),
         published=3437,
         unit="ms",
         quote="completed step: 45, seconds: 3.437, TFLOP/s/device: 494.168, Tokens/s/device: 5958.570, "

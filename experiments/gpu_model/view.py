@@ -182,6 +182,14 @@ def section(seen: Seen) -> figures.Section:
     return sec
 
 
+def _settings_said(settings: tuple) -> str:
+    """A step's settings as the case sets them, its XLA flags as its script writes them (--xla_gpu_...=true)."""
+    said = [f"{k}={v}" for k, v in settings if k != "xla"]
+    flags = [f"--{name}={str(value).lower() if isinstance(value, bool) else value}" for k, pairs in settings
+             if k == "xla" for name, value in pairs]
+    return ", ".join(said + (["XLA flags " + " ".join(flags)] if flags else [])) or "defaults"
+
+
 def _steps_table(latest: dict) -> figures.Table:
     """Each published training step as priced: its settings, its memory a GPU on XLA's plan against what the source's
     run could hold of its card, and the spread of its price over the settings its source leaves unstated."""
@@ -200,7 +208,7 @@ def _steps_table(latest: dict) -> figures.Table:
             spread = "settings stated"
         peak = (f"{c.peak_gib:g} GiB{' ' + c.peak_counts if c.peak_counts else ''}: {m['memory_error']:+.0%}"
                 if "memory_error" in m else "-")
-        rows.append([c.id, ", ".join(f"{k}={v}" for k, v in c.program[6]) or "defaults",
+        rows.append([c.id, _settings_said(c.program[6]),
                      f"{labels.si(m['bytes_per_device'], 'B')} ({m['plan_share']:.0%} of "
                      f"{labels.si(m['card_bytes'], 'B')})",
                      held, verdict, peak, spread])

@@ -153,7 +153,7 @@ def price_step(step: Callable, *specs: Any, in_specs: Any = None, mesh: Mapping[
     with jax.set_mesh(m):
         q = sharded.priced(jitted, placed, label, hw, roofs, n, triton=False, options=dict(xla or {}))
     nbytes, split, counts, rest, p, overlapped = q.nbytes, q.split, q.counts, q.rest, q.p, q.overlapped
-    comm = q.hidden - overlapped + q.exposed  # the async collectives beyond the compute XLA's schedule puts under them
+    comm = q.added_s  # the async collectives beyond the compute XLA's schedule puts under them
     seconds = p.estimate_s + comm
     peak = (hw.peak_flops("bf16") or 0) * n
     cap = sharded.USABLE_FRACTION * hw.device_bytes

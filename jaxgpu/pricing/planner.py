@@ -142,7 +142,7 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
     est = _per_gpu(_estimate(c, mode, batch, seq, s), how, devices, hw.node, dict(mesh.shape).get(sharding.MODEL, 1))
     # an async collective adds only what the compute between its start and its done does not cover (``sharded.waited``:
     # XLA's schedule, or the framework's), a synchronous one and the nodes' all-reduce whole
-    comm = q.hidden - q.overlapped + q.exposed + between
+    comm = q.added_s + between
     seconds = p.estimate_s + comm
     tokens, model_flops = tokens * s.nodes, model_flops * s.nodes  # every node's share of the batch, at once
     peak = (hw.peak_flops("fp8" if s.matmul == "fp8" else "bf16") or 0) * devices * s.nodes

@@ -99,6 +99,12 @@ class Priced(NamedTuple):
     rest: list
     p: roofline.Prediction
 
+    @property
+    def added_s(self) -> float:
+        """Seconds the collectives add to the kernels': the async ones beyond the compute they run under, the
+        synchronous ones whole."""
+        return self.hidden - self.overlapped + self.exposed
+
 
 # how a run hides its async collectives under compute (``jaxgpu.ground.decoders.OVERLAPS``): "plan", as XLA's
 # schedule orders them (``waited``); "framework", under the step's whole compute, up to its length (a framework that
@@ -119,13 +125,9 @@ def priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices
         overlapped = (min(hidden, p.estimate_s) if overlap == "framework"
                       else hidden - waited(ks, hlo, hw, devices, across, roofs, p.estimate_s))
         got = Priced(float(nbytes), split, hidden, overlapped, exposed, counts, rest, p)
-        if best is None or _seconds(got) < _seconds(best):
+        if best is None or got.p.estimate_s + got.added_s < best.p.estimate_s + best.added_s:
             best = got
     return best
-
-
-def _seconds(q: Priced) -> float:
-    return q.p.estimate_s + q.hidden - q.overlapped + q.exposed
 
 
 # an async collective's -done and the -start it waits for

@@ -217,6 +217,24 @@ def loop_steps(optimized_hlo: str) -> int:
     return steps[0]
 
 
+def with_trips(optimized_hlo: str, of: int, trips: int) -> str | None:
+    """The program with the loops of ``of`` trips that its entry computation runs run ``trips`` times instead: every
+    kernel of their bodies launched that much more or less (a step's loop over its micro-batches, priced with one
+    more micro-batch on the same plan). None where the entry computation runs no loop of ``of`` trips (XLA unrolled
+    it, or there is none)."""
+    entry = re.search(r"^ENTRY %?[\w.\-]+ \([^\n]*\{\n(.*?)\n\}", optimized_hlo, re.M | re.S)
+    if entry is None:
+        return None
+    body = entry.group(1)
+    count = re.compile(rf'("known_trip_count":\{{"n":"){of}(")')
+    lines = [count.sub(rf"\g<1>{trips}\g<2>", line) if _LINE.match(line) and " while(" in line else line
+             for line in body.splitlines()]
+    changed = "\n".join(lines)
+    if changed == body:
+        return None
+    return optimized_hlo[:entry.start(1)] + changed + optimized_hlo[entry.end(1):]
+
+
 def devices(optimized_hlo: str) -> int:
     """The devices one call of the program runs on: its SPMD partitions times its replicas (the module header's
     ``num_partitions`` and ``replica_count``; 1 where it names neither). Its kernels are one device's share."""

@@ -3,9 +3,11 @@
 
 A pipeline's GPUs run different programs (a stage each), so it is not compiled whole: XLA:GPU plans the heaviest
 stage (``stage_of``) on its devices / pp GPUs, split there by the step's mesh, and the schedule puts the stages'
-work in order. Three plans of that stage give what the schedule needs: one micro-batch with its update, two
-micro-batches accumulated (the second's forward and backward alone, ``per`` below), and two micro-batches at once
-(what one more micro-batch in flight holds). Then, for M micro-batches, P stages and V virtual stages a GPU:
+work in order. Three plans of that stage give what the schedule needs: two micro-batches accumulated in a loop,
+priced as compiled and with its loop run three times (the third trip is one micro-batch's forward and backward,
+``per`` below; what the plan holds beyond two trips is once a step: the update, zeroing the gradients' sum, the
+loop's copies), one micro-batch with its update and two micro-batches at once (what one more micro-batch in flight
+holds). Then, for M micro-batches, P stages and V virtual stages a GPU:
 
 - the step: M micro-batches' work, the update once, and the bubble, (P - 1) / V micro-batches' work and the
   2 (P - 1) sends the first micro-batch's forward and the last one's backward wait on;
@@ -67,11 +69,14 @@ class Schedule:
     seconds: float
 
 
-def schedule(a: float, b: float, micro_batches: int, stages: int, virtual: int, send_s: float) -> Schedule:
-    """A pipeline step's time from a stage's one-micro-batch step (``a``: one forward and backward, the update) and
-    its two-micro-batch step (``b``), ``send_s`` a send of one micro-batch's activations between stages."""
-    per = max(b - a, 0.0)
-    once = max(a - per, 0.0)
+def schedule(two: float, three: float, micro_batches: int, stages: int, virtual: int, send_s: float) -> Schedule:
+    """A pipeline step's time from a stage's step of two micro-batches accumulated in a loop (``two``: their forwards
+    and backwards, the update) and of three (``three``: the same loop run once more), ``send_s`` a send of one
+    micro-batch's activations between stages. The third micro-batch is one's work; the rest of ``two`` beyond two of
+    them is once a step. (A plan of one micro-batch, no loop, would not do: the loop's once-a-step work, its
+    gradients' sum zeroed and copied, is not in it, and its difference from ``two`` counted that work once a
+    micro-batch.)"""
+    per, once = _linear(two, three)
     bubble = (stages - 1) * (per / virtual + 2 * send_s)
     sends = micro_batches * max(2 * virtual * send_s - per, 0.0)
     return Schedule(per, once, bubble, sends, micro_batches * per + once + bubble + sends)
@@ -119,7 +124,8 @@ def plan(model: str | Any, gpu: str, *, mode: str, batch: int, seq: int, devices
          plan_stage: Callable) -> Any:
     """A training step of ``batch`` sequences of ``seq`` tokens in ``settings.pp`` pipeline stages over ``devices``
     GPUs named ``gpu`` (a ``jaxgpu.pricing.planner.ModelPlan``), priced from the heaviest stage's XLA:GPU plans
-    (``plan_stage``: ``plan_model``, which answers so for pp > 1) by the module's schedule. ``settings.accumulate``
+    (``plan_stage``: ``jaxgpu.pricing.planner.stage_plan``; ``plan_model`` answers so for pp > 1) by the module's
+    schedule. ``settings.accumulate``
     micro-batches flow through the stages.
 
     Raises:
@@ -134,14 +140,14 @@ def plan(model: str | Any, gpu: str, *, mode: str, batch: int, seq: int, devices
     stage, n, micro = stage_of(c, p), devices // p, batch // m
     one = dataclasses.replace(s, pp=1, vp=1, schedule="1f1b", accumulate=1)
     a = plan_stage(stage, gpu, batch=micro, seq=seq, devices=n, mode=mode, settings=one)
-    b = plan_stage(stage, gpu, batch=2 * micro, seq=seq, devices=n, mode=mode,
-                   settings=dataclasses.replace(one, accumulate=2))
+    b, b3 = (plan_stage(stage, gpu, batch=2 * micro, seq=seq, devices=n, mode=mode,
+                        settings=dataclasses.replace(one, accumulate=2), trips=k) for k in (0, 3))
     wide = plan_stage(stage, gpu, batch=2 * micro, seq=seq, devices=n, mode=mode, settings=one)
     send_s, send_bytes = _send_s(c, hw, micro, seq, n, devices, s.mesh if s.mesh != "auto" else "fsdp", s.tp)
     # the schedule orders the stage's work (its time less what its collectives add); the collectives of every
     # micro-batch and the update are the step's, hidden under its work as the run hides them (``_collectives``)
-    t = schedule(_work(a), _work(b), m, p, v, send_s)
-    added, hidden = _collectives(a, b, m, t, s.overlap)
+    t = schedule(_work(b), _work(b3), m, p, v, send_s)
+    added, hidden = _collectives(b, b3, m, t, s.overlap)
     seconds = t.seconds + added
     held = in_flight(s.schedule, p, m, v)
     base = b if m > 1 else a  # the gradients summed over micro-batches: the plan that holds their sum
@@ -161,13 +167,14 @@ def plan(model: str | Any, gpu: str, *, mode: str, batch: int, seq: int, devices
         # the bounds: the same schedule over the stage's bounds, the upper with every send in the open
         # (a stage's lower bound takes its collectives whole where they outlast its one micro-batch's compute,
         # which a step of many hides: never above the estimate)
-        seconds=seconds, lower_s=min(schedule(a.lower_s, b.lower_s, m, p, v, send_s).seconds, seconds),
-        upper_s=schedule(a.upper_s, b.upper_s, m, p, v, 0.0).seconds + 2 * (m * v + p - 1) * send_s,
+        seconds=seconds, lower_s=min(schedule(b.lower_s, b3.lower_s, m, p, v, send_s).seconds, seconds),
+        upper_s=schedule(b.upper_s, b3.upper_s, m, p, v, 0.0).seconds + 2 * (m * v + p - 1) * send_s,
         comm_s=comm, overlapped_s=hidden,
-        collectives={**_counts(a.collectives, b.collectives, m), "pipeline send": (2 * m * v, 2 * m * v * send_bytes)},
+        collectives={**_counts(b.collectives, b3.collectives, m),
+                     "pipeline send": (2 * m * v, 2 * m * v * send_bytes)},
         binds="pipeline bubble" if t.bubble > max(t.seconds - t.bubble - t.sends, comm) else b.binds,
         tokens_per_s=batch * seq / seconds, mfu=flops / seconds / peak if peak else 0.0,
-        time_split={**_split(a.time_split, b.time_split, m, t, comm), "pipeline bubble": t.bubble},
+        time_split={**_split(b.time_split, b3.time_split, m, t, comm), "pipeline bubble": t.bubble},
         pp=p, schedule=s.schedule if v == 1 else "interleaved 1f1b", vp=v, micro_batches=m, bubble_s=t.bubble,
         send_s=send_s, in_flight=held)
 
@@ -177,34 +184,40 @@ def _work(x: Any) -> float:
     return x.seconds - x.comm_s
 
 
-def _collectives(a: Any, b: Any, m: int, t: Schedule, overlap: str) -> tuple[float, float]:
+def _collectives(b: Any, b3: Any, m: int, t: Schedule, overlap: str) -> tuple[float, float]:
     """(seconds the step's collectives add, seconds of them hidden): every micro-batch's and the update's, from the
-    stage's one- and two-micro-batch plans; a framework's hidden under the step's whole work, up to its length
+    stage's plans of two and three micro-batches; a framework's hidden under the step's whole work, up to its length
     (``StepSettings.overlap``), XLA's as each micro-batch's schedule hides them (the plans' own waits)."""
-    whole = _over(a.comm_s + a.overlapped_s, b.comm_s + b.overlapped_s, m)
+    whole = _over(b.comm_s + b.overlapped_s, b3.comm_s + b3.overlapped_s, m)
     if overlap == "framework":
         added = max(whole - (t.seconds - t.bubble - t.sends), 0.0)
     else:
-        added = min(_over(a.comm_s, b.comm_s, m), whole)
+        added = min(_over(b.comm_s, b3.comm_s, m), whole)
     return added, whole - added
 
 
-def _over(xa: float, xb: float, m: int) -> float:
-    """A quantity of the stage's one- and two-micro-batch plans over ``m`` micro-batches, the bubble apart."""
-    per = max(xb - xa, 0.0)
-    return m * per + max(xa - per, 0.0)
+def _linear(two: float, three: float) -> tuple[float, float]:
+    """(once a micro-batch, once a step) of a quantity of the stage's plans of two and three micro-batches."""
+    per = max(three - two, 0.0)
+    return per, max(two - 2 * per, 0.0)
 
 
-def _counts(a: dict, b: dict, m: int) -> dict:
+def _over(two: float, three: float, m: int) -> float:
+    """A quantity of the stage's plans of two and three micro-batches over ``m`` micro-batches, the bubble apart."""
+    per, once = _linear(two, three)
+    return m * per + once
+
+
+def _counts(b: dict, b3: dict, m: int) -> dict:
     """The stage's collectives {op: (count, bytes)} over ``m`` micro-batches."""
-    return {op: (round(_over(k, b.get(op, (k, x))[0], m)), _over(x, b.get(op, (k, x))[1], m))
-            for op, (k, x) in a.items()}
+    return {op: (round(_over(k, b3.get(op, (k, x))[0], m)), _over(x, b3.get(op, (k, x))[1], m))
+            for op, (k, x) in b.items()}
 
 
-def _split(a: dict, b: dict, m: int, t: Schedule, comm: float) -> dict:
+def _split(b: dict, b3: dict, m: int, t: Schedule, comm: float) -> dict:
     """The step's work by kind: each kind of kernel over the schedule, scaled to the work's seconds (each kind's
     clamps apart), and the collectives the step adds (``comm``: theirs and the steady state's exposed sends)."""
-    split = {k: _over(x, b.get(k, x), m) for k, x in a.items() if k != "collectives"}
+    split = {k: _over(x, b3.get(k, x), m) for k, x in b.items() if k != "collectives"}
     work = t.seconds - t.bubble - t.sends
     split = {k: x * work / (sum(split.values()) or 1.0) for k, x in split.items()}
     split["collectives"] = comm

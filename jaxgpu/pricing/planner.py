@@ -119,12 +119,33 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
       jaxgpu.records.results.Unsupported: the card cannot run the step so (fp8 without fp8 units; no network).
       RuntimeError: no XLA:GPU plan can be had here (the gpu-compile extra is missing) and ``devices`` > 1.
     """
-    from jaxgpu.kernels import sharding
     mode = mode or ("train" if train else "serve")
     if settings is not None and settings.pp > 1:  # stages apart: each planned, the schedule puts them in order
         from jaxgpu.pricing import pipeline
         return pipeline.plan(model, gpu, mode=mode, batch=batch, seq=seq, devices=devices, settings=settings,
-                             plan_stage=plan_model)
+                             plan_stage=stage_plan)
+    return _plan(model, gpu, mode, batch, seq, devices, settings)
+
+
+def stage_plan(stage: Any, gpu: str, *, batch: int, seq: int, devices: int, mode: str, settings: Any,
+               trips: int = 0) -> ModelPlan:
+    """A pipeline stage's plan (``plan_model`` of one stage, ``jaxgpu.pricing.pipeline``); ``trips``: its loop over
+    ``settings.accumulate`` micro-batches priced as run this many times, the plan's own loop body each more time (a
+    plan of more micro-batches compiled afresh would split their rows otherwise over the GPUs: 3 x 4 sequences do not
+    cut over 8 as 2 x 4 do). Where XLA left no such loop, the plan of ``trips`` micro-batches itself."""
+    if not trips:
+        return _plan(stage, gpu, mode, batch, seq, devices, settings)
+    try:
+        return _plan(stage, gpu, mode, batch, seq, devices, settings, loop=(settings.accumulate, trips))
+    except LookupError:
+        return _plan(stage, gpu, mode, batch * trips // settings.accumulate, seq, devices,
+                     dataclasses.replace(settings, accumulate=trips))
+
+
+def _plan(model: str | Any, gpu: str, mode: str, batch: int, seq: int, devices: int, settings: Any,
+          loop: tuple[int, int] | None = None) -> ModelPlan:
+    """``plan_model`` of one program (no pipeline); ``loop``: ``sharded.priced``'s."""
+    from jaxgpu.kernels import sharding
     c, mode, s, hw = _asked(model, gpu, mode, settings, batch, seq, devices)
     devs, label = sharded.devices_for(hw, devices)
     how = split_of(s, mode)
@@ -133,7 +154,7 @@ def plan_model(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, train: bool
     roofs = roofline.roofs_for(hw)
     placed = sharded.placed(specs, sh)
     q = sharded.priced(step, placed, label, hw, roofs, devices, triton=s.weights != "bf16", options=dict(s.xla),
-                       overlap=s.overlap)
+                       overlap=s.overlap, loop=loop)
     nbytes, split, counts, rest, p = q.nbytes, q.split, q.counts, q.rest, q.p
     scores = _scores_bytes(c, mode, batch, seq, s, how, dict(mesh.shape))
     nbytes, split, block, written = _blocked_memory(c, mode, batch // s.nodes, seq, mesh, how, s, label, scores,

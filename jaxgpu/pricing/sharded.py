@@ -110,14 +110,17 @@ class Priced(NamedTuple):
 # schedule orders them (``waited``); "framework", under the step's whole compute, up to its length (a framework that
 # buckets its own: PyTorch's DDP and FSDP, Megatron's distributed optimizer)
 def priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices: int, triton: bool,
-           options: dict | None = None, overlap: str = "plan") -> Priced:
+           options: dict | None = None, overlap: str = "plan", loop: tuple[int, int] | None = None) -> Priced:
     """The step on XLA:GPU's plan (compiled with ``options``: the run's XLA flags), priced (``Priced``).
     ``triton``: its GEMMs also as Triton fusions, the cheaper plan kept, as XLA's autotuner keeps the faster on a
     GPU (a weight stored in int8 or fp8 is widened inside a Triton GEMM, where cuBLAS needs a kernel before it that
-    writes the wide copy: on an A100, 20 ms a token for Llama-2 7B against 7)."""
+    writes the wide copy: on an A100, 20 ms a token for Llama-2 7B against 7). ``loop`` (of, trips): the plan's
+    loops of ``of`` trips priced as run ``trips`` times (``launches.with_trips``); LookupError where it has none."""
     best = None
     for extra in ({}, {"xla_gpu_enable_triton_gemm": True}) if triton and label.startswith("xla:gpu") else ({},):
         nbytes, hlo, split = compiled(step, placed, label, {**(options or {}), **extra})
+        if loop and (hlo := launches.with_trips(hlo, *loop)) is None:
+            raise LookupError(f"the plan runs no loop of {loop[0]} trips")
         ks, across = launches.kernels(hlo), crossing(hlo, hw.node, devices)
         hidden, exposed, rest, counts = collectives(ks, hw, devices, across)
         plan = label + (", triton gemm" if extra else "")

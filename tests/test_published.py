@@ -163,9 +163,17 @@ def test_the_section_scores_the_cases_without_the_calibration_ones():
     assert len(sec.tables[1].rows) == len(published.CASES)
     kinds = {row[0]: row for row in sec.tables[0].rows}  # each kind apart: the estimate's and the lower bound's
     # and the rows beside the kinds: steps over nodes and LoRA fine-tunes (the records carry no measured peak)
-    assert set(kinds) == set(published.KINDS) | {"decode + prefill", *published.GROUPS}
+    sizes = [name for name, _, _ in view.SIZES]
+    assert set(kinds) == set(published.KINDS) | {"decode + prefill", *published.GROUPS, *sizes}
     for group in published.GROUPS:  # pipelines, expert and context groups, encoders: each row its own cases
         assert kinds[group][1] == str(sum(group in published.groups(c) for c in published.scored())), group
+    # decoders' steps again by size: each counted once (llm.c's GPT-2 124M small, Llama-2 70B large), encoders none
+    assert sum(int(kinds[n][1]) for n in sizes) == sum(c.kind == "train" and c.program[0] != "encoder"
+                                                        for c in published.scored())
+    row = {k: view.size_row(view._BY_ID[k]) for k in ("llmc-gpt2-124m-a100", "pax-gpt-5b-256-h100",
+                                                       "nemo-llama2-70b-fp8-pp4-64-h100", "jaxtoolbox-vit-b16-8-a100",
+                                                       "mamf-h100-bf16")}
+    assert list(row.values()) == [*sizes, None, None]
     assert all(int(kinds[g][1]) >= 1 for g in ("pipeline train", "expert-parallel train", "encoder train"))
     assert kinds["train"][2] == "150%" and kinds["gemm"][2] == "10%" and kinds["decode + prefill"][1] == str(
         sum(c.kind in ("decode", "prefill") for c in published.scored()))

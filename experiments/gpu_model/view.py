@@ -19,6 +19,18 @@ def as_published(case: published.Case, seconds: float) -> float:
 
 
 SERVING = ("decode", "prefill")
+# decoders' training steps again by the model's size (its parameters): the issue's "small and huge models lean"
+SIZES = (("train, under 1B parameters", 0.0, 1e9), ("train, 1B to 20B", 1e9, 20e9), ("train, 20B and over", 20e9, 1e15))
+
+
+def size_row(case: published.Case) -> str | None:
+    """The row of ``SIZES`` a decoder's training step counts in, None for any other case."""
+    from jaxgpu.ground import decoders
+
+    if case.kind != "train" or case.program[0] not in ("train", "step"):
+        return None
+    n = decoders.find(case.program[1]).params()
+    return next(name for name, lo, hi in SIZES if lo <= n < hi)
 
 
 def _bound_errors(m: dict) -> dict:
@@ -49,6 +61,9 @@ def scores(pairs: list[labels.Pair], metric: str = "error") -> dict[str, dict[st
         out[group] = published.summary([m[metric] for c, m in recs if group in published.groups(c)])
         out[f"{group}_held_out"] = published.summary([m[metric] for c, m in recs
                                                       if group in published.groups(c) and c.held_out])
+    for name, _, _ in SIZES:
+        out[name] = published.summary([m[metric] for c, m in recs if size_row(c) == name])
+        out[f"{name}_held_out"] = published.summary([m[metric] for c, m in recs if size_row(c) == name and c.held_out])
     # measured peaks of memory a GPU against XLA's plan: bytes, whichever bound the time row reads
     out[published.PEAK] = published.summary([m["memory_error"] for _, m in recs if "memory_error" in m])
     out[f"{published.PEAK}_held_out"] = published.summary([m["memory_error"] for c, m in recs
@@ -62,11 +77,11 @@ def _first_scores() -> dict[str, dict[str, float]]:
     got = published.first_prices()
     first = {k: v["first_price_s"] for k, v in got.items() if v.get("first_price_s")}
     out = {}
-    for kind in (*published.KINDS, "serving", "all", *published.GROUPS):
+    for kind in (*published.KINDS, "serving", "all", *published.GROUPS, *(name for name, _, _ in SIZES)):
         out[f"{kind}_first"] = published.summary(
             [first[c.id] / c.published_s - 1 for c in published.scored() if c.id in first
              and (kind == "all" or c.kind == kind or kind == "serving" and c.kind in SERVING
-                  or kind in published.groups(c))])
+                  or kind in published.groups(c) or kind == size_row(c))])
     out[f"{published.PEAK}_first"] = published.summary(
         [got[c.id]["first_memory_bytes"] / (c.peak_gib * 2**30) - 1 for c in published.scored()
          if got.get(c.id, {}).get("first_memory_bytes") and c.peak_gib])
@@ -246,7 +261,7 @@ def _by_kind(est: dict, low: dict) -> figures.Table:
     kinds = [k for k in published.KINDS if est[k].get("cases")]
     if all(k in kinds for k in SERVING):
         kinds.append("serving")
-    kinds += [g for g in (*published.GROUPS, published.PEAK) if est[g].get("cases")]
+    kinds += [g for g in (*published.GROUPS, *(name for name, _, _ in SIZES), published.PEAK) if est[g].get("cases")]
     rows = [[" + ".join(SERVING) if kind == "serving" else kind, str(int(est[kind]["cases"])), med(est[kind]),
              f"{est[kind]['bias']:.2f}x", f"{est[kind]['within_15']:.0%}", f"{est[kind]['within_25']:.0%}",
              band(est[kind]), med(est[f"{kind}_held_out"]), "-" if kind == published.PEAK else med(low[kind]),
@@ -262,7 +277,8 @@ def _by_kind(est: dict, low: dict) -> figures.Table:
                          "prices each kernel at its binding roof alone. Beside the kinds, training steps count again "
                          "in rows of their own: those whose runs spanned several nodes (each compiled whole over all "
                          "its GPUs), LoRA or QLoRA fine-tunes, runs in pipeline stages, over expert- or context-"
-                         "parallel groups, and models that are not decoders (ViT, T5); "
+                         "parallel groups, and models that are not decoders (ViT, T5); decoders' steps again by the "
+                         "model's parameters (under 1B, 1B to 20B, 20B and over); "
                          f"{published.PEAK}: a run's measured peak a GPU against "
                          "the bytes of XLA's plan of its step (bytes, not time).")
 

@@ -162,6 +162,9 @@ def _split_flags(p: cli.Parser) -> None:
                    help="how the async collectives hide under compute: plan (only under the compute XLA's schedule "
                         "puts between a collective's start and its done: a JAX run) or framework (under the whole "
                         "step's compute, as PyTorch's DDP and FSDP overlap their buckets) (default plan)")
+    p.add_argument("--network", type=float, default=0.0, metavar="GBPS",
+                   help="each GPU's network port to other nodes in your cluster, Gb/s each way (a cloud VM's NICs "
+                        "shared by its GPUs: 800 Gb/s over 8 GPUs is 100) (default: the card's DGX, 400 on an H100)")
     p.add_argument("--xla-flag", action="append", default=[], metavar="NAME=VALUE",
                    help="an XLA flag your run sets, compiled into the plan (repeat it: "
                         "--xla-flag xla_gpu_enable_latency_hiding_scheduler=true)")
@@ -293,6 +296,8 @@ def _settings(p: cli.Parser, args: argparse.Namespace, mode: str):
     if args.weights == "fp8" and args.lora:
         p.error("--weights with --lora takes the base in bf16, int8 or nf4; an fp8 base is not built")
     _check_pipeline(p, args, mode)
+    if args.network < 0 or args.network != args.network:
+        p.error(f"--network: a port's Gb/s each way, 0 (the card's table) or more, got {args.network:g}")
     try:
         return dataclasses.replace(base, remat=args.remat, flash=base.flash and not args.no_flash,
                                    matmul="fp8" if args.fp8 else "bf16",
@@ -300,7 +305,7 @@ def _settings(p: cli.Parser, args: argparse.Namespace, mode: str):
                                    accumulate=args.accumulate, weights=args.weights, mesh=args.mesh or "auto",
                                    tp=args.tp, lora=args.lora, lora_on=args.lora_on, pp=args.pp, vp=args.vp,
                                    schedule=args.schedule, ep=args.ep, cp=args.cp, overlap=args.overlap,
-                                   xla=tuple(_xla_flag(p, f) for f in args.xla_flag))
+                                   xla=tuple(_xla_flag(p, f) for f in args.xla_flag), network=args.network)
     except KeyError as err:
         p.error(f"--remat: {err.args[0]}")
     except ValueError as err:

@@ -1,6 +1,8 @@
 """Meshes over several nodes, compiled whole by XLA:GPU: each mesh's bytes a GPU and its collectives' bytes against
 hand counts on a small decoder, which collectives cross nodes, and what cannot be laid out."""
 
+import dataclasses
+
 import pytest
 
 from jaxgpu.ground.decoders import Decoder, StepSettings
@@ -96,6 +98,36 @@ def test_collectives_that_join_nodes_run_at_the_network_ports_their_rings_leave_
         assert near > 0 and seconds(name, group, across) == pytest.approx(near * slower), name
     assert seconds("all-reduce-start.1", 2, {"all-reduce-start.1"}) == pytest.approx(
         seconds("all-reduce-start.1", 2, across))  # named alone: one GPU a node
+
+
+def test_a_clusters_own_network_prices_what_crosses_its_nodes():
+    """A cloud VM's NICs shared among its GPUs (``StepSettings.network``, ``--network``: 800 Gb/s over 8 GPUs, 100
+    Gb/s each way a GPU) rather than a DGX's 400 Gb/s port a GPU: what crosses nodes takes 4 times as long (a ring's
+    eight ports 100 GB/s, not 400: under NVLink's 450 either way), what stays within a node the same time; the step
+    says it, and the command refuses a negative port in one line."""
+    import subprocess
+    import sys
+
+    from jaxgpu.ground import hardware, launches
+
+    h100 = hardware.find_gpu("h100")
+    cloud = hardware.with_network(h100, 100)
+    assert cloud.internode_gbps == 25 and hardware.with_network(h100, 0) is h100
+    across = {"all-reduce-start.1": 1, "all-gather-start.3": 8}
+    for name, group in (("all-reduce-start.1", 2), ("all-gather-start.3", 16), ("all-gather-start.4", 8)):
+        k = [launches.Kernel(name, 0, 8192.0, False, 1, group=group)]
+        dgx, vm = (sum(sharded.collectives(k, hw, 16, across)[:2]) for hw in (h100, cloud))
+        assert vm == pytest.approx(dgx * (4 if name in across else 1)), name
+    if why := targets.unavailable():
+        pytest.skip(why)
+    s = StepSettings(mesh="hsdp")
+    dgx = planner.plan_model(SMALL, "h100", batch=32, seq=256, devices=16, settings=s)
+    vm = planner.plan_model(SMALL, "h100", batch=32, seq=256, devices=16, settings=dataclasses.replace(s, network=100))
+    assert vm.comm_s + vm.overlapped_s > dgx.comm_s + dgx.overlapped_s
+    assert "a 100 Gb/s network port a GPU" in vm.settings and "network" not in dgx.settings
+    cmd = [sys.executable, "-m", "experiments.model", "--model", "llama-7b", "--gpus", "h100", "--network", "-1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "--network" in proc.stderr
 
 
 def test_a_70b_step_over_128_gpus_holds_a_sixteenth_of_the_8_gpu_step_s_state():

@@ -343,6 +343,8 @@ class StepSettings:
         orders a JAX plan does not show).
       xla: the run's XLA flags that change its plan, as (flag, value) pairs without the dashes (the latency-hiding
         scheduler, the collectives' combine sizes, pipelined gathers): compiled with them; (): XLA's defaults.
+      network: each GPU's network port to other nodes in the run's cluster, Gb/s each way (a cloud VM's NICs shared
+        among its GPUs: ``hardware.with_network``); 0: the card's table, NVIDIA's DGX (one port a GPU).
     """
 
     remat: str = "none"
@@ -364,8 +366,11 @@ class StepSettings:
     cp: int = 1
     overlap: str = "plan"
     xla: tuple = ()
+    network: float = 0.0
 
     def __post_init__(self):
+        if self.network < 0:
+            raise ValueError(f"a network port is 0 (the card's table) or more Gb/s, got {self.network}")
         if self.overlap not in OVERLAPS:
             raise KeyError(f"unknown overlap {self.overlap!r}; known: {', '.join(OVERLAPS)}")
         if any(not (isinstance(f, tuple) and len(f) == 2 and str(f[0]).startswith("xla_")) for f in self.xla):
@@ -421,5 +426,6 @@ class StepSettings:
                 + (f", {self.pp} pipeline stages ({self.schedule}"
                    + (f", {self.vp} virtual stages a GPU)" if self.vp > 1 else ")") if self.pp > 1 else "")
                 + (", collectives hidden as its framework buckets them" if self.overlap == "framework" else "")
-                + (f", the run's {len(self.xla)} XLA flag{'s' if len(self.xla) > 1 else ''}" if self.xla else ""))
+                + (f", the run's {len(self.xla)} XLA flag{'s' if len(self.xla) > 1 else ''}" if self.xla else "")
+                + (f", a {self.network:g} Gb/s network port a GPU" if self.network else ""))
 

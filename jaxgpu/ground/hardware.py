@@ -274,6 +274,13 @@ def _squash(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
+def with_network(hw: Hardware, gbps: float) -> Hardware:
+    """``hw`` in a cluster whose nodes give each GPU ``gbps`` Gb/s each way to other nodes (``internode_gbps``, both
+    ways, in GB/s: gbps x 2 / 8): a cloud VM's NICs shared among its GPUs rather than a DGX's port a GPU. 0 keeps the
+    table's."""
+    return dataclasses.replace(hw, internode_gbps=gbps * 2 / 8) if gbps else hw
+
+
 def find_gpu(name: str) -> Hardware:
     """The hardware table's GPU a person names, however they spell it: "H200", "h200", "h200 sxm", "H100-SXM",
     "a100", "rtx4090", or a JAX ``device_kind`` ("NVIDIA H200"). The one resolver of every command's GPU names.

@@ -134,7 +134,7 @@ def plan(model: str | Any, gpu: str, *, mode: str, batch: int, seq: int, devices
         or a stage its mesh cannot split (``plan_model``'s).
       jaxgpu.records.results.Unsupported: as ``plan_model``.
     """
-    c, hw, s = decoders.find(model), hardware.find_gpu(gpu), settings
+    c, hw, s = decoders.find(model), hardware.with_network(hardware.find_gpu(gpu), settings.network), settings
     _check(c, mode, hw, batch, devices, s)
     p, v, m = s.pp, s.vp, s.accumulate
     stage, n, micro = stage_of(c, p), devices // p, batch // m

@@ -190,7 +190,7 @@ def _asked(model: str | Any, gpu: str, mode: str, settings: Any, batch: int, seq
     if mode not in MODES:
         raise KeyError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     s = settings or default_settings(mode)
-    hw = hardware.find_gpu(gpu)
+    hw = hardware.with_network(hardware.find_gpu(gpu), s.network)
     feasible.check_settings(s, mode, hw, batch, c, seq, devices)
     return c, mode, s, hw
 

@@ -525,7 +525,7 @@ _LHS = (("xla_gpu_enable_latency_hiding_scheduler", True),)
 _AR, _AG, _RS = (f"xla_gpu_{op}_combine_threshold_bytes" for op in ("all_reduce", "all_gather", "reduce_scatter"))
 # MaxText's GPU scripts: the three collectives pipelined, loops double-buffered, combining by dimension off, XLA's
 # remat pass off, each script its own combine sizes (all-reduce, all-gather, reduce-scatter):
-# AI-Hypercomputer/maxtext @efb6d9e4a MaxText/configs/a3/llama_2_7b/{1,2,16}vm.sh; NVIDIA/JAX-Toolbox @db09688
+# AI-Hypercomputer/maxtext @efb6d9e4a MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh; NVIDIA/JAX-Toolbox @db09688
 # rosetta/rosetta/projects/maxtext/scripts/example_slurm.sub; AI-Hypercomputer/gpu-recipes @dc6ef1a
 # training/a3ultra/mixtral-8x7b/maxtext-pretraining-gke/values.yaml
 _MAXTEXT_PIPELINED = (("xla_gpu_enable_pipelined_all_gather", True),
@@ -538,6 +538,8 @@ _MAXTEXT_PIPELINED = (("xla_gpu_enable_pipelined_all_gather", True),
 _MAXTEXT_XLA = {script: _LHS + ((_AR, ar), (_AG, ag), (_RS, rs)) + _MAXTEXT_PIPELINED
                 for script, (ar, ag, rs) in {"1vm.sh": (134217728, 134217728, 67108864),
                                              "2vm.sh": (67108864, 134217728, 67108864),
+                                             "4vm.sh": (536870912, 134217728, 67108864),
+                                             "8vm.sh": (1073741824, 134217728, 67108864),
                                              "16vm.sh": (1073741824, 134217728, 134217728),
                                              "example_slurm.sub": (1073741824, 1073741824, 134217728),
                                              "values.yaml": (71303168, 536870912, 134217728)}.items()}
@@ -613,6 +615,42 @@ CASES += [
         held_out=True,
         memory_fraction=0.85,
         memory_source=_MAXTEXT_MEMORY.format(2),
+    ),
+    Case(
+        id="maxtext-llama2-7b-4x8-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-2 7B train step, 4 nodes of 8 H100s, 4 x 4096 tokens a GPU",
+        program=step("llama-7b", "train", 128, 4096, 32, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp",
+                     xla=_MAXTEXT_XLA["4vm.sh"]),
+        published=407,
+        unit="TFLOP/s",
+        quote="| 4x A3 (h100-80gb-8)    | 407              |",
+        source=_MAXTEXT.format(4),
+        setup=_MAXTEXT_SETUP.format(4),
+        work=_MAXTEXT_FLOPS,
+        timed="stream",
+        held_out=True,
+        memory_fraction=0.85,
+        memory_source=_MAXTEXT_MEMORY.format(4),
+    ),
+    Case(
+        id="maxtext-llama2-7b-8x8-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-2 7B train step, 8 nodes of 8 H100s, 4 x 4096 tokens a GPU",
+        program=step("llama-7b", "train", 256, 4096, 64, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp",
+                     xla=_MAXTEXT_XLA["8vm.sh"]),
+        published=409,
+        unit="TFLOP/s",
+        quote="| 8x A3 (h100-80gb-8)    | 409              |",
+        source=_MAXTEXT.format(8),
+        setup=_MAXTEXT_SETUP.format(8),
+        work=_MAXTEXT_FLOPS,
+        timed="stream",
+        held_out=True,
+        memory_fraction=0.85,
+        memory_source=_MAXTEXT_MEMORY.format(8),
     ),
     Case(
         id="maxtext-llama2-7b-16x8-h100",

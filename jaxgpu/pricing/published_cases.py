@@ -496,7 +496,7 @@ _MAXTEXT_SETUP = (
     "per_device_batch_size=4 max_target_length=4096 ici_fsdp_parallelism=8 dcn_data_parallelism={} "
     "attention=cudnn_flash_te remat_policy=minimal_flash scan_layers=false: bf16 products, float32 "
     "weights, AdamW; minimal_flash (the products without a batch dimension and the attention's output "
-    "saved) priced as dots_with_no_batch_dims_saveable"
+    "saved) priced as dots_with_no_batch_dims_saveable; over several VMs, A3 High's network (100 Gb/s a GPU)"
 )
 _PAX = (
     "NVIDIA/JAX-Toolbox @8bfbd17 rosetta/rosetta/projects/pax/README.md (sequences/s of the global batch; shapes "
@@ -564,6 +564,15 @@ _READ_FOR_BOUNDS = ("0195ed7: a pipeline's collectives added over the whole step
 _READ_FOR_SCHEDULE = ("e5b828d: an async collective hidden only under the compute XLA's schedule puts between its "
                       "start and its done, the plan compiled with the run's XLA flags (this step's plan was read for "
                       "it: its gradients' all-reduce started after the backward pass)")
+# The A3 VMs MaxText's table names ("A3 (h100-80gb-8)") are A3 High, a3-highgpu-8g with GPUDirect-TCPX: XPK, which
+# launched the scripts, maps that name to it (AI-Hypercomputer/xpk @5442641a xpk.py: "'h100-80gb-8':
+# SystemCharacteristics('N/A', 1, 'nvidia-h100-80gb', 'a3-highgpu-8g', 8, ...)"; A3 Mega came to XPK on 2024-05-23,
+# after the table). Its GPUs share four NICs for GPU traffic (GKE's "Maximize GPU network bandwidth with
+# GPUDirect-TCPX": "Up to four secondary NICs, each supporting up to 200 Gbps bandwidth for GPU data transfer"): 800
+# Gb/s over 8 GPUs, 100 Gb/s a GPU each way, a quarter of a DGX H100's port (Google's own two-VM all-reduce: 89.54 GB/s
+# of bus bandwidth at 8 GiB, GoogleCloudPlatform/ai-infra-cluster-provisioning @63eb31fb
+# sample_workloads/nccltest/a3/README.md)
+_A3_NETWORK = 100
 # What each source's run could hold of its card (research by reading each script at the commit named)
 _MAXTEXT_MEMORY = ("AI-Hypercomputer/maxtext @efb6d9e4a MaxText/configs/a3/llama_2_7b/{}vm.sh: 'export "
                    "XLA_PYTHON_CLIENT_MEM_FRACTION=0.85' (and XLA's rematerialization pass disabled)")
@@ -604,7 +613,7 @@ CASES += [
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 2 nodes of 8 H100s, 4 x 4096 tokens a GPU",
         program=step("llama-7b", "train", 64, 4096, 16, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp",
-                     xla=_MAXTEXT_XLA["2vm.sh"]),
+                     xla=_MAXTEXT_XLA["2vm.sh"], network=_A3_NETWORK),
         published=422,
         unit="TFLOP/s",
         quote="| 2x A3 (h100-80gb-8)    | 422              |",
@@ -622,7 +631,7 @@ CASES += [
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 4 nodes of 8 H100s, 4 x 4096 tokens a GPU",
         program=step("llama-7b", "train", 128, 4096, 32, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp",
-                     xla=_MAXTEXT_XLA["4vm.sh"]),
+                     xla=_MAXTEXT_XLA["4vm.sh"], network=_A3_NETWORK),
         published=407,
         unit="TFLOP/s",
         quote="| 4x A3 (h100-80gb-8)    | 407              |",
@@ -640,7 +649,7 @@ CASES += [
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 8 nodes of 8 H100s, 4 x 4096 tokens a GPU",
         program=step("llama-7b", "train", 256, 4096, 64, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp",
-                     xla=_MAXTEXT_XLA["8vm.sh"]),
+                     xla=_MAXTEXT_XLA["8vm.sh"], network=_A3_NETWORK),
         published=409,
         unit="TFLOP/s",
         quote="| 8x A3 (h100-80gb-8)    | 409              |",
@@ -658,7 +667,7 @@ CASES += [
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 16 nodes of 8 H100s, 4 x 4096 tokens a GPU",
         program=step("llama-7b", "train", 512, 4096, 128, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp",
-                     xla=_MAXTEXT_XLA["16vm.sh"]),
+                     xla=_MAXTEXT_XLA["16vm.sh"], network=_A3_NETWORK),
         published=375,
         unit="TFLOP/s",
         quote="| 16x A3 (h100-80gb-8)   | 375              |",

@@ -621,7 +621,8 @@ CASES += [
         setup=_MAXTEXT_SETUP.format(2),
         work=_MAXTEXT_FLOPS,
         timed="stream",
-        held_out=True,
+        guided="c2a2a12: a run's own network, A3 High's 100 Gb/s a GPU (this step's price at a quarter of a "
+        "DGX's port was read before the change)",
         memory_fraction=0.85,
         memory_source=_MAXTEXT_MEMORY.format(2),
     ),
@@ -675,6 +676,8 @@ CASES += [
         setup=_MAXTEXT_SETUP.format(16),
         work=_MAXTEXT_FLOPS,
         timed="stream",
+        guided="c2a2a12: a run's own network, A3 High's 100 Gb/s a GPU (this step's price at a quarter of a "
+        "DGX's port was read before the change)",
         memory_fraction=0.85,
         memory_source=_MAXTEXT_MEMORY.format(16),
     ),

@@ -388,3 +388,11 @@ def test_first_price_records_a_new_case_once_and_refuses_bad_input(tmp_path, mon
     entry = json.loads(path.read_text())["mamf-a100-bf16"]
     assert entry["first_price_s"] == 1e-3 and entry["priced_at"] == first_price.head()
     assert first_price.main(["mamf-a100-bf16"]) == 2
+
+
+def test_the_steps_table_says_each_runs_settings_as_its_source_does():
+    """A step's settings in the report's table of training steps: its XLA flags as its script writes them, its
+    cluster's network in Gb/s a GPU (MaxText's A3 High VMs), the rest as the case names them."""
+    said = view._settings_said(view._BY_ID["maxtext-llama2-7b-2x8-h100"].program[6])
+    assert "--xla_gpu_enable_latency_hiding_scheduler=true" in said and "network 100 Gb/s a GPU" in said
+    assert "mesh=hsdp" in said and "network" not in view._settings_said(view._BY_ID["pax-gpt-5b-256-h100"].program[6])

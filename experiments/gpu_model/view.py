@@ -199,7 +199,7 @@ def section(seen: Seen) -> figures.Section:
 
 def _settings_said(settings: tuple) -> str:
     """A step's settings as the case sets them, its XLA flags as its script writes them (--xla_gpu_...=true)."""
-    said = [f"{k}={v}" for k, v in settings if k != "xla"]
+    said = [f"network {v:g} Gb/s a GPU" if k == "network" else f"{k}={v}" for k, v in settings if k != "xla"]
     flags = [f"--{name}={str(value).lower() if isinstance(value, bool) else value}" for k, pairs in settings
              if k == "xla" for name, value in pairs]
     return ", ".join(said + (["XLA flags " + " ".join(flags)] if flags else [])) or "defaults"

@@ -296,7 +296,7 @@ def _settings(p: cli.Parser, args: argparse.Namespace, mode: str):
     if args.weights == "fp8" and args.lora:
         p.error("--weights with --lora takes the base in bf16, int8 or nf4; an fp8 base is not built")
     _check_pipeline(p, args, mode)
-    if args.network < 0 or args.network != args.network:
+    if not 0 <= args.network < float("inf"):
         p.error(f"--network: a port's Gb/s each way, 0 (the card's table) or more, got {args.network:g}")
     try:
         return dataclasses.replace(base, remat=args.remat, flash=base.flash and not args.no_flash,

@@ -125,9 +125,13 @@ def test_a_clusters_own_network_prices_what_crosses_its_nodes():
     vm = planner.plan_model(SMALL, "h100", batch=32, seq=256, devices=16, settings=dataclasses.replace(s, network=100))
     assert vm.comm_s + vm.overlapped_s > dgx.comm_s + dgx.overlapped_s
     assert "a 100 Gb/s network port a GPU" in vm.settings and "network" not in dgx.settings
-    cmd = [sys.executable, "-m", "experiments.model", "--model", "llama-7b", "--gpus", "h100", "--network", "-1"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "--network" in proc.stderr
+    for bad in ("-1", "inf", "nan"):
+        cmd = [sys.executable, "-m", "experiments.model", "--model", "llama-7b", "--gpus", "h100", "--network", bad]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "--network" in proc.stderr
+    for bad in (-1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="network port"):
+            StepSettings(network=bad)
 
 
 def test_a_70b_step_over_128_gpus_holds_a_sixteenth_of_the_8_gpu_step_s_state():

@@ -369,7 +369,7 @@ class StepSettings:
     network: float = 0.0
 
     def __post_init__(self):
-        if self.network < 0:
+        if not 0 <= self.network < float("inf"):
             raise ValueError(f"a network port is 0 (the card's table) or more Gb/s, got {self.network}")
         if self.overlap not in OVERLAPS:
             raise KeyError(f"unknown overlap {self.overlap!r}; known: {', '.join(OVERLAPS)}")

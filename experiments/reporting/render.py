@@ -85,9 +85,11 @@ def _html_table(t: figures.Table) -> str:
         return (f'<td class="{" ".join(classes)}">' if classes else "<td>") + text + "</td>"
 
     body = "".join("<tr>" + "".join(td(i, x, r) for i, x in enumerate(row)) + "</tr>" for r, row in enumerate(t.rows))
-    cap = f"<caption>{html.escape(t.caption)}</caption>" if t.caption else ""
+    # the caption above the table's scroll box, not a <caption> in it: a caption takes the table's width, and on a
+    # phone the lines of a wide table's caption ran past the screen inside the box
+    cap = f'<p class="cap">{html.escape(t.caption)}</p>' if t.caption else ""
     ident = f' id="{t.id}"' if t.id else ""
-    return f'<div class="tw"><table{ident}>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    return f'{cap}<div class="tw"><table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _csv(t: figures.Table) -> str:
@@ -102,7 +104,7 @@ def _csv(t: figures.Table) -> str:
 # a section's figure beside its words; on a phone the ledger's rows become cards, the verdict under the claim.
 _CSS = """body{font-family:system-ui,sans-serif;max-width:78rem;margin:auto;padding:0 1rem;line-height:1.45;color:#222}
 img{max-width:100%;height:auto;display:block}.tw{overflow-x:auto;max-width:100%}table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}
-td,th{border:1px solid #ccc;padding:.2rem .45rem;text-align:left;vertical-align:top}caption{text-align:left;font-style:italic;padding:.2rem 0}
+td,th{border:1px solid #ccc;padding:.2rem .45rem;text-align:left;vertical-align:top}p.cap{font-style:italic;font-size:.9rem;margin:.6rem 0 .2rem}
 .takeaway{background:#f3f6fa;border-left:4px solid #4a7ab5;padding:.4rem .7rem;margin:.4rem 0}figure{margin:0}
 details.more{margin:.4rem 0 1rem}details.more>summary,details.toc>summary{cursor:pointer;color:#2a5a95}
 .v-yes{background:#dcefd9;font-weight:600}.v-caveat{background:#fbf1cf;font-weight:600}

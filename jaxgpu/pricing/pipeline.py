@@ -125,8 +125,7 @@ def plan(model: str | Any, gpu: str, *, mode: str, batch: int, seq: int, devices
     """A training step of ``batch`` sequences of ``seq`` tokens in ``settings.pp`` pipeline stages over ``devices``
     GPUs named ``gpu`` (a ``jaxgpu.pricing.planner.ModelPlan``), priced from the heaviest stage's XLA:GPU plans
     (``plan_stage``: ``jaxgpu.pricing.planner.stage_plan``; ``plan_model`` answers so for pp > 1) by the module's
-    schedule. ``settings.accumulate``
-    micro-batches flow through the stages.
+    schedule. ``settings.accumulate`` micro-batches flow through the stages.
 
     Raises:
       ValueError: a pipeline that cannot be laid out (not training; devices not in whole stages, a stage across

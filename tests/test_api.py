@@ -50,6 +50,48 @@ def test_the_api_page_lists_every_public_name():
     assert not missing, f"docs/api.md does not mention {missing}"
 
 
+def _moved_rows() -> list[tuple[str, str, str]]:
+    """(module, old name, what the warning names) for each name docs/api.md's table of moved names lists."""
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    table = page.split("| moved from | names | now in |")[1].split("\n\n")[0]
+    out = []
+    for line in table.splitlines():
+        if m := re.match(r"\| `(jaxgpu[\w.]*)` \| (.+) \| (.+) \|$", line):
+            module, names, now = m.groups()
+            for name, new in re.findall(r"`(\w+)`(?: \(now `(\w+)`\))?", names):
+                out.append((module, name, new or (name if now.startswith("`") else "CLASSIC")))
+    return out
+
+
+def test_every_moved_name_the_api_page_lists_resolves_with_a_warning():
+    """The last waves' moved names, as docs/api.md lists them, each found where it was, with a DeprecationWarning that
+    names its new home (or, where the old module imports it for its own use, as that very object); and every name a
+    module still forwards is in that table."""
+    import importlib
+
+    rows = _moved_rows()
+    assert ("jaxgpu.pricing.sizing", "USABLE_FRACTION", "USABLE_FRACTION") in rows and len(rows) >= 30
+    for module, name, now in rows:
+        mod = importlib.import_module(module)
+        if name in vars(mod):  # imported there for the module's own use: the new home's object itself
+            assert getattr(mod, name) is not None, (module, name)
+            continue
+        with pytest.warns(DeprecationWarning, match=now):
+            assert getattr(mod, name) is not None, (module, name)
+    from jaxgpu.kernels import transformer
+    from jaxgpu.pricing import sizing
+
+    listed = {(m, n) for m, n, _ in rows}
+    assert {("jaxgpu.pricing.sizing", n) for n in sizing._MOVED} <= listed
+    assert {("jaxgpu.kernels.transformer", n) for n in transformer._MOVED} <= listed
+    from jaxgpu.pricing import sharded
+
+    with pytest.warns(DeprecationWarning, match="sharded"):
+        assert sizing.USABLE_FRACTION == sharded.USABLE_FRACTION
+
+
 @pytest.mark.parametrize("module, name, now", [
     ("jaxgpu.kernels.transformer", "Config", "Decoder"), ("jaxgpu.kernels.transformer", "CONFIGS", "MODELS"),
     ("jaxgpu.kernels.transformer", "REMAT_POLICIES", "decoders"),

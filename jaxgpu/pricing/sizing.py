@@ -150,28 +150,22 @@ def _measured_here(step: Callable, specs: Sequence[Any], target_s: float) -> Gpu
                   "-", "measured", "xla memory analysis", measured=True)
 
 
-# The decoder's planner moved to jaxgpu.pricing.planner in December 2026 (and how a split step's plan is read to
-# jaxgpu.pricing.sharded): its names are found here still, with a warning
-_MOVED = ("ModelPlan", "NotPriced", "MODES", "NODE", "plan_model", "fewest", "model_on_gpus", "fewest_on_gpus",
-          "formula_vs_plan", "default_settings", "split_of", "mesh_words", "SCORES_SHARE", "QUERY_BLOCK_BYTES",
-          "MIN_QUERY_BLOCK")
+# The decoder's planner moved to jaxgpu.pricing.planner in December 2026, and how a split step's plan is read (its
+# kinds of memory, the share of a card JAX takes) to jaxgpu.pricing.sharded: their names are found here still, with a
+# warning. name -> the module it lives in now
+_MOVED = {**dict.fromkeys(("ModelPlan", "NotPriced", "MODES", "NODE", "plan_model", "fewest", "model_on_gpus",
+                           "fewest_on_gpus", "formula_vs_plan", "default_settings", "split_of", "mesh_words",
+                           "SCORES_SHARE", "QUERY_BLOCK_BYTES", "MIN_QUERY_BLOCK"), "planner"),
+          **dict.fromkeys(("KINDS", "MEMORY_PARTS", "USABLE_FRACTION"), "sharded")}
 
 
 def __getattr__(name: str):
     if name in _MOVED:
+        import importlib
         import warnings
 
-        from jaxgpu.pricing import planner
-
-        warnings.warn(f"jaxgpu.pricing.sizing.{name} is now jaxgpu.pricing.planner.{name}", DeprecationWarning,
+        now = _MOVED[name]
+        warnings.warn(f"jaxgpu.pricing.sizing.{name} is now jaxgpu.pricing.{now}.{name}", DeprecationWarning,
                       stacklevel=2)
-        return getattr(planner, name)
-    if name in ("KINDS", "MEMORY_PARTS"):
-        import warnings
-
-        from jaxgpu.pricing import sharded
-
-        warnings.warn(f"jaxgpu.pricing.sizing.{name} is now jaxgpu.pricing.sharded.{name}", DeprecationWarning,
-                      stacklevel=2)
-        return getattr(sharded, name)
+        return getattr(importlib.import_module(f"jaxgpu.pricing.{now}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -406,24 +406,25 @@ COLUMNS = {"gpu": "the card", "devices": "GPUs a node", "bytes_per_device": "XLA
            "comm_s": "collectives beyond the compute", "plan": "the program priced", "mesh": "how the GPUs split it"}
 
 
-# The committed run that checked whole-step prices against published GPU measurements: the interval of predicted /
-# published over the cases of a step's kind is the band a time to N tokens carries
+# The committed run that priced the published cases: which steps' plans hold more than their runs could (left out of
+# the band, as the report leaves them out of its rows)
 CHECKED = Path(__file__).resolve().parents[1] / "reports" / "priced-published"
 
 
-def band(mode: str, run_dir: Path = CHECKED) -> tuple[float, float, int] | None:
-    """(low, high, cases): the interval of predicted / published time over the published whole steps of ``mode``'s
-    kind (training, or serving: decode and prefill) in the committed check (``published.summary``: 90% of the cases),
-    None where this checkout has none or the kind too few cases for one. A time predicted at t was measured between
-    t / high and t / low in that share of the cases."""
+def band(mode: str, run_dir: Path = CHECKED) -> tuple[float, float, int] | int:
+    """(low, high, cases): the interval of predicted / published time over the first prices (out of sample) of the
+    published whole steps of ``mode``'s kind (training, or serving: decode and prefill pooled), 90% of the cases
+    (``published.summary``), the steps whose plan holds more than their run could in the committed check left out;
+    where the kind has too few first prices for an interval, their count alone. A time predicted at t was measured
+    between t / high and t / low in that share of the cases."""
     from jaxgpu.records import results
 
     from experiments.gpu_model import view
 
-    if not (run_dir / "results.jsonl").exists():
-        return None
-    s = view.scores(results.merge([results.read_run(run_dir)]))["train" if mode.startswith("train") else "serving"]
-    return (s["ratio_low"], s["ratio_high"], int(s["cases"])) if "ratio_low" in s else None
+    over = (view.over_memory(results.merge([results.read_run(run_dir)]))
+            if (run_dir / "results.jsonl").exists() else set())
+    s = view.first_scores(over=over)[("train" if mode.startswith("train") else "serving") + "_first"]
+    return (s["ratio_low"], s["ratio_high"], int(s["cases"])) if "ratio_low" in s else int(s.get("cases", 0))
 
 
 def to_tokens(p, tokens: float, price: float | None = None, prefill=None, generate: int | None = None
@@ -645,6 +646,8 @@ def _main(argv: list[str] | None) -> int:
     fits = {f.plan.gpu: f for f in plans if isinstance(f, Fit)}
     plans = [f.plan if isinstance(f, Fit) else f for f in plans]
     checked = band(a.mode) if a.tokens else None
+    few = checked if isinstance(checked, int) else None
+    checked = None if isinstance(checked, int) else checked
     prefills = _prefills(a, plans) if a.tokens and a.mode == "serve" else {}
     rows = table(plans, a.tokens, a.prices, checked[:2] if checked else None, fewest=a.fit, prefills=prefills,
                  fits=fits, largest=a.largest)
@@ -673,9 +676,10 @@ def _main(argv: list[str] | None) -> int:
     if a.tokens:
         kind = "training steps" if a.mode.startswith("train") else "decode and prefill steps"
         print(f"time to {a.tokens:,.0f} tokens at the predicted step time; " + (
-            f"in brackets, where 90% of {checked[2]} published {kind} priced so were measured (their predicted "
-            f"times {checked[0]:.2f}x to {checked[1]:.2f}x the measured, reports/priced-published)" if checked
-            else "no published check of such steps in this checkout")
+            f"in brackets, where 90% of {checked[2]} published {kind} were measured, out of sample (their first "
+            f"prices, before any change they informed, were {checked[0]:.2f}x to {checked[1]:.2f}x the measured; "
+            "jaxgpu/pricing/first_prices.json)" if checked
+            else f"no interval: {few or 'no'} published {kind} with a first price (out of sample), too few for one")
               + (f"; each sequence's {a.seq:,}-token prompt prefilled once (bf16 weights) for every "
                f"{a.generate:,} tokens it generates" if a.mode == "serve" else "") + ".")
     if a.out:

@@ -40,73 +40,101 @@ def _bound_errors(m: dict) -> dict:
 
 
 def scores(pairs: list[labels.Pair], metric: str = "error") -> dict[str, dict[str, float]]:
-    """``published.summary`` of the errors over all scored cases, per kind and per half (the latest record of
-    each case; calibration cases are left out). ``metric``: "error" (the estimate's), "lower_error" (the lower
-    bound's), "cpu_plan_error" (the estimate on this CPU's plan)."""
+    """``published.summary`` of the errors over all scored cases, per kind and per row (the latest record of each
+    case; calibration cases are left out): today's prices, in sample (the development set), under the kinds' and
+    rows' own names, and out of sample, each case's first price, under the same names with ``_first``. ``metric``:
+    "error" (the estimate's), "lower_error" (the lower bound's), "cpu_plan_error" (the estimate on this CPU's plan,
+    which has no first prices: its ``_first`` rows are empty)."""
     latest = {x.params["case"]: x for _, x in labels.ok(pairs, "gpu_model") if x.params["case"] in _BY_ID}
     recs = [(_BY_ID[k], x.metrics | _bound_errors(x.metrics)) for k, x in latest.items()
             if not _BY_ID[k].calibration]
     recs = [(c, m) for c, m in recs if metric in m]
-    out = {"all": published.summary([m[metric] for _, m in recs])}
-    for kind in published.KINDS:
-        out[kind] = published.summary([m[metric] for c, m in recs if c.kind == kind])
-        out[f"{kind}_held_out"] = published.summary([m[metric] for c, m in recs if c.kind == kind and c.held_out])
-    # a serving step, either kind: what a prediction of time to first token or per token is checked on
-    serve = [(c, m) for c, m in recs if c.kind in SERVING]
-    out["serving"] = published.summary([m[metric] for _, m in serve])
-    out["serving_held_out"] = published.summary([m[metric] for c, m in serve if c.held_out])
-    out["held_out"] = published.summary([m[metric] for c, m in recs if c.held_out])
-    out["tuned_on"] = published.summary([m[metric] for c, m in recs if not c.held_out])
-    for group in published.GROUPS:  # rows beside the kinds: steps over nodes, LoRA fine-tunes
-        out[group] = published.summary([m[metric] for c, m in recs if group in published.groups(c)])
-        out[f"{group}_held_out"] = published.summary([m[metric] for c, m in recs
-                                                      if group in published.groups(c) and c.held_out])
-    for name, _, _ in SIZES:
-        out[name] = published.summary([m[metric] for c, m in recs if size_row(c) == name])
-        out[f"{name}_held_out"] = published.summary([m[metric] for c, m in recs if size_row(c) == name and c.held_out])
+    # a step whose plan holds more than its run's share of the card is another program than the one that ran: out of
+    # every row but its own until a setting closes the gap
+    over = over_memory(pairs)
+    out = {OVER: published.summary([m[metric] for c, m in recs if c.id in over])}
+    recs = [(c, m) for c, m in recs if c.id not in over]
+    out["all"] = published.summary([m[metric] for _, m in recs])
+    for row in ROWS[1:]:
+        out[row] = published.summary([m[metric] for c, m in recs if row in rows_of(c)])
     # measured peaks of memory a GPU against XLA's plan: bytes, whichever bound the time row reads
     out[published.PEAK] = published.summary([m["memory_error"] for _, m in recs if "memory_error" in m])
-    out[f"{published.PEAK}_held_out"] = published.summary([m["memory_error"] for c, m in recs
-                                                           if "memory_error" in m and c.held_out])
-    return out | _first_scores()
+    # the first prices are data, not records: quoted beside a run's own check of the published cases, not without one
+    return out | first_scores(metric == "error" and bool(recs), over)
 
 
-def _first_scores() -> dict[str, dict[str, float]]:
-    """Out of sample: the first prices, each against its published figure, by kind and row (``scores``' names with
-    ``_first``); a measured peak's first memory price against it."""
-    got = published.first_prices()
-    first = {k: v["first_price_s"] for k, v in got.items() if v.get("first_price_s")}
-    out = {}
-    for kind in (*published.KINDS, "serving", "all", *published.GROUPS, *(name for name, _, _ in SIZES)):
-        out[f"{kind}_first"] = published.summary(
-            [first[c.id] / c.published_s - 1 for c in published.scored() if c.id in first
-             and (kind == "all" or c.kind == kind or kind == "serving" and c.kind in SERVING
-                  or kind in published.groups(c) or kind == size_row(c))])
+# the row of the steps whose plan holds more than their run could (Case.memory_fraction of the card): left out of the
+# others, as the priced program is not the one that ran
+OVER = "plan over its run's memory"
+
+
+def over_memory(pairs: list[labels.Pair]) -> set[str]:
+    """The cases whose latest record's plan holds more than their run's share of the card (``over_allowed`` > 1)."""
+    latest = {x.params["case"]: x for _, x in labels.ok(pairs, "gpu_model") if x.params["case"] in _BY_ID}
+    return {k for k, x in latest.items() if x.metrics.get("over_allowed", 0) > 1}
+
+
+# the rows of the accuracy table: all, the kinds, serving (decode and prefill together), training steps again by what
+# their runs spanned or were (published.GROUPS), decoders' steps by size; each a case's rows_of
+ROWS = ("all", *published.KINDS, "serving", *published.GROUPS, *(name for name, _, _ in SIZES))
+
+
+def rows_of(case: published.Case) -> tuple[str, ...]:
+    """The rows of ``ROWS`` a scored case counts in."""
+    return ("all", case.kind, *(("serving",) if case.kind in SERVING else ()), *published.groups(case),
+            *((size,) if (size := size_row(case)) else ()))
+
+
+def first_scores(priced: bool = True, over: set[str] = frozenset()) -> dict[str, dict[str, float]]:
+    """Out of sample: the first prices (``published.out_of_sample``), each against its published figure, by row
+    (``ROWS`` with ``_first``), the cases ``over`` their run's memory in their own row (``OVER``); a measured peak's
+    first memory price against it. Empty rows where ``priced`` is false (a metric no first price has)."""
+    got, first = published.first_prices(), published.out_of_sample() if priced else {}
+    errors = {c.id: first[c.id] / c.published_s - 1 for c in published.scored() if c.id in first}
+    out = {f"{row}_first": published.summary([e for k, e in errors.items() if k not in over
+                                              and row in rows_of(_BY_ID[k])]) for row in ROWS}
+    out[f"{OVER}_first"] = published.summary([e for k, e in errors.items() if k in over])
     out[f"{published.PEAK}_first"] = published.summary(
         [got[c.id]["first_memory_bytes"] / (c.peak_gib * 2**30) - 1 for c in published.scored()
-         if got.get(c.id, {}).get("first_memory_bytes") and c.peak_gib])
+         if c.id in first and c.id not in over and got[c.id].get("first_memory_bytes") and c.peak_gib])
     return out
 
 
 def _first_said(first: dict[str, float]) -> str:
-    """What the first prices are and how far they missed (``first``: their summary over the scored cases), how many
-    cases have one, how they were had, and why the others have none."""
-    got = published.first_prices()
-    priced = sum(bool(v.get("first_price_s")) for v in got.values())
-    return (f"Out of sample, only a case's first price counts (the model's price before any change it informed, priced "
-            f"at the commit before the case entered, or before the change it guided, from the project's history): "
-            f"{_said(first)} with a first price. {priced} of {len(got)} cases have one; the other "
-            f"{len(got) - priced} entered together with the change that let the model express them (in sample). "
-            "The first prices are in jaxgpu/pricing/first_prices.json, each with the commit that priced it.")
+    """What the first prices are and how far they missed (``first``: their summary), how many cases have one, by
+    which rule, and why the others have none."""
+    got, n = published.first_prices(), len(published.out_of_sample())
+    scored = len(published.scored())
+    return (f"Out of sample, {_said(first)}: each case's first price, the model's price before any change it could "
+            f"have informed. The rule: {published.OUT_OF_SAMPLE}. {n} of the {scored} scored cases have one; the "
+            f"other {scored - n} are in sample, each saying why in jaxgpu/pricing/first_prices.json (the code that "
+            "prices it entered with it, or an earlier case prices the same program). Every recorded first price is "
+            "priced again from git history by python -m experiments.first_price --reproduce CASE (its recipe: the "
+            f"commit, the case's files, the call); {sum('corrected' in e for e in got.values())} were corrected so, "
+            "each keeping the value it had.")
 
 
-def _guided_said(guided: list[published.Case]) -> str:
-    """The changes cases guided, one sentence each: "a and b guided bb97d57: what it changed."."""
-    by: dict[str, list[str]] = {}
+def _guided_table(guided: list[published.Case]) -> figures.Table:
+    """The changes to the model that published cases guided, a row a change: the commit, what it changed, and the
+    cases marked guided by it: those a case's ``guided`` names, and those whose printed price the change moved by
+    more than 5 points (``moved`` in first_prices.json, listed by ``python -m experiments.first_price --moved``;
+    the commit is the priced run's that printed the move, its message naming the change)."""
+    by: dict[str, tuple[str, list[str]]] = {}
     for c in guided:
-        by.setdefault(c.guided, []).append(c.id)
-    return " ".join(f"{' and '.join(ids) if len(ids) < 3 else ', '.join(ids[:-1]) + ' and ' + ids[-1]} guided "
-                    f"{text}." for text, ids in by.items())
+        commit, _, what = c.guided.partition(":")
+        by.setdefault(commit.strip(), (what.strip(), []))[1].append(c.id)
+    for case, entry in published.first_prices().items():
+        for m in entry.get("moved", ()):
+            if m.get("guided"):
+                ids = by.setdefault(m["change"], (m["what"], []))[1]
+                if case not in ids:
+                    ids.append(case)
+    return figures.Table(["change", "what it changed", "cases looked at"],
+                         [[commit, what or "-", ", ".join(sorted(ids))] for commit, (what, ids) in by.items()],
+                         "The changes to the model made while looking at published cases' errors, or that moved a "
+                         "case's printed price by more than 5 points (python -m experiments.first_price --moved), "
+                         "each case marked guided by it: those cases' prices since are in sample; their first "
+                         "prices, from before, are not")
 
 
 def _num(x: float) -> str:
@@ -156,14 +184,11 @@ def section(seen: Seen) -> figures.Section:
     sec.paragraphs.insert(0,
         f"Every GPU figure this report predicts comes from jaxgpu.predict: {plan}, priced kernel by kernel on the "
         "GPU's datasheet roofs times the shares measured elsewhere. Checked against figures others measured on "
-        f"real A100, H100 and H200 GPUs (predicted, not run here): {_said(s['all'])}; the first table gives each "
-        "kind. "
-        "The scored cases are split in two halves, one marked held out; the marks were made in the same commits that "
-        f"changed the model, so neither half is out of sample, and the {len(guided)} cases known to have guided a "
-        "change are in the other half: "
-        f"held out {_said(s['held_out'])}; the rest {_said(s['tuned_on'])}. {_guided_said(guided)} "
-        f"{_first_said(s['all_first'])} "
-        "Priced on this CPU's compiled program instead (how the GPU column was predicted before): "
+        f"real A100, H100 and H200 GPUs (predicted, not run here). {_first_said(s['all_first'])} "
+        f"In sample, today's prices of the same scored cases (the development set, whose errors shaped the model): "
+        f"{_said(s['all'])}; the first table gives each kind both ways, and the second the changes that cases "
+        "guided. "
+        "Priced on this CPU's compiled program instead (how the GPU column was predicted before), in sample: "
         f"{_said(old['all'])}" + ("; whole training steps left out, minutes each to compile here"
                                   if s["train"].get("cases") and not old["train"].get("cases") else "") + ".")
     rows, points = [], []
@@ -171,17 +196,22 @@ def section(seen: Seen) -> figures.Section:
         c, m = _BY_ID[key], x.metrics
         pred = as_published(c, m["predicted_s"])
         lo, hi = sorted((as_published(c, m["lower_s"]), as_published(c, m["upper_s"])))
-        role = "calibration" if c.calibration else "held out" if c.held_out else "tuned on"
-        if c.guided:
-            role += f"; guided {c.guided.split(':')[0]}"
-        cpu = f"{m['cpu_plan_error']:+.0%}" if "cpu_plan_error" in m else "-"
         f = first.get(key, {})
-        first_error = (f"{f['first_price_s'] / c.published_s - 1:+.0%} (at {f['priced_at']})" if f.get("first_price_s")
-                       else "in sample")
+        role = ("calibration" if c.calibration else "first price out of sample" if f.get("first_price_s")
+                else "in sample")
+        by = ([c.guided.split(":")[0]] if c.guided else []) + [m["change"] for m in f.get("moved", ())
+                                                                if m.get("guided")]
+        if by:
+            role += f"; guided {', '.join(dict.fromkeys(by))}"
+        cpu = f"{m['cpu_plan_error']:+.0%}" if "cpu_plan_error" in m else "-"
+        first_error = (f"{f['first_price_s'] / c.published_s - 1:+.0%} (at {f['priced_at']}"
+                       f"{', corrected' if 'corrected' in f else ''})" if f.get("first_price_s") else "in sample")
         rows.append([c.id, c.gpu, c.workload, f"{_num(c.published)} {c.unit}", f"{_num(pred)} ({_num(lo)}-"
                      f"{_num(hi)})", f"{m['error']:+.0%}", first_error, cpu, role, c.source])
-        points.append((c.kind, c.published_s, m["predicted_s"], m.get("cpu_plan_predicted_s")))
+        points.append((c.kind, c.published_s, m["predicted_s"], m.get("cpu_plan_predicted_s"),
+                       None if c.calibration else f.get("first_price_s")))
     sec.tables.append(_by_kind(s, scores(pairs, "lower_error")))
+    sec.tables.append(_guided_table(guided))
     sec.tables.append(figures.Table(
         ["case", "GPU", "workload", "published", "predicted (bounds)", "error", "first price: error",
          "error on the CPU plan", "role", "source"], rows,
@@ -192,8 +222,9 @@ def section(seen: Seen) -> figures.Section:
     if steps.rows:
         sec.tables.append(steps)
     sec.plots.append(figures.Plot("gpu_model", _figure(points),
-                             f"Predicted against published seconds per call, on XLA:GPU's plan: {_said(s['all'])}; on "
-                             f"this CPU's plan: {_said(old['all'])}."))
+                             f"Out of sample, the first prices on XLA:GPU's plan: {_said(s['all_first'])}. In sample, "
+                             f"today's prices of the same cases: {_said(s['all'])}; on this CPU's plan: "
+                             f"{_said(old['all'])}."))
     return sec
 
 
@@ -254,33 +285,46 @@ def _memory_said(c: published.Case) -> str:
 
 
 def _by_kind(est: dict, low: dict) -> figures.Table:
-    """Per kind of published case: how far the estimate and the lower bound missed, all and held out."""
+    """Per kind of published case, out of sample first (the first prices), then in sample (today's prices, the
+    development set), and the lower bound's miss."""
     def med(s: dict) -> str:
         return f"{s['median_abs_error']:.0%}" if s.get("cases") else "-"
+
+    def n(s: dict) -> str:
+        return str(int(s.get("cases", 0)))
 
     kinds = [k for k in published.KINDS if est[k].get("cases")]
     if all(k in kinds for k in SERVING):
         kinds.append("serving")
-    kinds += [g for g in (*published.GROUPS, *(name for name, _, _ in SIZES), published.PEAK) if est[g].get("cases")]
-    rows = [[" + ".join(SERVING) if kind == "serving" else kind, str(int(est[kind]["cases"])), med(est[kind]),
-             f"{est[kind]['bias']:.2f}x", f"{est[kind]['within_15']:.0%}", f"{est[kind]['within_25']:.0%}",
-             band(est[kind]), med(est[f"{kind}_held_out"]), "-" if kind == published.PEAK else med(low[kind]),
-             f"{med(est[f'{kind}_first'])} ({_cases(est[f'{kind}_first'].get('cases', 0))})"] for kind in kinds]
-    return figures.Table(["kind", "cases", "median |error|", "bias", "within 15%", "within 25%",
-                          f"{published.INTERVAL:.0%} of cases", "held out: median |error|",
-                          "lower bound: median |error|", "first prices (out of sample): median |error|"], rows,
+    kinds += [g for g in (*published.GROUPS, *(name for name, _, _ in SIZES), published.PEAK, OVER)
+              if est[g].get("cases")]
+    rows = []
+    for kind in kinds:
+        e, f = est[kind], est[f"{kind}_first"]
+        rows.append([" + ".join(SERVING) if kind == "serving" else kind, n(f), med(f),
+                     f"{f['bias']:.2f}x" if f.get("cases") else "-", band(f) if f.get("cases") else "-",
+                     n(e), med(e), f"{e['bias']:.2f}x", f"{e['within_15']:.0%}", f"{e['within_25']:.0%}", band(e),
+                     "-" if kind == published.PEAK else med(low.get(kind, {}))])
+    share = f"{published.INTERVAL:.0%} of cases"
+    return figures.Table(["kind", "out of sample: cases", "median |error|", "bias", share, "in sample: cases",
+                          "median |error|", "bias", "within 15%", "within 25%", share, "lower bound: median |error|"],
+                         rows,
                          "Predicted, not run, by kind of published case: single kernels (gemm, memory) and whole steps "
-                         "(train, decode, prefill). Bias: the geometric mean of predicted / published (below 1x the "
+                         "(train, decode, prefill). Out of sample: each case's first price, the model's before any "
+                         "change it could have informed; in sample: today's prices, the development set whose errors "
+                         "shaped the model. Bias: the geometric mean of predicted / published (below 1x the "
                          f"predictions lean fast). {published.INTERVAL:.0%} of cases: the empirical interval of "
-                         f"predicted / published (its 5th to 95th percentile), none for a kind of fewer than "
-                         f"{published.MIN_INTERVAL_CASES} cases (prefill's are pooled with decode's). The lower bound "
-                         "prices each kernel at its binding roof alone. Beside the kinds, training steps count again "
-                         "in rows of their own: those whose runs spanned several nodes (each compiled whole over all "
-                         "its GPUs), LoRA or QLoRA fine-tunes, runs in pipeline stages, over expert- or context-"
+                         f"predicted / published (its 5th to 95th percentile), none for fewer than "
+                         f"{published.MIN_INTERVAL_CASES} cases (decode and prefill pooled in serving). The lower "
+                         "bound prices each kernel at its binding roof alone. Beside the kinds, training steps count "
+                         "again in rows of their own: those whose runs spanned several nodes (each compiled whole over "
+                         "all its GPUs), LoRA or QLoRA fine-tunes, runs in pipeline stages, over expert- or context-"
                          "parallel groups, and models that are not decoders (ViT, T5); decoders' steps again by the "
                          "model's parameters (under 1B, 1B to 20B, 20B and over); "
                          f"{published.PEAK}: a run's measured peak a GPU against "
-                         "the bytes of XLA's plan of its step (bytes, not time).")
+                         f"the bytes of XLA's plan of its step (bytes, not time); {OVER}: the steps whose plan holds "
+                         "more of the card than their run could, another program than the one that ran, left out of "
+                         "every other row (the steps table says by how much).")
 
 
 def _figure(points) -> figures.Figure:
@@ -300,6 +344,11 @@ def _figure(points) -> figures.Figure:
             if cpu:
                 ax.plot([p[1] for p in cpu], [p[3] for p in cpu], markers[kind], ls="", mfc="none",
                         label=f"{kind}, CPU plan", color=palette.variant_color("CPU plan"), gid="variant:CPU plan")
+    first = [p for p in points if p[4]]
+    if first:  # out of sample: each case's first price, whatever its kind
+        ax.plot([p[1] for p in first], [p[4] for p in first], "x", ls="", ms=5,
+                label="first price (out of sample), XLA:GPU plan", color=palette.variant_color("first price"),
+                gid="variant:first price")
     ax.set_xscale("log")
     ax.set_yscale("log")
     figures.finish(fig, ax, xlabel="published seconds per call (measured by others)",

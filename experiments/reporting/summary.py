@@ -13,7 +13,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
-from jaxgpu.pricing.published import INTERVAL
+from jaxgpu.pricing.published import INTERVAL, MIN_INTERVAL_CASES
 from jaxgpu.records import figures, labels, results
 
 import experiments
@@ -56,27 +56,40 @@ def _cpu(pairs: Sequence[Pair]) -> list[Pair]:
             and x.status == "ok" and not x.compiled]
 
 
+def _interval(s: dict) -> str:
+    """A summary's interval of predicted / published in a clause, or why it has none."""
+    if "ratio_low" in s:
+        return f"{INTERVAL:.0%} of their predicted times {s['ratio_low']:.2f}x to {s['ratio_high']:.2f}x the measured"
+    return f"too few for an interval (under {MIN_INTERVAL_CASES})"
+
+
 def _checked(scores: dict, kind: str) -> str:
-    s = scores.get(kind) or {}
-    if not s.get("cases"):
+    """How far such a prediction missed published measurements of its ``kind``, as the summary's last column says
+    it: out of sample first (the kind's first prices), the development set's error named as such beside it; a plan
+    without first prices (this CPU's standing in) says it is in sample."""
+    s, first = scores.get(kind) or {}, scores.get(f"{kind}_first") or {}
+    if not s.get("cases") and not first.get("cases"):
         return "no published case checks such a program"
-    within = (f", {INTERVAL:.0%} of their predicted times {s['ratio_low']:.2f}x to {s['ratio_high']:.2f}x the "
-              "measured" if "ratio_low" in s else "")
-    return f"median error {s['median_abs_error']:.0%} on {int(s['cases'])} published {kind} cases{within}"
+    if first.get("cases"):
+        return (f"out of sample, median error {first['median_abs_error']:.0%} on the first prices of "
+                f"{int(first['cases'])} published {kind} cases, {_interval(first)}; in sample, on the "
+                f"{int(s.get('cases', 0))} cases that shaped the model, {s.get('median_abs_error', 0):.0%}")
+    return (f"in sample, median error {s['median_abs_error']:.0%} on {int(s['cases'])} published {kind} cases, "
+            f"{_interval(s)}; no first prices on this plan")
 
 
 def _error_of(scores: dict, kind: str) -> str:
-    s = scores.get(kind) or {}
+    s = scores.get(f"{kind}_first") or {}
     if not s.get("cases"):
-        return "no published GPU measurement checks such a program"
-    within = (f"; {INTERVAL:.0%} of them were predicted at {s['ratio_low']:.2f}x to {s['ratio_high']:.2f}x the "
-              "measured time" if "ratio_low" in s else "")
-    return (f"such predictions missed published {kind} measurements by a median {s['median_abs_error']:.0%} "
-            f"({int(s['cases'])} cases{within})")
+        return "no published GPU measurement checks such a program out of sample" if not (scores.get(kind) or {}).get(
+            "cases") else f"such predictions are checked in sample only: {_checked(scores, kind)}"
+    return (f"out of sample, such predictions missed published {kind} measurements by a median "
+            f"{s['median_abs_error']:.0%} at their first prices ({int(s['cases'])} cases; {_interval(s)})")
 
 
 def _band(scores: dict, kind: str) -> tuple[float, float] | None:
-    s = scores.get(kind) or {}
+    """The kind's interval of predicted / published out of sample (its first prices); None where they are too few."""
+    s = scores.get(f"{kind}_first") or {}
     return (s["ratio_low"], s["ratio_high"]) if "ratio_low" in s else None
 
 
@@ -145,7 +158,9 @@ class Ask:
         else:
             name = "this CPU's plan standing in for XLA:GPU's (install the gpu-compile extra for the GPU's own)"
             scores = self.scores.get("cpu_plan", {})
-        s = scores.get(kind) or {}
+        # the figure's digits follow the error a reader can expect: out of sample where first prices check the kind
+        s = scores.get(f"{kind}_first") or {} if (scores.get(f"{kind}_first") or {}).get("cases") else \
+            scores.get(kind) or {}
         return (name, _error_of(scores, kind), _checked(scores, kind),
                 s.get("median_abs_error") if s.get("cases") else 1.0, _band(scores, kind))
 

@@ -1,6 +1,6 @@
 """Published GPU measurements as data: each ``Case`` beside its quote, its source and its role (``calibration``: the
-model's constants were read from it, never scored; ``held_out``: the half of the scored cases set aside as the model
-changes, not out of sample: only a case's first price is; ``guided``: the change a case was looked at for).
+model's constants were read from it, never scored; ``guided``: the change a case was looked at for). Out of sample
+is only a case's first price (``jaxgpu.pricing.published.OUT_OF_SAMPLE``).
 
 A case is one figure measured on a real A100, H100 or H200 by someone else: the figure as its source states it, the
 setup the source gives, and the same workload named as a program (``program``: a builder and its arguments, which
@@ -50,9 +50,8 @@ class Case:
     work: float = 0.0
     timed: str = "device"
     calibration: bool = False
-    held_out: bool = False
-    # the changes to the model this case was looked at for (commits and what changed): such a case is never held
-    # out, and its first price (first_prices.json) is the one before the earliest of them
+    # the changes to the model this case was looked at for (commits and what changed): its first price
+    # (first_prices.json) is the one before the earliest of them
     guided: str = ""
     # a whole training step's run: the share of its card's memory its framework could hold, as its own scripts set it
     # (JAX's XLA_PYTHON_CLIENT_MEM_FRACTION; 1.0 for PyTorch's caching allocator, which none of them limits), and the
@@ -74,8 +73,6 @@ class Case:
             raise ValueError(f"{self.id}: unit must be one of {UNITS}, got {self.unit!r}")
         if self.timed not in TIMED:
             raise ValueError(f"{self.id}: timed must be one of {TIMED}, got {self.timed!r}")
-        if self.guided and self.held_out:
-            raise ValueError(f"{self.id}: a case that guided a change to the model cannot be held out")
         if not 0.0 <= self.memory_fraction <= 1.0 or bool(self.memory_fraction) != bool(self.memory_source):
             raise ValueError(f"{self.id}: memory_fraction is a share of the card in (0, 1] with the line that sets it")
         if self.peak_gib < 0 or self.peak_gib and self.program[0] not in ("step", "encoder"):
@@ -180,7 +177,6 @@ CASES: list[Case] = [
         setup="PyTorch 2.7.1+cu128, torch._scaled_mm, e4m3 inputs, unit scales",
         work=gemm_flops(1280, 4096, 12032),
         timed="device",
-        held_out=True,
     ),
     Case(
         id="mamf-a100-bf16",
@@ -197,18 +193,16 @@ CASES: list[Case] = [
         timed="device",
     ),
 ]
-for _i, (_dt, _n, _tf) in enumerate(
-    (
-        ("bf16", 1024, 176.62),
-        ("bf16", 2048, 676.59),
-        ("bf16", 4096, 788.72),
-        ("bf16", 8192, 797.51),
-        ("fp16", 1024, 179.13),
-        ("fp16", 4096, 760.04),
-        ("tf32", 1024, 119.60),
-        ("tf32", 4096, 402.15),
-        ("fp32", 4096, 51.88),
-    )
+for _dt, _n, _tf in (
+    ("bf16", 1024, 176.62),
+    ("bf16", 2048, 676.59),
+    ("bf16", 4096, 788.72),
+    ("bf16", 8192, 797.51),
+    ("fp16", 1024, 179.13),
+    ("fp16", 4096, 760.04),
+    ("tf32", 1024, 119.60),
+    ("tf32", 4096, 402.15),
+    ("fp32", 4096, 51.88),
 ):
     CASES.append(
         Case(
@@ -225,7 +219,6 @@ for _i, (_dt, _n, _tf) in enumerate(
             + {"tf32": ", allow_tf32=True", "fp32": ", allow_tf32=False"}.get(_dt, ""),
             work=gemm_flops(_n, _n, _n),
             timed="stream",
-            held_out=_i % 2 == 1,
         )
     )
 
@@ -258,7 +251,6 @@ CASES += [
         setup="A100-SXM4-80GB, BabelStream 5.0 CUDA, driver 12.3",
         work=_stream_bytes("triad", _N25),
         timed="device",
-        held_out=True,
     ),
     Case(
         id="babelstream-a100-dot",
@@ -287,7 +279,6 @@ CASES += [
         setup="A100 80 GB (the file does not say SXM; its triad agrees with BabelStream's SXM4 figure)",
         work=_stream_bytes("scale", _N27),
         timed="device",
-        held_out=True,
     ),
     Case(
         id="gpu-stream-h200-scale",
@@ -316,7 +307,6 @@ CASES += [
         setup="H200 (132 SMs; committed in Dec 2023, before the NVL part existed)",
         work=_stream_bytes("triad", _N27),
         timed="device",
-        held_out=True,
     ),
     Case(
         id="small-kernels-h200-272mb",
@@ -435,7 +425,6 @@ CASES += [
         setup="bf16, a 5-token prompt and 200 new tokens (the cache holds about 208)",
         work=1.0,
         timed="stream",
-        held_out=True,
     ),
     Case(
         id="gpt-fast-llama2-7b-int8-a100",
@@ -476,7 +465,6 @@ CASES += [
         source=_TRTLLM,
         setup="TensorRT-LLM 0.9.0, fp16 engine, context FMHA, batch 1, 1 output token",
         timed="call",
-        held_out=True,
     ),
 ]
 
@@ -603,7 +591,6 @@ CASES += [
         setup=_MAXTEXT_SETUP.format(1),
         work=_MAXTEXT_FLOPS,
         timed="stream",
-        held_out=True,
         memory_fraction=0.85,
         memory_source=_MAXTEXT_MEMORY.format(1),
     ),
@@ -640,7 +627,6 @@ CASES += [
         setup=_MAXTEXT_SETUP.format(4),
         work=_MAXTEXT_FLOPS,
         timed="stream",
-        held_out=True,
         memory_fraction=0.85,
         memory_source=_MAXTEXT_MEMORY.format(4),
     ),
@@ -658,7 +644,6 @@ CASES += [
         setup=_MAXTEXT_SETUP.format(8),
         work=_MAXTEXT_FLOPS,
         timed="stream",
-        held_out=True,
         memory_fraction=0.85,
         memory_source=_MAXTEXT_MEMORY.format(8),
     ),
@@ -786,7 +771,6 @@ CASES += [
         "scanned layers, SAVE_DOT_WITH_NO_BATCH_DIM; priced as run, FSDP over all 256 GPUs",
         work=2048.0,
         timed="stream",
-        held_out=True,
         memory_fraction=0.9,
         memory_source=_PAX_MEMORY,
     ),
@@ -870,7 +854,6 @@ CASES += [
         "optimizer, micro-batches of 1 (16 a step); remat not stated (none priced); priced FSDP",
         work=128 * 4096 / 8,
         timed="stream",
-        held_out=True,
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
     ),
@@ -889,7 +872,6 @@ CASES += [
         "remat not stated (none priced)",
         work=128 * 8192 / 8,
         timed="stream",
-        held_out=True,
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
     ),
@@ -907,7 +889,6 @@ CASES += [
         setup="bf16, torch.compile reduce-overhead",
         work=1.0,
         timed="stream",
-        held_out=True,
     ),
     Case(
         id="gpt-fast-llama3.1-8b-decode-a100",
@@ -936,7 +917,6 @@ CASES += [
         setup="int8 weight-only, per-channel scales, bf16 activations",
         work=1.0,
         timed="stream",
-        held_out=True,
     ),
     Case(
         id="torchao-llama2-7b-int8-a100",
@@ -967,7 +947,6 @@ CASES += [
         setup="int8 weight-only (int8wo), bf16 activations",
         work=1.0,
         timed="stream",
-        held_out=True,
     ),
     Case(
         id="gpt-fast-llama2-7b-tp2-a100",
@@ -996,7 +975,6 @@ CASES += [
         setup="bf16, tensor parallel over 4 GPUs (NVLink)",
         work=1.0,
         timed="stream",
-        held_out=True,
     ),
 ]
 
@@ -1033,7 +1011,6 @@ CASES += [
         "checkpointing not set (FSDP2Manager's default: off)",
         work=32 * 4096,
         timed="stream",
-        held_out=True,
         memory_fraction=1.0,
         memory_source=_TORCH_ALLOCATOR,
     ),
@@ -1053,7 +1030,6 @@ CASES += [
         "the peak's kind (active, allocated or reserved) not stated",
         work=2 * 2048,
         timed="stream",
-        held_out=True,
         memory_fraction=1.0,
         memory_source=_TORCH_ALLOCATOR,
         peak_gib=7.4,
@@ -1072,7 +1048,6 @@ CASES += [
         setup=_TRAINY_SETUP.format(32, 4),
         work=2 * 8192,
         timed="stream",
-        held_out=True,
         memory_fraction=1.0,
         memory_source=_TORCH_ALLOCATOR,
         peak_gib=47.96,
@@ -1092,7 +1067,6 @@ CASES += [
         setup=_TRAINY_SETUP.format(64, 8),
         work=2 * 8192,
         timed="stream",
-        held_out=True,
         memory_fraction=1.0,
         memory_source=_TORCH_ALLOCATOR,
         peak_gib=46.97,
@@ -1137,7 +1111,6 @@ CASES += [
         "distributed optimizer, priced: ZeRO-1 within each stage); remat not stated (none priced)",
         work=128 * 4096 / 16,
         timed="stream",
-        held_out=True,
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
     ),
@@ -1180,7 +1153,6 @@ CASES += [
         "layer not priced; remat not stated (none priced); images fed by DALI, so data loading is in the rate",
         work=4096.0,
         timed="stream",
-        held_out=True,
     ),
     Case(
         id="jaxtoolbox-t5-large-64-a100",

@@ -54,7 +54,7 @@ _FIXED = {
     "train": 3, "serve": 4, "throughput": 0, "latency": 3, "matmul": 4, "elementwise": 1,
     "host to device": 0, "device to host": 1, "on device copy": 2,
     "share of FLOPs": 4, "share of time": 3, "XLA": 4, "estimate": 1,
-    "XLA:GPU plan": 4, "CPU plan": 3,
+    "XLA:GPU plan": 4, "CPU plan": 3, "first price": 1,
     # a step's memory and time by kind (the model command's figure)
     "held between steps": 0, "temporaries": 3, "matrix products": 4, "fused attention": 2, "other kernels": 1,
     "collectives": 5,

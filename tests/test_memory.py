@@ -161,6 +161,28 @@ def test_transformer_table_arithmetic():
     assert not fit.fits(fit.transformer_train(t7, "bf16")["state"], 80)
 
 
+def test_the_formula_keeps_what_a_remat_policy_keeps():
+    """Korthikanti et al.'s count by policy, by hand for a small decoder: nothing_saveable keeps each layer's input (2 d
+    bytes a token) and one layer whole while the backward recomputes it; a dots policy the products' outputs too;
+    dots_saveable without flash the score product besides; everything_saveable keeps all, as no remat does."""
+    t = decoders.Decoder("tiny", layers=4, d_model=64, heads=4, kv_heads=2, ffn=256, vocab=100, max_seq=64,
+                         style="llama")
+    seq, batch = 32, 2
+    n = seq * batch
+    whole = n * (10 * 64 + 4 * t.q_dim + 4 * t.kv_dim + 8 * 256)  # gated: 8 f
+    acts = {r: fit.transformer_train(t, "bf16", seq, batch, flash=True, remat=r)["activations"]
+            for r in ("none", "everything_saveable", "nothing_saveable", "dots_with_no_batch_dims_saveable")}
+    assert acts["none"] == acts["everything_saveable"] == 4 * whole
+    assert acts["nothing_saveable"] == 4 * n * 2 * 64 + whole
+    kept = 2 * (3 * 64 + t.q_dim + 2 * t.kv_dim + 2 * 256)
+    assert acts["dots_with_no_batch_dims_saveable"] == 4 * n * kept + whole
+    assert acts["nothing_saveable"] < acts["dots_with_no_batch_dims_saveable"] < acts["none"]
+    scores = fit.transformer_train(t, "bf16", seq, batch, remat="dots_saveable")["activations"]
+    assert scores == 4 * (n * kept + 2 * 4 * seq * seq * batch) + whole + 5 * 4 * seq * seq * batch
+    with pytest.raises(ValueError, match="unknown remat policy"):
+        fit.transformer_train(t, remat="offload")
+
+
 @pytest.mark.parametrize("widths,batch,preset", [((64, 64), 16, "fp32"), ((128,), 64, "fp32"), ((256, 64), 512,
                                                                                                 "bf16")])
 def test_estimate_is_within_tolerance_of_xla(widths, batch, preset, device):

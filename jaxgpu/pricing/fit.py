@@ -163,20 +163,37 @@ GPU_MEMORY_GB = (24, 40, 80, 141)
 
 
 def transformer_train(t: Decoder, preset: str = "bf16", seq: int = 2048, batch: int = 1,
-                      flash: bool = False) -> dict[str, int]:
+                      flash: bool = False, remat: str = "none") -> dict[str, int]:
     """Bytes to train with Adam: state (master weights, grads, moments, compute copy) and activations.
 
     Activations per layer, Korthikanti et al.'s count in 2-byte values (34 s b d + 5 a s^2 b for their block),
     with the block's own widths: the attention keeps its input, q, k, v, the output projection's input and a
     dropout mask (2 d + 4 q + 4 kv + d bytes a token), the MLP its input, its first matrices' outputs and the
     activation's (2 d + (8 if gated else 4) f + d), the norms 4 d; the attention scores 5 a s^2 b, none with
-    ``flash`` (a fused kernel keeps no scores)."""
+    ``flash`` (a fused kernel keeps no scores). ``remat``, a policy of ``decoders.REMAT_POLICIES`` applied to each
+    layer, keeps less: ``nothing_saveable`` each layer's input alone (2 d a token: Korthikanti et al.'s full
+    recomputation, 2 s b d a layer), the dots policies the matrix products' outputs with the layer's input (q, k,
+    v, the output projection's, the MLP's first matrices' and second's, 2 bytes each; ``dots_saveable`` the
+    attention's score product too, unless ``flash``); either way one layer's whole count more while the backward
+    pass recomputes it."""
     per_param = 16 + (2 if BYTES[preset] == 2 else 0)
     d, f = t.d_model, t.ffn
+    experts = t.top_k if t.experts > 1 else 1
     # a mixture of experts keeps its MLP's values for each of the top_k experts a token went through
-    per_token = 10 * d + 4 * t.q_dim + 4 * t.kv_dim + (8 if t.gated else 4) * f * (t.top_k if t.experts > 1 else 1)
-    scores = 0 if flash else 5 * t.heads * seq * decoders.keys_seen(seq, t.window) * batch
-    acts = t.layers * (seq * batch * per_token + scores)
+    per_token = 10 * d + 4 * t.q_dim + 4 * t.kv_dim + (8 if t.gated else 4) * f * experts
+    keys = decoders.keys_seen(seq, t.window)
+    scores = 0 if flash else 5 * t.heads * seq * keys * batch
+    whole = seq * batch * per_token + scores  # one layer's count, no remat
+    if remat in ("none", "everything_saveable"):
+        acts = t.layers * whole
+    elif remat == "nothing_saveable":
+        acts = t.layers * seq * batch * 2 * d + whole
+    elif remat in decoders.REMAT_POLICIES:  # the dots policies: the products' outputs and the layer's input
+        kept = 2 * (3 * d + t.q_dim + 2 * t.kv_dim + (2 if t.gated else 1) * f * experts)
+        batched = remat in ("dots_saveable", "checkpoint_dots") and not flash  # q k^T has batch dims
+        acts = t.layers * (seq * batch * kept + (2 * t.heads * seq * keys * batch if batched else 0)) + whole
+    else:
+        raise ValueError(f"unknown remat policy {remat!r}; known: none, {', '.join(decoders.REMAT_POLICIES)}")
     if BYTES[preset] == 4:
         acts *= 2  # the formula counts 2-byte activations
     return {"state": t.formula_params() * per_param, "activations": acts}
@@ -188,12 +205,12 @@ BASE_BYTES = {"bf16": 2.0, "int8": 1.0, "nf4": 0.5 + 4 / decoders.NF4_BLOCK}
 
 
 def transformer_lora(t: Decoder, seq: int = 2048, batch: int = 1, flash: bool = False, rank: int = 16,
-                     on: str = "all", weights: str = "bf16") -> dict[str, float]:
+                     on: str = "all", weights: str = "bf16", remat: str = "none") -> dict[str, float]:
     """Bytes to fine-tune with LoRA: the frozen base (its layers' matrices in ``BASE_BYTES[weights]``, the embeddings
     in bf16), the adapters' state as a trained weight's (18 bytes: fp32 weights, gradients and two moments, a bf16
     copy), and the activations of ``transformer_train`` (the backward pass still carries every layer's gradient
     through the frozen matrices; the adapters' own rank-wide values are left out)."""
-    full = transformer_train(t, "bf16", seq, batch, flash)
+    full = transformer_train(t, "bf16", seq, batch, flash, remat)
     embeddings = t.vocab * t.d_model * (1 if t.tied_head else 2)
     base = (t.formula_params() - embeddings) * BASE_BYTES[weights] + 2 * embeddings
     return {"weights": base, "state": 18 * t.adapter_params(rank, on), "activations": full["activations"]}

@@ -272,9 +272,9 @@ def _estimate(c, mode: str, batch: int, seq: int, s) -> dict[str, float]:
     """``jaxgpu.pricing.fit``'s formula for the whole step, by component (divided by the devices it is split over)."""
     micro = batch // s.nodes // s.accumulate  # the sequences whose activations a GPU's node holds at once
     if mode.startswith("train") and s.lora:
-        return fit.transformer_lora(c, seq, micro, s.flash, s.lora, s.lora_on, s.weights)
+        return fit.transformer_lora(c, seq, micro, s.flash, s.lora, s.lora_on, s.weights, s.remat)
     if mode.startswith("train"):
-        return fit.transformer_train(c, "bf16", seq, micro, flash=s.flash)
+        return fit.transformer_train(c, "bf16", seq, micro, flash=s.flash, remat=s.remat)
     if mode == "prefill":
         return fit.transformer_prefill(c, "bf16", seq, batch, flash=s.flash)
     return fit.transformer_inference(c, "bf16", seq, batch)
@@ -479,10 +479,19 @@ def each_gpu(search: Any, model: str | Any, *, counts: Sequence[int] = NODE, gpu
     return out
 
 
-def _lora_said(f: dict, held: float, temp: float) -> str:
+def _count_said(p) -> str:
+    """Whose count of activations the formula's is, and under which remat policy (``fit.transformer_train``)."""
+    policy = next((w.removeprefix("remat ") for w in p.settings.split(", ") if w.startswith("remat ")), "none")
+    if policy in ("none", "everything_saveable"):
+        return "Korthikanti et al.'s count"
+    kept = "each layer's input" if policy == "nothing_saveable" else "each layer's input and products' outputs"
+    return f"Korthikanti et al.'s count under remat {policy}: {kept}, and one layer whole as it is recomputed"
+
+
+def _lora_said(p, f: dict, held: float, temp: float) -> str:
     return (f"the formula counts {si(f['weights'], 'B')} of frozen weights, {si(f['state'], 'B')} of adapters with "
             f"their gradients, AdamW moments and a bf16 copy, and {si(f['activations'], 'B')} of activations "
-            f"(Korthikanti et al.'s count); XLA's plan holds {si(held, 'B')} between steps (the frozen weights, the "
+            f"({_count_said(p)}); XLA's plan holds {si(held, 'B')} between steps (the frozen weights, the "
             f"adapters and their moments) and {si(temp, 'B')} of temporaries.")
 
 
@@ -508,14 +517,14 @@ def formula_vs_plan(p: ModelPlan) -> str:
             f"computes each layer's attention scores whole ({si(p.scores_bytes, 'B')} in float32)."
             if read else "")
     if p.mode.startswith("train") and "weights" in f:  # a LoRA step: a frozen base beside its adapters' state
-        return _lora_said(f, held, temp) + twin
+        return _lora_said(p, f, held, temp) + twin
     if p.mode.startswith("train"):
         # the formula's 18 bytes a parameter: fp32 weights, gradients and two moments, a bf16 copy; XLA keeps the
         # weights and moments between steps and the gradients and the copy (6 of the 18) among its temporaries
         passing = f["state"] * 6 / 18
         acts = temp - passing
         text = (f"the formula counts {si(f['state'], 'B')} of weights, gradients, AdamW moments and a bf16 copy and "
-                f"{si(f['activations'], 'B')} of activations (Korthikanti et al.'s count); XLA's plan holds "
+                f"{si(f['activations'], 'B')} of activations ({_count_said(p)}); XLA's plan holds "
                 f"{si(held, 'B')} between steps (the weights and moments) and {si(temp, 'B')} of temporaries, of "
                 f"which the gradients and the copy are {si(passing, 'B')}, so {si(max(acts, 0), 'B')} for activations "
                 "and scratch")

@@ -100,13 +100,16 @@ def first_scores(priced: bool = True, over: set[str] = frozenset()) -> dict[str,
     return out
 
 
-def _first_said(first: dict[str, float]) -> str:
-    """What the first prices are and how far they missed (``first``: their summary), how many cases have one, by
-    which rule, and why the others have none."""
+def _first_said(first: dict[str, float], over: dict[str, float]) -> str:
+    """What the first prices are and how far they missed (``first``: their summary; ``over``: the summary of those
+    whose plan holds more than their run could, left out of it), how many cases have one, by which rule, and why the
+    others have none."""
     got, n = published.first_prices(), len(published.out_of_sample())
     scored = len(published.scored())
-    return (f"Out of sample, {_said(first)}: each case's first price, the model's price before any change it could "
-            f"have informed. The rule: {published.OUT_OF_SAMPLE}. {n} of the {scored} scored cases have one; the "
+    apart = (f" ({_cases(over['cases'])} whose plan holds more than their run could hold apart, in a row of their "
+             "own)" if over.get("cases") else "")
+    return (f"Out of sample, {_said(first)}{apart}: each case's first price, the model's price before any change it "
+            f"could have informed. The rule: {published.OUT_OF_SAMPLE}. {n} of the {scored} scored cases have one; the "
             f"other {scored - n} are in sample, each saying why in jaxgpu/pricing/first_prices.json (the code that "
             "prices it entered with it, or an earlier case prices the same program). Every recorded first price is "
             "priced again from git history by python -m experiments.first_price --reproduce CASE (its recipe: the "
@@ -126,7 +129,8 @@ def _guided_table(guided: list[published.Case]) -> figures.Table:
     for case, entry in published.first_prices().items():
         for m in entry.get("moved", ()):
             if m.get("guided"):
-                ids = by.setdefault(m["change"], (m["what"], []))[1]
+                ids = by.setdefault(m["change"], (f"moved printed prices by more than 5 points: {_clause(m['what'])}",
+                                                  []))[1]
                 if case not in ids:
                     ids.append(case)
     return figures.Table(["change", "what it changed", "cases looked at"],
@@ -135,6 +139,11 @@ def _guided_table(guided: list[published.Case]) -> figures.Table:
                          "case's printed price by more than 5 points (python -m experiments.first_price --moved), "
                          "each case marked guided by it: those cases' prices since are in sample; their first "
                          "prices, from before, are not")
+
+
+def _clause(text: str, most: int = 110) -> str:
+    """A commit message's first line cut at a word within ``most`` characters (the table's column stays narrow)."""
+    return text if len(text) <= most else text[:most].rsplit(" ", 1)[0].rstrip(",;:(") + " ..."
 
 
 def _num(x: float) -> str:
@@ -184,7 +193,7 @@ def section(seen: Seen) -> figures.Section:
     sec.paragraphs.insert(0,
         f"Every GPU figure this report predicts comes from jaxgpu.predict: {plan}, priced kernel by kernel on the "
         "GPU's datasheet roofs times the shares measured elsewhere. Checked against figures others measured on "
-        f"real A100, H100 and H200 GPUs (predicted, not run here). {_first_said(s['all_first'])} "
+        f"real A100, H100 and H200 GPUs (predicted, not run here). {_first_said(s['all_first'], s[OVER + '_first'])} "
         f"In sample, today's prices of the same scored cases (the development set, whose errors shaped the model): "
         f"{_said(s['all'])}; the first table gives each kind both ways, and the second the changes that cases "
         "guided. "

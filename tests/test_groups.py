@@ -129,6 +129,17 @@ def test_mixtral_with_ep_8_over_16_gpus_and_a_128k_token_step_with_cp_price(gpu)
     assert cp.scores_bytes == pytest.approx(4 * 32 * 131072 * 131072 / 4, rel=0.01)
 
 
+@pytest.mark.slow
+def test_a_context_parallel_gpu_holds_its_own_queries_mask_not_the_sequences(gpu):
+    """Llama-3 8B on 8 H100s, each layer recomputed, 32,768 tokens a GPU either way: one 262,144-token sequence over
+    a context group of 8 holds about what four of 65,536 over groups of 2 do (the mask built from each GPU's own
+    queries' positions, tf.Causal); a [T, T] mask of the whole sequence had held 2.8x the temporaries."""
+    two, eight = (planner.plan_model("llama3-8b", "h100", batch=batch, seq=seq, devices=8,
+                                     settings=StepSettings(remat="nothing_saveable", cp=cp))
+                  for cp, batch, seq in ((2, 4, 65536), (8, 1, 262144)))
+    assert eight.bytes_per_device <= 1.3 * two.bytes_per_device, (eight.bytes_per_device, two.bytes_per_device)
+
+
 @pytest.mark.parametrize("model, settings, batch, seq, devices, words", [
     (DENSE, StepSettings(ep=2), 8, 256, 8, "this model has none"),
     (MOE, StepSettings(ep=3), 24, 256, 6, "8 experts do not split"),

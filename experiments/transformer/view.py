@@ -213,10 +213,16 @@ def headline(ask):
     here = (f"{labels.si(host, 'B')} of memory: serves it, cannot train it" if host and s <= host < t else
             f"{labels.si(host, 'B')} of memory: " + ("serves and trains it" if host and t <= host else "too small")
             if host else "-")
+    # a newcomer's run has no compiled plans of the 7B (the transformer experiment compiles them with --compile-for):
+    # the formula's figure at batch 1 stands in, and the row says why it differs from the committed study's
     return ask.Row("A 7B model (Llama-2 shape): to serve / to train", here,
-                   f"serve {labels.si(s, 'B')}: {_cards(s)}; train {labels.si(t, 'B')}: {_cards(t)}", "-", "estimated",
+                   f"serve {labels.si(s, 'B')}: {_cards(s)}; train {labels.si(t, 'B')}: {_cards(t)} (formula, batch 1 "
+                   "x 4,096 tokens)", "-", "estimated",
                    "jaxgpu.fit's estimate (weights, gradients, AdamW state, activations; bf16, batch 1, 4,096 "
-                   "tokens), checked against XLA's memory plans in the memory_fit section", None, t, "B")
+                   "tokens), checked against XLA's memory plans in the memory_fit section. It is smaller than the "
+                   "committed study's row: that one is XLA:GPU's own plan of a larger batch (python -m "
+                   "experiments.run --compile-for h200 compiles it), which also holds the logits over the vocabulary "
+                   "and the backward pass's scratch", None, t, "B")
 
 
 

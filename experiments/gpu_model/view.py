@@ -231,7 +231,8 @@ def section(seen: Seen) -> figures.Section:
     if steps.rows:
         sec.tables.append(steps)
     sec.plots.append(figures.Plot("gpu_model", _figure(points),
-                             f"Out of sample, the first prices on XLA:GPU's plan: {_said(s['all_first'])}. In sample, "
+                             f"Out of sample, the first prices on XLA:GPU's plan: {_said(s['all_first'])}, "
+                             f"{published.INTERVAL:.0%} of them {band(s['all_first'])} the measured. In sample, "
                              f"today's prices of the same cases: {_said(s['all'])}; on this CPU's plan: "
                              f"{_said(old['all'])}."))
     return sec

@@ -132,6 +132,12 @@ _TRTLLM = (
     "80GB per NVIDIA/TensorRT-LLM#281"
 )
 _N25, _N27 = 2**25, 2**27 + 2
+# plausible others where a source leaves a setting unstated (Case.plausible): a PyTorch framework's overlap of its
+# collectives under the step's compute is priced ("framework"; no case quotes the config line that turns it on), with
+# XLA's own order of the same collectives as the other end; a Megatron run whose recompute is unstated is priced
+# without, with each layer recomputed as the other end
+_XLA_ORDER = ("overlap", "plan")
+_RECOMPUTE = ("remat", "nothing_saveable")
 
 CASES: list[Case] = [
     # GEMMs on an H100 SXM, H200 SXM and A100 SXM
@@ -838,24 +844,29 @@ CASES += [
         memory_source=_TORCH_MEMORY,
         guided="606eeed: DDP and ZeRO-1 sum each GPU's micro-batches' gradients on it and reduce once a step (priced "
         "over its whole mesh with every micro-batch's gradients all-reduced, this step moved from -16% to +32%)",
+        plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
     ),
     Case(
         id="nemo-llama2-7b-fp8-8-h100",
         kind="train",
         gpu="H100 SXM",
         workload="Llama-2 7B train step in fp8, 8 H100s, 16 x 4096 tokens a GPU",
-        program=step("llama-7b", "train", 128, 4096, 8, matmul="fp8", accumulate=16, scan=False, overlap="framework"),
+        program=step("llama-7b", "train", 128, 4096, 8, matmul="fp8", accumulate=16, scan=False, mesh="zero1",
+                     overlap="framework"),
         published=16934,
         unit="tokens/s",
         quote="| LLAMA2-7B     | 8      | 128  | 1   | 4096           | 1  | 1  | 1  | 1  | 16934              | 780"
         "                     |",
         source=_NEMO,
         setup="Megatron-Core, fp8, data parallel over 8 GPUs with the distributed "
-        "optimizer, micro-batches of 1 (16 a step); remat not stated (none priced); priced FSDP",
+        "optimizer, micro-batches of 1 (16 a step); remat not stated (none priced, each layer recomputed the other "
+        "end); priced as run: ZeRO-1 over the 8 GPUs (it was priced FSDP before 2026-12-07); the framework's overlap "
+        "not quoted (XLA's order the other end)",
         work=128 * 4096 / 8,
         timed="stream",
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
+        plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
     ),
     Case(
         id="megatron-bridge-llama3-8b-fp8-8-h100",
@@ -874,6 +885,7 @@ CASES += [
         timed="stream",
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
+        plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
     ),
     # decode steps, batch 1: one GPU's program, and tensor parallel over a node's GPUs
     Case(
@@ -1052,6 +1064,7 @@ CASES += [
         memory_source=_TORCH_ALLOCATOR,
         peak_gib=47.96,
         peak_counts="reserved",
+        plausible=((_XLA_ORDER,),),
     ),
     Case(
         id="trainy-llama3-8b-fp8-64-h200",
@@ -1071,6 +1084,7 @@ CASES += [
         memory_source=_TORCH_ALLOCATOR,
         peak_gib=46.97,
         peak_counts="reserved",
+        plausible=((_XLA_ORDER,),),
     ),
 ]
 
@@ -1113,6 +1127,7 @@ CASES += [
         timed="stream",
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
+        plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
     ),
     Case(
         id="maxtext-mixtral-8x7b-ep8-256-h200",
@@ -1226,6 +1241,7 @@ CASES += [
         timed="stream",
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
+        plausible=((_XLA_ORDER,),),
     ),
 ]
 
@@ -1262,6 +1278,7 @@ CASES += [
         "collective-permutes on the q/k/v split, its stream held whole on each tp rank); e58674c: a fusion "
         "slicing a few layers out of a converted stack reads those layers (this step's plan was read for it: 236 "
         "such kernels priced as reading the whole 10 GB stack)",
+        plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
     ),
     Case(
         id="nemo-gpt3-175b-fp8-pp8-128-h100",
@@ -1287,6 +1304,7 @@ CASES += [
         "collective-permutes on the q/k/v split, its stream held whole on each tp rank); " + _READ_FOR_BOUNDS
         + "; 31c24d1: a micro-batch's work is one more trip of the stage's loop (this step's stage plans were read "
         "for it: the plans of one and two micro-batches gave 0.148 s a micro-batch, the loop's trip 0.088 s)",
+        plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
     ),
     Case(
         id="nemo-gpt3-175b-fp8-pp8-512-h100",
@@ -1308,6 +1326,7 @@ CASES += [
         guided=_READ_FOR_BOUNDS,
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
+        plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
     ),
     Case(
         id="nemo-llama2-70b-fp8-pp4-64-h100",
@@ -1329,6 +1348,7 @@ CASES += [
         guided=_READ_FOR_BOUNDS,
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
+        plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
     ),
     Case(
         id="megatron-bridge-llama3-70b-fp8-pp8-64-h100",
@@ -1351,5 +1371,6 @@ CASES += [
         memory_source=_TORCH_MEMORY,
         guided="f9cc08e: sequence parallelism on the tp meshes (this step's plan was read for it: 133 GB a GPU,"
         " the stream held whole on each tp rank)",
+        plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
     ),
 ]

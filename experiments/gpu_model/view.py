@@ -260,6 +260,8 @@ def _steps_table(latest: dict) -> figures.Table:
         if "plausible_low_s" in m:
             ends = sorted(as_published(c, m[f"plausible_{end}_s"]) for end in ("low", "high"))
             spread = f"{_num(ends[0])} to {_num(ends[1])} {c.unit} ({len(c.plausible) + 1} settings)"
+        elif re.search(r"(remat|optimizer)[^;]* not stated", c.setup):
+            spread = "a setting unstated, priced one way (see the case's setup)"
         else:
             spread = "settings stated"
         peak = (f"{c.peak_gib:g} GiB{' ' + c.peak_counts if c.peak_counts else ''}: {m['memory_error']:+.0%}"

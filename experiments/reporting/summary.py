@@ -71,11 +71,12 @@ def _checked(scores: dict, kind: str) -> str:
     if not s.get("cases") and not first.get("cases"):
         return "no published case checks such a program"
     if first.get("cases"):
+        dev = (f"; in sample, on the {int(s['cases'])} cases that shaped the model, {s['median_abs_error']:.0%}"
+               if s.get("cases") else "")
         return (f"out of sample, median error {first['median_abs_error']:.0%} on the first prices of "
-                f"{int(first['cases'])} published {kind} cases, {_interval(first)}; in sample, on the "
-                f"{int(s.get('cases', 0))} cases that shaped the model, {s.get('median_abs_error', 0):.0%}")
+                f"{int(first['cases'])} published {kind} cases, {_interval(first)}{dev}")
     return (f"in sample, median error {s['median_abs_error']:.0%} on {int(s['cases'])} published {kind} cases, "
-            f"{_interval(s)}; no first prices on this plan")
+            f"{_interval(s)}; no first price checks them out of sample")
 
 
 def _error_of(scores: dict, kind: str) -> str:
@@ -159,8 +160,9 @@ class Ask:
             name = "this CPU's plan standing in for XLA:GPU's (install the gpu-compile extra for the GPU's own)"
             scores = self.scores.get("cpu_plan", {})
         # the figure's digits follow the error a reader can expect: out of sample where first prices check the kind
-        s = scores.get(f"{kind}_first") or {} if (scores.get(f"{kind}_first") or {}).get("cases") else \
-            scores.get(kind) or {}
+        s = scores.get(f"{kind}_first") or {}
+        if not s.get("cases"):
+            s = scores.get(kind) or {}
         return (name, _error_of(scores, kind), _checked(scores, kind),
                 s.get("median_abs_error") if s.get("cases") else 1.0, _band(scores, kind))
 

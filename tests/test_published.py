@@ -164,7 +164,11 @@ def test_the_section_scores_the_cases_without_the_calibration_ones():
     sec = view.section(Seen(tuple(pairs)))
     cases = sec.tables[2]  # after the table by kind and the changes cases guided
     assert len(cases.rows) == len(published.CASES)
-    assert [row[2] for row in sec.tables[1].rows if "7e9254f" in row[0]] == ["jax-toolbox-maxtext-llama2-7b-h100"]
+    guided = {row[0]: row[2] for row in sec.tables[1].rows}  # a row a change, each of the changes a case names
+    assert guided["7e9254f"] == "jax-toolbox-maxtext-llama2-7b-h100"
+    assert "jax-toolbox-maxtext-llama2-7b-h100" in guided["e5b828d"]
+    assert "nemo-gpt3-175b-fp8-pp8-128-h100" in guided["31c24d1"] and "nemo-gpt3-175b-fp8-pp8-128-h100" in guided[
+        "0195ed7"]
     kinds = {row[0]: row for row in sec.tables[0].rows}  # each kind apart: the estimate's and the lower bound's
     # and the rows beside the kinds: steps over nodes and LoRA fine-tunes (the records carry no measured peak)
     sizes = [name for name, _, _ in view.SIZES]

@@ -124,8 +124,8 @@ def _guided_table(guided: list[published.Case]) -> figures.Table:
     the commit is the priced run's that printed the move, its message naming the change)."""
     by: dict[str, tuple[str, list[str]]] = {}
     for c in guided:
-        commit, _, what = c.guided.partition(":")
-        by.setdefault(commit.strip(), (what.strip(), []))[1].append(c.id)
+        for commit, what in published.guided_changes(c):
+            by.setdefault(commit, (what, []))[1].append(c.id)
     for case, entry in published.first_prices().items():
         for m in entry.get("moved", ()):
             if m.get("guided"):
@@ -135,10 +135,11 @@ def _guided_table(guided: list[published.Case]) -> figures.Table:
                     ids.append(case)
     return figures.Table(["change", "what it changed", "cases looked at"],
                          [[commit, what or "-", ", ".join(sorted(ids))] for commit, (what, ids) in by.items()],
-                         "The changes to the model made while looking at published cases' errors, or that moved a "
-                         "case's printed price by more than 5 points (python -m experiments.first_price --moved), "
-                         "each case marked guided by it: those cases' prices since are in sample; their first "
-                         "prices, from before, are not")
+                         "The changes to the model made while looking at published cases' errors (a case's guided "
+                         "field names them), and the committed priced runs that printed a case's price moved by more "
+                         "than 5 points since it was last printed (python -m experiments.first_price --moved; such a "
+                         "commit's message names the change that moved it), each case marked guided by it: those "
+                         "cases' prices since are in sample; their first prices, from before, are not")
 
 
 def _clause(text: str, most: int = 110) -> str:
@@ -208,8 +209,8 @@ def section(seen: Seen) -> figures.Section:
         f = first.get(key, {})
         role = ("calibration" if c.calibration else "first price out of sample" if f.get("first_price_s")
                 else "in sample")
-        by = ([c.guided.split(":")[0]] if c.guided else []) + [m["change"] for m in f.get("moved", ())
-                                                                if m.get("guided")]
+        by = [commit for commit, _ in published.guided_changes(c)] + [m["change"] for m in f.get("moved", ())
+                                                                       if m.get("guided")]
         if by:
             role += f"; guided {', '.join(dict.fromkeys(by))}"
         cpu = f"{m['cpu_plan_error']:+.0%}" if "cpu_plan_error" in m else "-"

@@ -38,8 +38,21 @@ def first_prices() -> dict[str, dict]:
 
 # The one rule that makes a price out of sample, in the words the report and the docs quote.
 OUT_OF_SAMPLE = ("a case's first price counts out of sample when the model of a commit before the one that added the "
-                 "case priced it (the case's own data and program builders laid over that commit) and no case added "
-                 "earlier prices the same program on the same GPU; every other price, today's included, is in sample")
+                 "case, and before any change the case guided, priced it (the case's own data and program builders "
+                 "laid over that commit) and no case added earlier prices the same program on the same GPU; every "
+                 "other price, today's included, is in sample")
+
+
+def guided_changes(case: Case) -> list[tuple[str, str]]:
+    """(commit, what it changed) for each change ``case.guided`` names: its clauses are "A: what" or "A and B: what",
+    joined by "; "."""
+    import re
+
+    out = []
+    for clause in filter(None, re.split(r"; (?=[0-9a-f]{7}\b)", case.guided)):  # a "; " inside a clause stays
+        commits, _, what = clause.partition(":")
+        out += [(commit.strip(), what.strip()) for commit in commits.split(" and ")]
+    return out
 
 
 def out_of_sample(prices: dict[str, dict] | None = None) -> dict[str, float]:

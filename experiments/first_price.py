@@ -11,7 +11,8 @@ beside the corrected one and why.
 
 Each entry carries its ``recipe``: the commit whose code priced it (``at``), the files laid over that commit's tree
 from another (``files`` from ``from``: the case's data and program builders as they entered; ``"entered"`` is the
-commit that added the case to ``published_cases.py``) and the call that priced it (``rule``, one of ``RULES``).
+commit that added the case to ``published_cases.py``), the call that priced it (``rule``, one of ``RULES``) and the
+JAX it was priced with (``jax``).
 ``--reproduce`` checks that commit out in a temporary git worktree, lays the files over it, prices the case there in
 a fresh Python and compares the price with the entry and with the committed report's table.
 """
@@ -23,6 +24,7 @@ import csv
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,8 +96,28 @@ print(json.dumps(out))
 }
 
 
+class GitError(Exception):
+    """git could not do what a first price's recipe needs (no repository, a shallow clone, a commit it lacks)."""
+
+
 def _git(*args: str, cwd: Path = fingerprint.ROOT) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, encoding="utf-8")
+    except OSError as e:
+        raise GitError(f"git cannot be run ({e})") from e
+    if done.returncode:
+        raise GitError(f"git {' '.join(args[:2])} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    return done.stdout
+
+
+def history() -> str | None:
+    """Why this checkout cannot reach the project's history (not a git repository, a shallow clone), or None."""
+    try:
+        if _git("rev-parse", "--is-shallow-repository").strip() == "true":
+            return "this clone is shallow: git fetch --unshallow brings the history first prices are priced from"
+    except GitError as e:
+        return f"first prices are priced from the project's git history, which this checkout lacks ({e})"
+    return None
 
 
 def changed_pricing_code() -> list[str]:
@@ -103,6 +125,13 @@ def changed_pricing_code() -> list[str]:
     files = [str(p.relative_to(fingerprint.ROOT)) for p in fingerprint.sources()]
     files = [f for f in files if f not in CASE_DATA]
     return _git("diff", "--name-only", "HEAD", "--", *files).split()
+
+
+def jax_version() -> str:
+    """The JAX this Python prices with: a recipe records it, as another XLA may plan the same program otherwise."""
+    from importlib import metadata
+
+    return metadata.version("jax")
 
 
 def head() -> str:
@@ -120,7 +149,8 @@ def record(case_ids: list[str]) -> dict[str, dict]:
         written[case_id] = {"entered": f"after {at}", "priced_at": at, "first_price_s": m["predicted_s"],
                             "how": f"{at}'s model on the case as it entered, priced before any change it informed "
                                    "(experiments.first_price)",
-                            "recipe": {"at": at, "from": "entered", "files": list(CASE_DATA), "rule": "measure"}}
+                            "recipe": {"at": at, "from": "entered", "files": list(CASE_DATA), "rule": "measure",
+                                       "jax": jax_version()}}
         case = next(c for c in published.CASES if c.id == case_id)
         if "memory_error" in m:  # a measured peak of memory: its first price too
             written[case_id]["first_memory_bytes"] = m["bytes_per_device"]
@@ -168,31 +198,32 @@ class Reproduced:
 
 
 def entered(case_id: str) -> str:
-    """The commit that added the case to the case data (``published_cases.py``, or before it existed
-    ``jaxgpu/pricing/published.py``)."""
-    for path in (*CASE_DATA, "jaxgpu/pricing/published.py"):
-        found = _git("log", "--format=%h", "--reverse", f'-S"{case_id}"', "--", path).split()
-        if found:
-            return found[0]
-    raise LookupError(f"{case_id}: no commit adds it to the case data")
+    """The commit that added the case to the case data: the oldest to add its id to ``published_cases.py`` or, before
+    that file existed, to ``jaxgpu/pricing/published.py`` or ``jaxgpu/published.py``."""
+    found = [c for path in (*CASE_DATA, "jaxgpu/pricing/published.py", "jaxgpu/published.py")
+             for c in _git("log", "--format=%H", "--reverse", f'-S"{case_id}"', "--", path).split()[:1]]
+    if not found:
+        raise GitError(f"{case_id}: no commit adds it to the case data (commit the case first)")
+    oldest = min(found, key=lambda c: int(_git("rev-list", "--count", c).strip()))
+    return _git("rev-parse", "--short", oldest).strip()
 
 
 @contextlib.contextmanager
 def worktree(at: str, overlay: dict[str, str]) -> Iterator[Path]:
     """A temporary git worktree of commit ``at`` with each path of ``overlay`` replaced by its text at the commit
-    ``overlay[path]``; removed afterwards."""
+    ``overlay[path]``; removed afterwards, whatever happened."""
     root = Path(tempfile.mkdtemp(prefix="jaxgpu-first-price-"))
     tree = root / "tree"
-    _git("worktree", "add", "--detach", "--quiet", str(tree), at)
     try:
+        _git("worktree", "add", "--detach", "--quiet", str(tree), at)
         for path, commit in overlay.items():
             (tree / path).parent.mkdir(parents=True, exist_ok=True)
-            (tree / path).write_text(_git("show", f"{commit}:{path}"))
+            (tree / path).write_text(_git("show", f"{commit}:{path}"), encoding="utf-8")
         yield tree
     finally:
-        _git("worktree", "remove", "--force", str(tree))
-        with contextlib.suppress(OSError):
-            root.rmdir()
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=fingerprint.ROOT, capture_output=True)
+        subprocess.run(["git", "worktree", "prune"], cwd=fingerprint.ROOT, capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _overlay(case_id: str, recipe: dict) -> dict[str, str]:
@@ -206,10 +237,11 @@ def _reprice(case_ids: list[str], recipe: dict, overlay: dict[str, str]) -> dict
         env = dict(os.environ, PYTHONPATH=str(tree))
         done = subprocess.run([sys.executable, "-c", RULES[recipe["rule"]], str(tree), *case_ids], cwd=tree, env=env,
                               capture_output=True, text=True)
-    if done.returncode:
-        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-        raise RuntimeError(f"pricing {', '.join(case_ids)} at {recipe['at']} failed:\n{tail}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    if done.returncode or not last.startswith("{"):
+        why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"pricing {', '.join(case_ids)} at {recipe['at']} failed: {why}")
+    return json.loads(last)
 
 
 def report_errors(study: Path = STUDY) -> dict[str, float]:
@@ -271,7 +303,9 @@ def main(argv: list[str] | None = None) -> int:
                     "first_prices.json (unless its entry says why not)")
     args = ap.parse_args(argv)
     if args.moved:
-        return _main_moves() if not args.cases else cli.fail(cli.name(COMMAND), "--moved takes no case ids")
+        if args.cases or args.reproduce or args.correct is not None:
+            return cli.fail(cli.name(COMMAND), "--moved takes no case ids, --reproduce or --correct")
+        return _main_moves()
     if not args.cases:
         return cli.fail(cli.name(COMMAND), "name at least one CASE_ID (or --reproduce all, or --moved)")
     known, have = {c.id for c in published.CASES}, published.first_prices()
@@ -286,7 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     if priced := [c for c in args.cases if have.get(c, {}).get("first_price_s") or have.get(c, {}).get("why")]:
         return cli.fail(cli.name(COMMAND), f"{', '.join(priced)} already has a first price or says why not; a first "
                                            "price is never priced again")
-    if dirty := changed_pricing_code():
+    try:
+        dirty = changed_pricing_code()
+    except GitError as e:
+        return cli.fail(cli.name(COMMAND), f"a first price names the commit that priced it: {e}")
+    if dirty:
         return cli.fail(cli.name(COMMAND), f"the pricing code differs from HEAD ({', '.join(dirty)}): a first price is "
                                            "the model's before any change; commit or stash the change, price, then "
                                            "change")
@@ -299,12 +337,14 @@ def correct(found: list[Reproduced], why: str) -> list[str]:
     corrected the same way in every case it touched, however far it moved each. The entry keeps the value it first
     had (``recorded_s``) and says why it was corrected. Returns the cases corrected."""
     prices, at = published.first_prices(), head()
-    fixed = [r for r in found if abs(r.repriced_s / r.recorded_s - 1) > 1e-6]
+    # a price withdrawn as in sample stays so: a correction never makes a case out of sample
+    fixed = [r for r in found if prices[r.case].get("first_price_s") and abs(r.repriced_s / r.recorded_s - 1) > 1e-6]
     for r in fixed:
         entry = prices[r.case]
         entry.setdefault("recorded_s", entry["first_price_s"])
         entry["first_price_s"] = r.repriced_s
-        entry["corrected"] = f"{why} (re-priced from its recipe by experiments.first_price --reproduce at {at})"
+        said = f"{why} (re-priced from its recipe by experiments.first_price --reproduce at {at})"
+        entry["corrected"] = f"{entry['corrected']}; then {said}" if entry.get("corrected") else said
     _write(prices)
     return [r.case for r in fixed]
 
@@ -336,7 +376,7 @@ def moves(points: float = MOVED_POINTS) -> list[dict]:
     # a first price was printed too (in the message of the commit that recorded it): the first print of its case
     by_id = {c.id: c for c in published.CASES}
     for case, e in published.first_prices().items():
-        if s := e.get("first_price_s") or e.get("recorded_s"):
+        if s := e.get("recorded_s") or e.get("first_price_s"):  # what was printed, before any correction
             last[case] = (published.error(s, by_id[case]), f"first price at {e['priced_at']}")
     for v in versions:
         now = _errors_at(v)  # a version may hold some cases only (a partial run): the others keep their last print
@@ -356,17 +396,25 @@ def record_moves(found: list[dict]) -> list[dict]:
     prices, new = published.first_prices(), []
     had = {case: {x["change"]: x for x in e.pop("moved", ())} for case, e in prices.items()}
     for m in found:  # the list as the history gives it now, each keeping a mark it had
-        old = had[m["case"]].get(m["change"])
+        old = had[m["case"]].pop(m["change"], None)
         mark = {k: old[k] for k in ("guided", "why_not") if old and k in old} or {"guided": True}
         prices[m["case"]].setdefault("moved", []).append({k: v for k, v in m.items() if k != "case"} | mark)
         if not old:
             new.append(m)
+    for case, left in had.items():  # a mark the history no longer gives is kept, and said
+        for x in left.values():
+            prices[case].setdefault("moved", []).append(x | {"no_longer_listed": True})
     _write(prices)
     return new
 
 
 def _main_moves() -> int:
-    found = moves()
+    if why := history():
+        return cli.fail(cli.name(COMMAND), why)
+    try:
+        found = moves()
+    except GitError as e:
+        return cli.fail(cli.name(COMMAND), str(e))
     new = record_moves(found)
     prices = published.first_prices()
     for m in found:
@@ -381,21 +429,29 @@ def _main_moves() -> int:
 
 def _main_reproduce(cases: list[str], have: dict[str, dict], why: str | None = None) -> int:
     name = cli.name(COMMAND)
-    if cases == ["all"]:
-        cases = [c for c, e in have.items() if e.get("recipe")]
-    if unknown := [c for c in cases if c not in have]:
+    if cases == ["all"]:  # every first price that counts: an in-sample entry's kept price is reproduced by name
+        cases = [c for c, e in have.items() if e.get("recipe") and e.get("first_price_s")]
+    cases = list(dict.fromkeys(cases))
+    known = {c.id for c in published.CASES}
+    if unknown := [c for c in cases if c not in known]:
         return cli.fail(name, f"no published case {', '.join(unknown)}")
-    if none := [c for c in cases if not have[c].get("recipe")]:
-        return cli.fail(name, f"{', '.join(none)} has no first price to reproduce ({have[none[0]].get('why', '')})")
-    if not (fingerprint.ROOT / ".git").exists():
-        return cli.fail(name, "reproducing needs the project's git history: run it in a clone of the repository")
+    if none := [c for c in cases if not have.get(c, {}).get("recipe")]:
+        return cli.fail(name, f"{', '.join(none)} has no first price to reproduce "
+                              f"({have.get(none[0], {}).get('why') or 'none recorded yet'})")
+    if why_not := history():
+        return cli.fail(name, why_not)
+    other = sorted({have[c]["recipe"].get("jax", "?") for c in cases} - {jax_version()})
+    if other and why:
+        return cli.fail(name, f"these first prices were priced with JAX {', '.join(other)} and this Python has "
+                              f"{jax_version()}: a correction needs the same JAX (pip install -e '.[gpu-compile]')")
+    if other:
+        print(f"{name}: note: priced with JAX {', '.join(other)}, re-priced with {jax_version()}; XLA may plan "
+              "otherwise", file=sys.stderr)
     try:
         found = reproduce(cases)
-    except (subprocess.CalledProcessError, LookupError) as e:
-        detail = e.stderr.strip().splitlines()[-1] if getattr(e, "stderr", None) else str(e)
-        return cli.fail(name, f"git could not lay out the commit to price at ({detail}); a shallow clone lacks it: "
-                              "git fetch --unshallow")
-    except RuntimeError as e:
+    except GitError as e:
+        return cli.fail(name, f"git could not lay out the commit to price at: {e}")
+    except RuntimeError as e:  # the historical code failed: not bad input, one line all the same
         print(f"{name}: {e}", file=sys.stderr)
         return 1
     print(_reproduce_table(found))

@@ -62,6 +62,23 @@ def test_a_context_parallel_step_matches_the_whole_step():
         np.testing.assert_allclose(np.asarray(g2), np.asarray(g1), rtol=2e-4, atol=1e-6)
 
 
+def test_a_causal_mask_left_unbuilt_is_the_built_one_in_blocks_of_queries_too():
+    """tf.Causal, a context-parallel GPU's mask from positions: the attention it gives is the built mask's, whole and a
+    block of queries at a time (each block building its own rows), with and without a window."""
+    q = jax.random.normal(jax.random.key(0), (2, 16, 4, 8))
+    k, v = (jax.random.normal(jax.random.key(i), (2, 16, 2, 8)) for i in (1, 2))
+    pos = jnp.broadcast_to(jnp.arange(16), (2, 16))
+    for within in (17, 5):
+        lazy = tf.Causal(pos, pos, jnp.asarray(within))
+        built = lazy.build()
+        assert built.shape == (2, 16, 16) and bool(built[0, 3, 3]) and not bool(built[0, 3, 4])
+        assert bool(built[0, 15, 0]) == (within > 15)
+        want = tf._attention(q, k, v, built, flash=True)
+        for block in (0, 4):
+            got = tf._attention(q, k, v, lazy, flash=True, query_block=block)
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+
+
 @pytest.fixture(scope="module")
 def gpu():
     if why := targets.unavailable():

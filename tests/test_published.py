@@ -378,7 +378,7 @@ def test_every_case_has_a_first_price_or_says_why_not():
         else:
             assert entry["first_price_s"] > 0 and entry["priced_at"] and entry["how"], case_id
             # how to price it again: the commit, the files laid over it, the call (experiments.first_price RULES)
-            assert set(entry["recipe"]) == {"at", "from", "files", "rule"}, case_id
+            assert set(entry["recipe"]) == {"at", "from", "files", "rule", "jax"}, case_id
         if "corrected" in entry:  # a corrected first price keeps the value it had, and says why
             assert entry["recorded_s"] > 0 and entry["recorded_s"] != entry["first_price_s"], case_id
     # the 21 kernels' first prices left out the dispatch b86d078^'s estimate held: corrected, each keeping its value
@@ -414,15 +414,17 @@ def test_every_cases_role_follows_the_out_of_sample_rule():
     from experiments import first_price
 
     got = published.first_prices()
+    full = lambda commit: _git("rev-parse", commit)  # noqa: E731 - commits compared whole, not by abbreviation
     entered = {}
     for c in published.scored():
         said = got[c.id]["entered"]
-        entered[c.id] = first_price.entered(c.id) if said.startswith("after ") else _git("rev-parse", "--short", said)
+        entered[c.id] = full(first_price.entered(c.id) if said.startswith("after ") else said)
     for c in published.scored():
         e = got[c.id]
-        at = e.get("recipe", {}).get("at")
-        before = bool(at) and at != entered[c.id] and not subprocess_fails("merge-base", "--is-ancestor", at,
-                                                                            entered[c.id])
+        at = full(e["recipe"]["at"]) if e.get("recipe") else ""
+        later = [entered[c.id], *(full(commit) for commit, _ in published.guided_changes(c))]
+        before = bool(at) and all(at != x and not subprocess_fails("merge-base", "--is-ancestor", at, x)
+                                  for x in later)
         twin = any(o.id != c.id and o.program == c.program and o.gpu == c.gpu and entered[o.id] != entered[c.id]
                    and not subprocess_fails("merge-base", "--is-ancestor", entered[o.id], entered[c.id])
                    for o in published.scored())

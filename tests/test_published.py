@@ -194,7 +194,8 @@ def test_the_section_scores_the_cases_without_the_calibration_ones():
     assert kinds["train"][10] == "2.50x to 2.50x" and kinds["prefill"][10].startswith("none: 2 cases")
     assert kinds["memory"][4].startswith("none: 7 cases")  # out of sample, too few for an interval, said so
     roles = {row[0]: row[8] for row in cases.rows}
-    assert roles["mamf-h100-bf16"] == "calibration" and roles["torch-mm-h100-bf16-2048"] == "first price out of sample"
+    assert roles["mamf-h100-bf16"] == "calibration"
+    assert roles["torch-mm-h100-bf16-2048"].startswith("first price out of sample")
     assert roles["nemo-gpt3-20b-fp8-tp2-64-h100"].startswith("in sample")
     para = sec.paragraphs[0]
     assert para.index("Out of sample") < para.index("In sample") and "not run here" in para
@@ -507,7 +508,8 @@ def test_every_move_of_a_printed_price_is_marked_guided_or_says_why_not():
     from experiments import first_price
 
     found = first_price.moves()
-    recorded = {(case, m["change"]): m for case, e in published.first_prices().items() for m in e.get("moved", ())}
+    recorded = {(case, m["change"]): m for case, e in published.first_prices().items() for m in e.get("moved", ())
+                if not m.get("no_longer_listed")}  # a mark the history stopped giving is kept, and said
     assert {(m["case"], m["change"]) for m in found} == set(recorded)
     assert all(m.get("guided") or m.get("why_not") for m in recorded.values())
     # the issue's: Automodel's 70B step, +75% at its first price, -28% since; MaxText's 4x8, printed before c2a2a12

@@ -352,6 +352,7 @@ def correct(found: list[Reproduced], why: str) -> list[str]:
 # ---- cases whose printed price a change then moved -------------------------------------------------------------
 
 PRICED = "reports/priced-published/results.jsonl"
+_CASE_IDS = {c.id for c in published.CASES}
 MOVED_POINTS = 0.05  # a change that moved a case's error by more than this, after its price was printed, may have been
 
 
@@ -360,7 +361,7 @@ def _errors_at(commit: str) -> dict[str, float]:
     out = {}
     for line in _git("show", f"{commit}:{PRICED}").splitlines():
         r = json.loads(line)
-        if r.get("experiment") == "gpu_model" and "case" in r.get("params", {}) and "error" in r.get("metrics", {}):
+        if r.get("params", {}).get("case") in _CASE_IDS and "error" in r.get("metrics", {}):
             out[r["params"]["case"]] = r["metrics"]["error"]
     return out
 

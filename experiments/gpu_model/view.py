@@ -186,8 +186,7 @@ def section(seen: Seen) -> figures.Section:
     latest = {x.params["case"]: x for _, x in good if x.params["case"] in _BY_ID}
     gpu_plans = sum(x.metrics.get("gpu_plan", 0) for x in latest.values())
     s, old = scores(pairs), scores(pairs, "cpu_plan_error")
-    guided = [c for c in published.CASES if c.guided]
-    first = published.first_prices()
+    guided, first = [c for c in published.CASES if c.guided], published.first_prices()
     plan = ("XLA:GPU's own plan for the case's GPU, compiled on this CPU" if gpu_plans == len(latest) else
             f"XLA:GPU's own plan for {int(gpu_plans)} of {len(latest)} cases (the rest on this CPU's plan: the "
             "gpu-compile extra was missing or failed)")
@@ -228,8 +227,7 @@ def section(seen: Seen) -> figures.Section:
         "Predicted, not run: error = predicted time / published time - 1 (+50%: the prediction is 1.5x slower than "
         "the measurement). First price: the model's error on the case before any change it informed, at the commit "
         "named. Calibration cases set a constant of the model and are not scored."))
-    steps = _steps_table(latest)
-    if steps.rows:
+    if (steps := _steps_table(latest)).rows:
         sec.tables.append(steps)
     sec.plots.append(figures.Plot("gpu_model", _figure(points),
                              f"Out of sample, the first prices on XLA:GPU's plan: {_said(s['all_first'])}, "

@@ -59,8 +59,8 @@ def _cpu(pairs: Sequence[Pair]) -> list[Pair]:
 def _interval(s: dict) -> str:
     """A summary's interval of predicted / published in a clause, or why it has none."""
     if "ratio_low" in s:
-        return f"{INTERVAL:.0%} of their predicted times {s['ratio_low']:.2f}x to {s['ratio_high']:.2f}x the measured"
-    return f"too few for an interval (under {MIN_INTERVAL_CASES})"
+        return f"{INTERVAL:.0%} at {s['ratio_low']:.2f}x-{s['ratio_high']:.2f}x"
+    return f"under {MIN_INTERVAL_CASES}: no interval"
 
 
 def _checked(scores: dict, kind: str) -> str:
@@ -71,12 +71,11 @@ def _checked(scores: dict, kind: str) -> str:
     if not s.get("cases") and not first.get("cases"):
         return "no published case checks such a program"
     if first.get("cases"):
-        dev = (f"; in sample, on the {int(s['cases'])} cases that shaped the model, {s['median_abs_error']:.0%}"
-               if s.get("cases") else "")
-        return (f"out of sample, median error {first['median_abs_error']:.0%} on the first prices of "
-                f"{int(first['cases'])} published {kind} cases, {_interval(first)}{dev}")
-    return (f"in sample, median error {s['median_abs_error']:.0%} on {int(s['cases'])} published {kind} cases, "
-            f"{_interval(s)}; no first price checks them out of sample")
+        dev = f"; in sample {s['median_abs_error']:.0%}" if s.get("cases") else ""
+        return (f"out of sample, median error {first['median_abs_error']:.0%} on {int(first['cases'])} published "
+                f"{kind} cases' first prices ({_interval(first)}){dev}")
+    return (f"in sample, median error {s['median_abs_error']:.0%} on {int(s['cases'])} published {kind} cases "
+            f"({_interval(s)}); no first price checks them")
 
 
 def _error_of(scores: dict, kind: str) -> str:

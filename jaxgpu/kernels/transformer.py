@@ -126,17 +126,9 @@ _fp8_mm.defvjp(_fp8_mm_fwd, _fp8_mm_bwd)
 
 
 class Causal(NamedTuple):
-    """A causal mask left unbuilt: the queries' positions [B, T], the keys' [B, S] and the band ``within`` (a query
-    sees keys less than ``within`` behind it; a scalar array, the keys' count where there is no window). Built where
-    it is used, from positions that carry their arrays' sharding, so a context-parallel group's GPU builds only its own
-    queries' rows, and a block of queries only the block's: a [T, T] mask of the whole sequence, left to XLA, is built
-    whole on every GPU (Llama-3 8B, one 262,144-token sequence over a group of 8, held 2.8x the bytes a GPU of four
-    65,536-token ones over groups of 2)."""
-
-    q: Any
-    k: Any
-    within: Any
-
+    """A causal mask left unbuilt (queries' positions [B, T], keys' [B, S], keys under ``within`` behind a query seen),
+    built where used from positions carrying their sharding: a context-parallel GPU builds its own queries' rows."""
+    q: Any; k: Any; within: Any  # noqa: E702 - three fields, one line
     def build(self) -> jax.Array:
         gap = self.q[:, :, None] - self.k[:, None, :]
         return (gap >= 0) & (gap < self.within)
@@ -162,13 +154,11 @@ def _attention_in_blocks(q, k, v, mask, block: int):
     b, t, h, hd = q.shape
     n = t // block
     qs = q.reshape(b, n, block, h, hd).swapaxes(0, 1)
-    if isinstance(mask, Causal):  # each block builds its own rows from its queries' positions
-        ms = mask.q.reshape(b, n, block).swapaxes(0, 1)
-        body = jax.checkpoint(lambda _, qm: (None, _attention_math(qm[0], k, v, Causal(qm[1], mask.k, mask.within),
-                                                                   flash=True)))
-        return jax.lax.scan(body, None, (qs, ms))[1].swapaxes(0, 1).reshape(b, t, -1)
-    ms = mask.reshape(n, block, -1) if mask.ndim == 2 else mask.reshape(b, n, block, -1).swapaxes(0, 1)
-    body = jax.checkpoint(lambda _, qm: (None, _attention_math(qm[0], k, v, qm[1], flash=True)))
+    lazy = isinstance(mask, Causal)  # each block builds its own rows from its queries' positions
+    ms = (mask.q.reshape(b, n, block).swapaxes(0, 1) if lazy else mask.reshape(n, block, -1) if mask.ndim == 2
+          else mask.reshape(b, n, block, -1).swapaxes(0, 1))
+    rows = (lambda m: Causal(m, mask.k, mask.within)) if lazy else (lambda m: m)
+    body = jax.checkpoint(lambda _, qm: (None, _attention_math(qm[0], k, v, rows(qm[1]), flash=True)))
     return jax.lax.scan(body, None, (qs, ms))[1].swapaxes(0, 1).reshape(b, t, -1)
 
 
@@ -254,8 +244,7 @@ def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=Fals
     if getattr(layout, "kv", None):  # context parallel: each GPU's queries against the whole sequence's keys
         k, v = layout.kv(k), layout.kv(v)
         if cache is None:  # the mask of its own queries' rows, not the whole sequence's (Causal)
-            mask = Causal(layout(positions), layout.kv(positions),
-                          jnp.asarray(c.window or k.shape[1] + 1, positions.dtype))
+            mask = Causal(layout(positions), layout.kv(positions), jnp.asarray(c.window or k.shape[1] + 1))
     if cache is None and c.window and t > c.window and t % c.window == 0:
         a = _windowed(q, k, v, c.window, flash)
     else:

@@ -1375,3 +1375,265 @@ CASES += [
         plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
     ),
 ]
+
+# Whole steps added for issue #62 before any of its calibration: runs on B200, H200 and A100, in fp8 and over nodes,
+# each first-priced by the model as it stood (docs/research/published-whole-steps.md, section G, has their research).
+# A Megatron run's unstated recompute and a PyTorch framework's unquoted overlap price the plausible others, as above.
+_BRIDGE_B200 = ("NVIDIA-NeMo/Megatron-Bridge @067f987 docs/performance-summary-archive.md (25.11 container, DGX-B200; "
+                "tokens/s a GPU)")
+_NEMO_2502 = ("docs.nvidia.com/nemo-framework/user-guide/latest/performance/performance_summary.html as stored for "
+              "NeMo 25.02 (DGX-B200, FP8, NeMo 2.0; tokens/s a GPU; the page's cells one a line, joined here)")
+_RECIPES = "AI-Hypercomputer/gpu-recipes @{} training/{}/README.md (an example log line)"
+# Google Cloud's GPU VMs: A3 Mega (a3-megagpu-8g) gives its 8 H100s eight 200 Gb/s NICs for GPU traffic
+# (GPUDirect-TCPXO), A3 Ultra (H200) and A4 (B200) eight 400 Gb/s RDMA NICs, a DGX's port a GPU (Google Cloud's
+# "GPU machine types" page, accelerator-optimized A3 and A4 series)
+_A3_MEGA_NETWORK = 200
+# the XLA flags of gpu-recipes' MaxText charts for these runs (values.yaml at each commit): the scheduler, all-reduce
+# and all-gather combined up to 2 GiB (A3 Ultra and A4's 70B) or as the A3 Mega 7B chart sets them, the rest as
+# MaxText's own scripts (_MAXTEXT_PIPELINED)
+_RECIPES_70B_XLA = _LHS + ((_AR, 2147483648), (_AG, 2147483648), (_RS, 16777216)) + _MAXTEXT_PIPELINED
+_RECIPES_MEGA_XLA = _LHS + ((_AR, 536870912), (_AG, 134217728), (_RS, 67108864)) + _MAXTEXT_PIPELINED
+_NEMO_RECIPE = ("NeMo {} (Megatron-Core) as gpu-recipes' config {} sets it: {}; activations_checkpoint_granularity: "
+                "null (no recompute); distributed optimizer (zero1+tp priced); the framework's overlap not quoted "
+                "(XLA's order the other end)")
+_GPT2_VOCAB = ("tokenizer GPT2BPETokenizer, so a vocabulary of about 50k, not Llama-3's 128,256 (priced: about 1% "
+               "more work a step)")
+
+CASES += [
+    Case(
+        id="megatron-bridge-llama3-8b-fp8-8-b200",
+        kind="train",
+        gpu="B200",
+        workload="Llama-3 8B train step in fp8, 8 B200s (data parallel, distributed optimizer), 8 x 2 x 8192 tokens "
+        "a GPU",
+        program=step("llama3-8b", "train", 128, 8192, 8, matmul="fp8", mesh="zero1", accumulate=8, scan=False,
+                     overlap="framework"),
+        published=30624,
+        unit="tokens/s",
+        quote="| LLAMA3_8B | 8 | FP8-CS (FP8-MX) | 128 | 2 | 8192 | 0 | 1 | 1 | 1 | n/a | 1 | 8 | 30624 (29521) | "
+        "1576 (1519) |",
+        source=_BRIDGE_B200,
+        setup="Megatron-Bridge, fp8 current scaling (the figure outside the brackets), DDP ('FSDP = 0') with the "
+        "recipe's distributed Adam (zero1 priced), micro-batches of 2 (8 a step), CUDA graphs of the whole "
+        "iteration; remat not stated (none priced, each layer recomputed the other end); the framework's overlap "
+        "not quoted (XLA's order the other end)",
+        work=128 * 8192 / 8,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
+        plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
+    ),
+    Case(
+        id="nemo-llama3-8b-fp8-8-b200",
+        kind="train",
+        gpu="B200",
+        workload="Llama-3 8B train step in fp8, 8 B200s (data parallel, distributed optimizer), 8 x 2 x 8192 tokens "
+        "a GPU",
+        program=step("llama3-8b", "train", 128, 8192, 8, matmul="fp8", mesh="zero1", accumulate=8, scan=False,
+                     overlap="framework"),
+        published=26006,
+        unit="tokens/s",
+        quote="LLAMA3-8B | 8 | 128 | 2 | 8192 | 1 | 1 | 1 | 1 | 1 | 8 | 26006 | 1506 |",
+        source=_NEMO_2502,
+        setup="NeMo 25.02 (NeMo 2.0, Megatron-Core), fp8 (the performance scripts of that time: delayed scaling), "
+        "DP 8 with distributed_fused_adam (zero1 priced), micro-batches of 2 (8 a step), CUDA graphs; remat not "
+        "stated (none priced, each layer recomputed the other end); the framework's overlap not quoted (XLA's "
+        "order the other end)",
+        work=128 * 8192 / 8,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
+        plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
+    ),
+    Case(
+        id="nemo-gpt3-175b-fp8-tp4pp4-512-b200",
+        kind="train",
+        gpu="B200",
+        workload="GPT3 175B train step in fp8, 64 nodes of 8 B200s, 4 pipeline stages (interleaved 6 ways) of tp 4 "
+        "x 32 groups, 32 micro-batches of 2",
+        program=step("gpt3-175b", "train", 2048, 2048, 512, matmul="fp8", mesh="zero1+tp", tp=4, pp=4, vp=6,
+                     accumulate=32, scan=False, overlap="framework"),
+        published=1600,
+        unit="tokens/s",
+        quote="GPT3-175B | 512 | 2048 | 2 | 2048 | 4 | 4 | 1 | 6 | 1 | 32 | 1600 |",
+        source=_NEMO_2502,
+        setup="NeMo 25.02 (Megatron-Core), fp8, TP 4, PP 4 with 6 virtual stages, DP 32, micro-batches of 2 (32 a "
+        "step); the optimizer not stated (NeMo 2.0's recipes: distributed_fused_adam, zero1+tp priced); remat not "
+        "stated (none priced, each layer recomputed the other end); the framework's overlap not quoted (XLA's "
+        "order the other end)",
+        work=2048 * 2048 / 512,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
+        plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
+    ),
+    Case(
+        id="maxtext-llama3-70b-fp8-256-b200",
+        kind="train",
+        gpu="B200",
+        workload="Llama-3.1 70B train step, 32 nodes of 8 B200s (FSDP over all), 8 x 8192 tokens a GPU",
+        program=step("llama3-70b", "train", 2048, 8192, 256, matmul="fp8", remat="nothing_saveable",
+                     xla=_RECIPES_70B_XLA),
+        published=20935,
+        unit="ms",
+        quote="completed step: 11, seconds: 20.935, TFLOP/s/device: 1507.142, Tokens/s/device: 3130.521, "
+        "total_weights: 16777216, loss: 12.329",
+        source=_RECIPES.format("5be5988e", "a4/llama3-1-70b/maxtext-pretraining-gke"),
+        setup="MaxText, ici_fsdp_parallelism 8 x dcn_fsdp_parallelism 32 (FSDP over 256), per_device_batch_size 8, "
+        "attention cudnn_flash_te, remat_policy full (nothing_saveable), scanned layers, synthetic data; the log "
+        "line does not say fp8 or bf16 (the README's default is fp8, priced; bf16 the other end)",
+        work=1.0,
+        timed="stream",
+        memory_fraction=0.98,
+        memory_source="the recipe's launcher (helm chart at 5be5988e): XLA_PYTHON_CLIENT_MEM_FRACTION 0.98",
+        plausible=((("matmul", "bf16"),),),
+    ),
+    Case(
+        id="maxtext-llama3-70b-256-h200",
+        kind="train",
+        gpu="H200 SXM",
+        workload="Llama-3.1 70B train step, 32 nodes of 8 H200s (FSDP), 2 x 8192 tokens a GPU",
+        program=step("llama3-70b", "train", 512, 8192, 256, remat=_SAVE_DOTS[1], xla=_RECIPES_70B_XLA),
+        published=15516,
+        unit="ms",
+        quote="completed step: 12, seconds: 15.516, TFLOP/s/device: 508.371, Tokens/s/device: 1055.949, "
+        "total_weights: 4194304, loss: 0.000",
+        source=_RECIPES.format("a3b9caba", "a3ultra/llama-3.1-70b/maxtext-pretraining-gke"),
+        setup="MaxText, bf16 (the README's default), ici_fsdp_parallelism 8 x dcn_fsdp_parallelism 16 x "
+        "dcn_data_parallelism 2 (priced: FSDP over all 256), per_device_batch_size 2, attention cudnn_flash_te, "
+        "scanned layers, remat_policy save_dot_except_mlp (q, k, v and the output projection kept; no policy of "
+        "this model's says it: dots_with_no_batch_dims_saveable, which keeps the MLP's products too, priced), "
+        "synthetic data",
+        work=1.0,
+        timed="stream",
+        memory_fraction=0.9,
+        memory_source="the recipe's launcher (helm chart at a3b9caba): XLA_PYTHON_CLIENT_MEM_FRACTION 0.9",
+    ),
+    Case(
+        id="pax-gpt3-175b-256-a100",
+        kind="train",
+        gpu="A100 80GB",
+        workload="GPT 175B train step, 32 nodes of 8 A100s (FSDP), 6 x 2048 tokens a GPU",
+        program=step("gpt3-175b", "train", 1536, 2048, 256, remat="nothing_saveable", mesh="fsdp", xla=_PAX_XLA),
+        published=18.29,
+        unit="sequences/s",
+        quote="| 175B | A100 80G SXM | BF16 | 256    |1    |256    |1    | 6       |   18.29     |        72.92      "
+        "   |        N/A       |    |",
+        source="NVIDIA/JAX-Toolbox @9889725 rosetta/rosetta/projects/pax/README.md, A100 results (sequences/s of "
+        "the global batch; shapes in paxml @39694a0 paxml/contrib/gpu/scripts_gpu/configs.py, GPT175B)",
+        setup="Pax (container 23.10), bf16 without Transformer Engine, FSDP over 256 GPUs, Adam, repeated "
+        "(scanned) layers, CHECKPOINT_POLICY not set in GPT175B: SAVE_NOTHING inherited "
+        "(TransformerLmSpmdAdafactor), nothing_saveable priced",
+        work=1536.0,
+        timed="stream",
+        memory_fraction=0.9,
+        memory_source=_PAX_MEMORY,
+    ),
+    Case(
+        id="maxtext-llama2-7b-256-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="Llama-2 7B train step, 32 A3 Mega nodes of 8 H100s (FSDP in a node, data parallel across), 4 x "
+        "4096 tokens a GPU",
+        program=step("llama-7b", "train", 1024, 4096, 256, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp",
+                     xla=_RECIPES_MEGA_XLA, network=_A3_MEGA_NETWORK),
+        published=1500,
+        unit="ms",
+        quote="completed step: 12, seconds: 1.500, TFLOP/s/device: 503.384, Tokens/s/device: 10922.973, "
+        "total_weights: 4194304, loss: 0.000",
+        source=_RECIPES.format("d57d2223", "a3mega/llama-2-7b/maxtext-pretraining-gke"),
+        setup="MaxText, bf16, ici_fsdp_parallelism 8 x dcn_data_parallelism 32 (hsdp), per_device_batch_size 4, "
+        "attention cudnn_flash_te, scan_layers false, remat_policy minimal_flash (priced as "
+        "dots_with_no_batch_dims_saveable, as the A3 cases above), synthetic data, A3 Mega's network",
+        work=1.0,
+        timed="stream",
+        memory_fraction=0.9,
+        memory_source="the recipe's launcher (configmap at d57d2223): XLA_PYTHON_CLIENT_MEM_FRACTION 0.9",
+    ),
+    Case(
+        id="nemo-gpt3-175b-fp8-tp4pp8-256-h100",
+        kind="train",
+        gpu="H100 SXM",
+        workload="GPT3 175B train step in fp8, 32 A3 Mega nodes of 8 H100s, 8 pipeline stages (interleaved 2 ways) "
+        "of tp 4 x 8 groups, 256 micro-batches",
+        program=step("gpt3-175b", "train", 2048, 2048, 256, matmul="fp8", mesh="zero1+tp", tp=4, pp=8, vp=2,
+                     accumulate=256, scan=False, overlap="framework", network=_A3_MEGA_NETWORK),
+        published=25116,
+        unit="ms",
+        quote='"train_step_timing in s": 25.115550994873047,',
+        source=_RECIPES.format("916aa8ee", "a3mega/GPT3-175B/nemo-pretraining-gke"),
+        setup=_NEMO_RECIPE.format("24.07", "gpt3-175b-256gpus-fp8.yaml", "fp8 (hybrid, delayed scaling), TP 4, "
+                                  "PP 8 with 2 virtual stages, DP 8, micro-batches of 1 (256 a step), sequence "
+                                  "parallel") + "; A3 Mega's network; one step's log line (step 47)",
+        work=1.0,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
+        plausible=((_XLA_ORDER,),),
+    ),
+    Case(
+        id="nemo-mixtral-8x7b-ep8-256-h200",
+        kind="train",
+        gpu="H200 SXM",
+        workload="Mixtral 8x7B train step, 32 nodes of 8 H200s, experts over each node's 8 GPUs, 2 micro-batches of "
+        "2 x 4096 tokens a GPU",
+        program=step("mixtral-8x7b", "train", 1024, 4096, 256, ep=8, accumulate=2, scan=False, overlap="framework"),
+        published=2740,
+        unit="ms",
+        quote='"train_step_timing in s": 2.7396187782287598,',
+        source=_RECIPES.format("bd6c2597", "a3ultra/mixtral-8x7b/nemo-pretraining-gke"),
+        setup=_NEMO_RECIPE.format("24.07", "mixtral-8x7b-256gpus-a3u-bf16.yaml", "bf16, EP 8, TP 1, PP 1, DP 256 "
+                                  "(priced: ep groups of 8, the rest fsdp over 256), micro-batches of 2 (2 a step), "
+                                  "all-to-all dispatch padded to capacity factor 1.0 (priced at this program's 1.25)")
+        + "; tokenizer GPT2BPETokenizer, so a vocabulary of about 50k, not Mixtral's 32,000 (priced: well under 1% "
+        "less work a step); step 26's line",
+        work=1.0,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
+        plausible=((_XLA_ORDER,),),
+    ),
+    Case(
+        id="nemo-llama3-70b-fp8-tp2pp4-256-h200",
+        kind="train",
+        gpu="H200 SXM",
+        workload="Llama-3.1 70B train step in fp8, 32 nodes of 8 H200s, 4 pipeline stages (interleaved 20 ways) of "
+        "tp 2 x 32 groups, 32 micro-batches",
+        program=step("llama3-70b", "train", 1024, 8192, 256, matmul="fp8", mesh="zero1+tp", tp=2, pp=4, vp=20,
+                     accumulate=32, scan=False, overlap="framework"),
+        published=20021,
+        unit="ms",
+        quote='"train_step_timing in s": 20.021318435668945,',
+        source=_RECIPES.format("7fa45181", "a3ultra/llama-3.1-70b/nemo-pretraining-gke"),
+        setup=_NEMO_RECIPE.format("24.07", "llama-3.1-70b-256gpus-a3ultra-fp8.yaml", "fp8 (hybrid, delayed "
+                                  "scaling, fp8 parameters), TP 2, PP 4 with 20 virtual stages, DP 32, micro-batches "
+                                  "of 1 (32 a step), sequence parallel") + "; " + _GPT2_VOCAB + "; step 15's line",
+        work=1.0,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
+        plausible=((_XLA_ORDER,),),
+    ),
+    Case(
+        id="nemo-llama3-70b-fp8-tp2pp4-256-b200",
+        kind="train",
+        gpu="B200",
+        workload="Llama-3.1 70B train step in fp8, 32 nodes of 8 B200s, 4 pipeline stages (interleaved 20 ways) of "
+        "tp 2 x 32 groups, 64 micro-batches",
+        program=step("llama3-70b", "train", 2048, 8192, 256, matmul="fp8", mesh="zero1+tp", tp=2, pp=4, vp=20,
+                     accumulate=64, scan=False, overlap="framework"),
+        published=19954,
+        unit="ms",
+        quote='"train_step_timing in s": 19.954481744766234,',
+        source=_RECIPES.format("0211dc17", "a4/llama3-1-70b/nemo-pretraining-gke"),
+        setup=_NEMO_RECIPE.format("25.02", "llama3-1-70b-256gpus-a4-fp8.yaml", "fp8 (hybrid, delayed scaling), "
+                                  "TP 2, PP 4 with 20 virtual stages, DP 32, micro-batches of 1 (64 a step), "
+                                  "sequence parallel, tensor-parallel communication overlap on")
+        + "; " + _GPT2_VOCAB + "; step 11's line",
+        work=1.0,
+        timed="stream",
+        memory_fraction=1.0,
+        memory_source=_TORCH_MEMORY,
+        plausible=((_XLA_ORDER,),),
+    ),
+]

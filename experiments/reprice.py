@@ -76,6 +76,11 @@ def whole(folder: Path, experiment: str) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         shutil.move(str(aside / folder.name), folder)
         raise
+    # the folder holds its records alone, as committed (the study is their view): the run's own report goes
+    kept = {p.name for p in (aside / folder.name).iterdir()} | {"results.jsonl", "run.json"}
+    for extra in folder.iterdir():
+        if extra.name not in kept:
+            shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
     shutil.rmtree(aside, ignore_errors=True)
 
 

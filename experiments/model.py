@@ -77,7 +77,9 @@ def parser() -> cli.Parser:
                    help="a described llama-style decoder's gated MLP (geglu: Gemma's tanh-GELU gate)")
     p.add_argument("--remat", default="none", metavar="POLICY",
                    help="with --train: a jax.checkpoint_policies policy per layer (dots_with_no_batch_dims_saveable "
-                        "keeps the weights' products, nothing_saveable recomputes each layer) or none (default)")
+                        "keeps the weights' products, nothing_saveable recomputes each layer), a framework's by its "
+                        "name (maxtext:minimal_flash, pax:SAVE_QKV_OUT_PROJ, megatron:selective, ...; '--remat list' "
+                        "shows each with what it saves and its source) or none (default)")
     p.add_argument("--no-flash", action="store_true", help="attention as XLA's scores, not one fused kernel")
     p.add_argument("--fp8", action="store_true", help="fp8 (e4m3) matrix products, on cards with fp8 matrix units")
     p.add_argument("--layer-loop", choices=("scan", "unroll"),
@@ -178,10 +180,26 @@ def _lora_flags(p: cli.Parser) -> None:
                    help="with --lora: the matrices adapted, every matrix of a layer or the attention's (default all)")
 
 
+def _list_remat() -> None:
+    """The remat policies ``--remat`` takes: JAX's by name, then each framework's, what it saves and where it is
+    defined, then those refused and the nearest of each."""
+    from jaxgpu.ground import decoders, remat
+
+    print("jax.checkpoint_policies: none, " + ", ".join(decoders.REMAT_POLICIES))
+    for p in remat.POLICIES.values():
+        saves = ", ".join(x for x in (remat.BASES[p.base], *p.names) if x)
+        print(f"{p.name:42s} saves {saves}\n{'':42s} {p.source}: {p.defined}" + (f" ({p.note})" if p.note else ""))
+    for name, (why, near) in remat.REFUSED.items():
+        print(f"{name:42s} refused: {why}; the nearest: {near}")
+
+
 def parse_args(argv: list[str] | None = None) -> Asked:
     """The command line, checked, as one frozen ``Asked``; bad input exits 2 with one line."""
     p = parser()
     args = p.parse_args(argv)
+    if args.remat == "list":
+        _list_remat()
+        raise SystemExit(0)
     if args.list:
         return Asked(listing=True)
     dims = [args.layers, args.d_model, args.heads, args.kv_heads, args.ffn, args.vocab]

@@ -165,18 +165,19 @@ def test_the_formula_keeps_what_a_remat_policy_keeps():
     """Korthikanti et al.'s count by policy, counted by hand for a 4-layer decoder (d 64, 4 heads, 2 KV heads of 16,
     a gated MLP of 256), 2 x 32 tokens: a token's values are 10 d + 4 q + 4 kv + 8 f = 3,072 bytes a layer, 196,608
     for the layer's 64 tokens. nothing_saveable keeps each layer's input (2 d = 128 bytes a token) and one layer
-    whole while the backward recomputes it; the dots policies the products' outputs and the input, 2 (3 d + q + 2 kv
-    + 2 f) = 1,664 bytes a token; dots_saveable without flash also the score product, 2 x 4 heads x 32 x 32 x 2."""
+    whole while the backward recomputes it; the dots policies the products' outputs (not the MLP's second, which no
+    backward pass needs: JAX keeps none, tests/test_remat.py) and the input, 2 (2 d + q + 2 kv + 2 f) = 1,536 bytes a
+    token; dots_saveable without flash also the score product, 2 x 4 heads x 32 x 32 x 2."""
     t = decoders.Decoder("tiny", layers=4, d_model=64, heads=4, kv_heads=2, ffn=256, vocab=100, max_seq=64,
                          style="llama")
     acts = {r: fit.transformer_train(t, "bf16", 32, 2, flash=True, remat=r)["activations"]
             for r in ("none", "everything_saveable", "nothing_saveable", "dots_with_no_batch_dims_saveable")}
     assert acts["none"] == acts["everything_saveable"] == 4 * 196_608
     assert acts["nothing_saveable"] == 4 * 64 * 128 + 196_608
-    assert acts["dots_with_no_batch_dims_saveable"] == 4 * 64 * 1_664 + 196_608
+    assert acts["dots_with_no_batch_dims_saveable"] == 4 * 64 * 1_536 + 196_608
     # without flash the scores count too: 5 x 4 heads x 32 x 32 x 2 = 40,960 bytes a layer in the whole count
     scores = fit.transformer_train(t, "bf16", 32, 2, remat="dots_saveable")["activations"]
-    assert scores == 4 * (64 * 1_664 + 16_384) + 196_608 + 40_960
+    assert scores == 4 * (64 * 1_536 + 16_384) + 196_608 + 40_960
     with pytest.raises(ValueError, match="unknown remat policy"):
         fit.transformer_train(t, remat="offload")
 

@@ -13,6 +13,8 @@ import difflib
 import math
 import re
 
+from jaxgpu.ground import remat
+
 STYLES = ("gpt2", "llama")
 
 
@@ -296,9 +298,11 @@ class StepSettings:
     """How a step is run: what real training and serving runs set first.
 
     Attributes:
-      remat: "none" (the backward pass keeps every activation it needs), or a policy of
-        ``jax.checkpoint_policies`` by its name (``REMAT_POLICIES``), applied to each layer: ``dots_saveable`` keeps
-        the matrix products' outputs and recomputes the rest, ``nothing_saveable`` recomputes each layer whole.
+      remat: "none" (the backward pass keeps every activation it needs), a policy of ``jax.checkpoint_policies``
+        by its name (``REMAT_POLICIES``), applied to each layer: ``dots_saveable`` keeps the matrix products' outputs
+        and recomputes the rest, ``nothing_saveable`` recomputes each layer whole; or a framework's policy by its
+        framework's name (``jaxgpu.ground.remat.POLICIES``: "maxtext:minimal_flash", "pax:SAVE_QKV_OUT_PROJ",
+        "megatron:selective", ...), defined as the framework defines it.
       flash: attention as one fused kernel (FlashAttention, cuDNN), else XLA's materialised scores.
       matmul: "bf16" or "fp8" matrix products (fp8: e4m3 operands, bf16 out; only on a card with fp8 matrix units).
       scan: the layers under one ``lax.scan`` (one compiled layer), else unrolled.
@@ -380,8 +384,14 @@ class StepSettings:
         if self.tp < 0 or (self.tp and self.mesh not in ("fsdp+tp", "zero1+tp")):
             raise ValueError(f"tp ({self.tp}) sizes the tensor-parallel groups of the fsdp+tp mesh; the mesh here is "
                              f"{self.mesh!r}" if self.tp > 0 else f"tp must be 0 (auto) or more, got {self.tp}")
-        if self.remat != "none" and self.remat not in REMAT_POLICIES:
-            raise KeyError(f"unknown remat policy {self.remat!r}; known: none, {', '.join(REMAT_POLICIES)}")
+        framework = remat.check(self.remat)  # a framework's name, defined as it defines it (KeyError: refused)
+        if self.remat != "none" and self.remat not in REMAT_POLICIES and framework is None:
+            raise KeyError(f"unknown remat policy {self.remat!r}; known: none, {', '.join(REMAT_POLICIES)}, or a "
+                           "framework's (maxtext:, pax:, megatron:, nemo:, torchtitan:; jaxgpu.ground.remat.POLICIES)"
+                           + (f"; did you mean {remat.suggest(self.remat)}?" if remat.suggest(self.remat) else ""))
+        if framework and framework.needs_flash and not self.flash:
+            raise ValueError(f"remat {self.remat!r} recomputes the attention core, which this program does as a fused "
+                             "kernel: flash attention")
         if self.matmul not in MATMULS:
             raise KeyError(f"unknown matmul type {self.matmul!r}; known: {', '.join(MATMULS)}")
         if self.nodes < 1:

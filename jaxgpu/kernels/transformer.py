@@ -26,6 +26,8 @@ import jax.numpy as jnp
 
 from jaxgpu.ground.decoders import Decoder, StepSettings
 from jaxgpu.kernels import experts
+from jaxgpu.kernels.checkpoints import remat, tag
+from jaxgpu.kernels.fp8 import fp8_mm
 from jaxgpu.kernels.sharding import MODEL, residual_layout, sequence_parallel
 from jaxgpu.kernels.stored import STORED, frozen_mm, quantize, stored_specs, widened  # noqa: F401 (quantize: tf.quantize)
 
@@ -85,8 +87,8 @@ LORA_SCALE = 2.0
 
 
 def _mm(a, b, matmul: str = "bf16"):
-    """A matrix product as the step's settings run it: ``a @ b``, or ``_fp8_mm``."""
-    return _fp8_mm(a, b) if matmul == "fp8" else a @ b
+    """A matrix product as the step's settings run it: ``a @ b``, or ``fp8.fp8_mm``."""
+    return fp8_mm(a, b) if matmul == "fp8" else a @ b
 
 
 def _lin(h, w, name: str, matmul: str = "bf16"):
@@ -97,32 +99,6 @@ def _lin(h, w, name: str, matmul: str = "bf16"):
     if name + "_lora_a" in w:
         y = y + (h @ w[name + "_lora_a"]) @ w[name + "_lora_b"] * LORA_SCALE
     return y
-
-
-@jax.custom_vjp
-def _fp8_mm(a, b):
-    """``a @ b`` as fp8 training runs it (Transformer Engine's recipe): e4m3 operands forward, and backward the
-    gradient in e5m2 (its wider range) against the e4m3 operands, each product out in ``a``'s dtype: the forms
-    XLA:GPU turns into fp8 GEMMs on a card with fp8 matrix units (without the custom backward, the gradient's
-    products would meet a bf16 cotangent and run in bf16)."""
-    return _fp8_mm_fwd(a, b)[0]
-
-
-def _fp8_mm_fwd(a, b):
-    a8, b8 = a.astype(jnp.float8_e4m3fn), b.astype(jnp.float8_e4m3fn)
-    # the operands' own dtypes ride along as empty arrays (a residual must be an array)
-    return jnp.matmul(a8, b8, preferred_element_type=a.dtype), (a8, b8, jnp.zeros(0, a.dtype), jnp.zeros(0, b.dtype))
-
-
-def _fp8_mm_bwd(res, g):
-    a8, b8, a_kind, b_kind = res
-    g8 = g.astype(jnp.float8_e5m2)
-    da = jnp.matmul(g8, b8.T, preferred_element_type=a_kind.dtype)
-    db = jnp.einsum("...k,...n->kn", a8, g8, preferred_element_type=b_kind.dtype)
-    return da, db
-
-
-_fp8_mm.defvjp(_fp8_mm_fwd, _fp8_mm_bwd)
 
 
 class Causal(NamedTuple):
@@ -230,12 +206,14 @@ def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=Fals
     cut = layout if hasattr(layout, "whole") else (lambda a: a)
     if c.style == "gpt2":
         h = whole(_norm(x, w["ln1_g"], w["ln1_b"], c.style))
-        qkv = (_lin(h, w, "w_qkv", matmul) + w["b_qkv"]).reshape(b, t, c.heads, 3, hd)
+        qkv = (tag(_lin(h, w, "w_qkv", matmul), "qkv_proj") + w["b_qkv"]).reshape(b, t, c.heads, 3, hd)
         q, k, v = qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :]
     else:
         h = whole(_norm(x, w["attn_norm"], None, c.style))
-        q, k, v = _heads(_lin(h, w, "wqkv", matmul), c)
+        q, k, v = _heads(tag(_lin(h, w, "wqkv", matmul), "qkv_proj"), c)
         q, k = _rope(q, positions), _rope(k, positions)
+    # the names a framework's remat policy saves (jaxgpu.ground.remat.TAGS): identities in the compiled program
+    q, k, v = tag(q, "query_proj"), tag(k, "key_proj"), tag(v, "value_proj")
     if cache is not None:
         ck, cv = cache
         k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (0, index, 0, 0))
@@ -249,18 +227,21 @@ def _block(c: Decoder, x, w, positions, mask, cache=None, index=None, flash=Fals
         a = _windowed(q, k, v, c.window, flash)
     else:
         a = _attention(q, k, v, mask, flash, query_block)
+    a = tag(a, "context")
     if c.style == "gpt2":
-        x = x + cut(_lin(a, w, "w_o", matmul) + w["b_o"])
+        x = x + cut(tag(_lin(a, w, "w_o", matmul) + w["b_o"], "out_proj"))
         h = whole(_norm(x, w["ln2_g"], w["ln2_b"], c.style))
-        x = x + cut(_lin(_gelu_bias(_lin(h, w, "w_fc", matmul), w["b_fc"]), w, "w_proj", matmul) + w["b_proj"])
+        up = _gelu_bias(tag(_lin(h, w, "w_fc", matmul), "mlpwi"), w["b_fc"])
+        x = x + cut(tag(_lin(up, w, "w_proj", matmul) + w["b_proj"], "mlpwo"))
     else:
-        x = x + cut(_lin(a, w, "wo", matmul))
+        x = x + cut(tag(_lin(a, w, "wo", matmul), "out_proj"))
         h = whole(_norm(x, w["mlp_norm"], None, c.style))
         gated = _geglu if c.mlp == "geglu" else _swiglu
         if c.experts > 1:
             x = x + experts.moe(c, h, w, gated, getattr(layout, "experts", None))
         else:
-            x = x + cut(_lin(gated(_lin(h, w, "w_gate", matmul), _lin(h, w, "w_up", matmul)), w, "w_down", matmul))
+            g, u = tag(_lin(h, w, "w_gate", matmul), "mlpwi_0"), tag(_lin(h, w, "w_up", matmul), "mlpwi_1")
+            x = x + cut(tag(_lin(gated(g, u), w, "w_down", matmul), "mlpwo"))
     return x, cache
 
 
@@ -285,8 +266,7 @@ def _hidden(c: Decoder, p: dict, tokens: jax.Array, flash: bool, s: StepSettings
         return layout(_block(c, x, w, positions, mask, flash=s.flash, matmul=s.matmul,
                              query_block=s.query_block, layout=layout)[0]), None
 
-    if s.remat != "none":  # each layer's backward recomputes what the policy does not save
-        layer = jax.checkpoint(layer, policy=getattr(jax.checkpoint_policies, s.remat))
+    layer = remat(layer, s.remat)  # each layer's backward recomputes what the policy does not save
     layers = p["layers"] if s.scan else unstack(p["layers"], c.layers)
     return _layers(layer, x, layers)
 

@@ -41,6 +41,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from jaxgpu.ground import decoders
+from jaxgpu.ground import remat as remat_names
 from jaxgpu.ground.decoders import Decoder
 from jaxgpu.ground.workload import megatron_split
 
@@ -173,9 +174,10 @@ def transformer_train(t: Decoder, preset: str = "bf16", seq: int = 2048, batch: 
     ``flash`` (a fused kernel keeps no scores). ``remat``, a policy of ``decoders.REMAT_POLICIES`` applied to each
     layer, keeps less: ``nothing_saveable`` each layer's input alone (2 d a token: Korthikanti et al.'s full
     recomputation, 2 s b d a layer), the dots policies the matrix products' outputs with the layer's input (q, k,
-    v, the output projection's, the MLP's first matrices' and second's, 2 bytes each; ``dots_saveable`` the
-    attention's score product too, unless ``flash``); either way one layer's whole count more while the backward
-    pass recomputes it."""
+    v, the output projection's and the MLP's first matrices', 2 bytes each, not its second's, which no backward pass
+    needs; ``dots_saveable`` the attention's score product too, unless ``flash``), a framework's policy
+    (``jaxgpu.ground.remat.POLICIES``) its base's and the tensors it names; either way one layer's whole count more
+    while the backward pass recomputes it."""
     per_param = 16 + (2 if BYTES[preset] == 2 else 0)
     d, f = t.d_model, t.ffn
     experts = t.top_k if t.experts > 1 else 1
@@ -188,15 +190,37 @@ def transformer_train(t: Decoder, preset: str = "bf16", seq: int = 2048, batch: 
         acts = t.layers * whole
     elif remat == "nothing_saveable":
         acts = t.layers * seq * batch * 2 * d + whole
-    elif remat in decoders.REMAT_POLICIES:  # the dots policies: the products' outputs and the layer's input
-        kept = 2 * (3 * d + t.q_dim + 2 * t.kv_dim + (2 if t.gated else 1) * f * experts)
-        batched = remat in ("dots_saveable", "checkpoint_dots") and not flash  # q k^T has batch dims
+    elif remat in decoders.REMAT_POLICIES or remat_names.check(remat):
+        framework = remat_names.check(remat)
+        base = framework.base if framework else remat
+        if base in ("none", "everything_saveable"):
+            return transformer_train(t, preset, seq, batch, flash, base)
+        dots = base not in ("", "nothing_saveable")  # the dots policies: the products' outputs and the layer's input
+        kept = 2 * d + (2 * (d + t.q_dim + 2 * t.kv_dim + (2 if t.gated else 1) * f * experts) if dots else 0)
+        named = _named_bytes(t, experts)
+        kept += sum(named[n] for n in (framework.names if framework else ()) if not (dots and n in _DOT_NAMES))
+        batched = base in ("dots_saveable", "checkpoint_dots") and not flash  # q k^T has batch dims
         acts = t.layers * (seq * batch * kept + (2 * t.heads * seq * keys * batch if batched else 0)) + whole
     else:
-        raise ValueError(f"unknown remat policy {remat!r}; known: none, {', '.join(decoders.REMAT_POLICIES)}")
+        raise ValueError(f"unknown remat policy {remat!r}; known: none, {', '.join(decoders.REMAT_POLICIES)}, or a "
+                         "framework's (jaxgpu.ground.remat.POLICIES)")
     if BYTES[preset] == 4:
         acts *= 2  # the formula counts 2-byte activations
     return {"state": t.formula_params() * per_param, "activations": acts}
+
+
+# the tensors a framework's policy saves by name (jaxgpu.ground.remat.TAGS), 2-byte values a token; those a dots policy
+# saves already (the weights' products) are not counted twice. The MLP's output is kept by none: no backward pass
+# needs it (the next layer's input is kept anyway; JAX's list of a step's residuals has none, tests/test_remat.py)
+_DOT_NAMES = ("qkv_proj", "out_proj", "mlpwi_0", "mlpwi_1", "mlpwi", "mlpwo")
+
+
+def _named_bytes(t: Decoder, experts: int) -> dict[str, int]:
+    f = t.ffn * experts
+    return {"qkv_proj": 2 * (t.q_dim + 2 * t.kv_dim), "query_proj": 2 * t.q_dim, "key_proj": 2 * t.kv_dim,
+            "value_proj": 2 * t.kv_dim, "context": 2 * t.q_dim, "out_proj": 2 * t.d_model,
+            "mlpwi_0": 2 * f if t.gated else 0, "mlpwi_1": 2 * f if t.gated else 0, "mlpwi": 0 if t.gated else 2 * f,
+            "mlpwo": 0}
 
 
 # bytes a weight of a LoRA step's frozen base is stored in: bf16; int8 (its scale a column left out); NF4, two a byte

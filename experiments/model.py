@@ -586,6 +586,29 @@ def pipeline_lines(plans) -> list[str]:
     return out
 
 
+def share_lines(plans, seq: int, matmul: str) -> list[str]:
+    """Per GPU, the share of its datasheet peaks each kind of kernel is priced at and whose measurement it is (the
+    card's own, or the card's standing in for it): ``jaxgpu.ground.calibration``."""
+    from jaxgpu.ground import hardware
+    from jaxgpu.pricing import roofline
+
+    out = []
+    for hw in {p.gpu: hardware.find_gpu(p.gpu) for p in plans}.values():
+        def whose(kind: str) -> str:
+            sh = hw.share(kind)
+            return f"{sh.value:.3f}" + (f" ({sh.stand_in}'s)" if sh.stand_in else "")
+
+        low, at, high = roofline.flash_band(hw.name, seq)
+        attention = hw.share("attention")
+        out.append(f"the {hw.name}'s kernels priced at these shares of its peaks: {matmul} products "
+                   f"{whose('matmul:' + matmul)}, fused attention {at:.2f} at {seq:,} tokens ({low:.2f}-{high:.2f}"
+                   + (f", {attention.stand_in}'s" if attention.stand_in else "") + f"), memory {whose('memory')}, "
+                   f"GPU link {whose('link')}, network {whose('network')}, compute under an overlapped collective "
+                   f"{hw.share('interference').value:.1%} slower; each a published kernel measurement "
+                   "(docs/research/calibration.md)")
+    return out
+
+
 def _duration(s: float) -> str:
     """Seconds in the unit a person plans in: "42 s", "3.1 h", "12 days"."""
     for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
@@ -679,7 +702,7 @@ def _main(argv: list[str] | None) -> int:
           + (f"; per GPU and count the largest {a.largest} that fits (the rows' column)" if a.largest else "") + ":")
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    for line in formula_lines(plans) + pipeline_lines(plans):
+    for line in formula_lines(plans) + pipeline_lines(plans) + share_lines(plans, a.seq, a.settings.matmul):
         print(line)
     for line in [raised_note(plans), *raised_lines(fits)]:
         if line:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from jaxgpu.ground import devices
+from jaxgpu.ground import calibration, devices
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
@@ -112,6 +112,21 @@ class Hardware:
         """Peak in GFLOP/s (the unit the reports plot in), or None if unknown."""
         value = self.tflops.get(dtype)
         return None if value is None else value * 1e3
+
+    def share(self, kind: str) -> calibration.Share:
+        """The share of its datasheet peak this card's ``kind`` of kernel reaches (``jaxgpu.ground.calibration``:
+        "matmul:bf16", "memory", "attention", "link", "network", ...): its own published measurement, else that of
+        the card standing in for it (its ``stand_in``, else the H100 SXM's, the share every card was priced at before
+        each had its own), named in the ``Share``."""
+        for card in (self.name, self.stand_in, "H100 SXM"):
+            try:
+                got = calibration.share(card, kind) if card else None
+            except KeyError:
+                continue
+            if got:
+                return got if card == self.name else dataclasses.replace(got, card=self.name,
+                                                                         stand_in=got.stand_in or card)
+        raise KeyError(f"no calibration entry of {kind} for the {self.name}")
 
     def ridge_point(self, dtype: str = "fp32") -> float | None:
         """FLOP per byte above which a kernel is compute-bound on this device."""

@@ -116,8 +116,8 @@ def _send_s(c: decoders.Decoder, hw: hardware.Hardware, micro: int, seq: int, n:
 
     ways = 1 if how == "tp" else n // (tp or sharding.tp_degree(n)) if how in ("fsdp+tp", "zero1+tp") else n
     nbytes = 2.0 * micro * seq * c.d_model / ways
-    gbps = (hw.internode_gbps or hw.link_gbps) if devices > hw.node else hw.link_gbps
-    return (nbytes / (gbps / 2 * 1e9) if gbps else 0.0), nbytes
+    rate = sharded.port_rate(hw) if devices > hw.node else sharded.link_rate(hw)
+    return (nbytes / rate if rate else 0.0), nbytes
 
 
 def plan(model: str | Any, gpu: str, *, mode: str, batch: int, seq: int, devices: int, settings: Any,

@@ -369,7 +369,7 @@ def _internode_s(c, mode: str, hw: hardware.Hardware, devices: int, s: Any) -> f
         return 0.0
     trained = c.adapter_params(s.lora, s.lora_on) if s.lora else c.params()
     grad_bytes = trained * (2 if mode == "train_bf16" else 4) / devices
-    return 2 * (nodes - 1) / nodes * grad_bytes / (hw.internode_gbps / 2 * 1e9)
+    return 2 * (nodes - 1) / nodes * grad_bytes / sharded.port_rate(hw)
 
 
 # the counts ``fewest`` searches unless told: one node of eight, joined by NVLink (a DGX); counts past a node are

@@ -33,14 +33,13 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jaxgpu.ground import hardware
+from jaxgpu.ground import calibration, hardware
 from jaxgpu.ground.launches import Kernel, kernels  # noqa: F401 - part of this module's API
 
-# Achievable shares of datasheet peaks, measured elsewhere: a bf16 matmul at 794.5 of 989 TFLOP/s on an
-# H100 SXM (stas00/ml-engineering, compute/accelerator/README.md, the MAMF table; the one published case
-# the model is calibrated on: jaxgpu.pricing.published marks it so), a device-to-device copy at about 4.3 of
-# 4.8 TB/s on the H200 this project is lent (the device tool's KINDS.md). Other GPUs are assumed to reach
-# the same shares.
+# Achievable shares of datasheet peaks are each card's own, by kind of kernel, from published kernel-level
+# measurements (jaxgpu.ground.calibration; roofs_for reads them). These two are the H100's bf16 matmul (794.5 of 989
+# TFLOP/s, stas00/ml-engineering's MAMF table) and the H200's device copy (about 4.3 of 4.8 TB/s, the device tool's
+# KINDS.md): what a study's budget and a CPU run's GPU column assume of a GPU.
 COMPUTE_FRACTION = 794.5 / 989.4
 BANDWIDTH_FRACTION = 4.3 / 4.8
 # Host time of one call of a jitted program on a GPU (JAX's dispatch plus the first launch): a lead of about
@@ -62,10 +61,12 @@ GPU_KERNEL_S = 2.5e-6
 TENSOR_TILES = ((128, 256), (256, 128), (128, 128), (128, 64), (64, 128), (64, 64))
 SPLIT_K = (1, 2, 4, 8, 16)
 SPLIT_K_MIN = 256
-# Attention run as one fused kernel (FlashAttention, cuDNN): its products at 50-73% of an A100's peak
-# ("FlashAttention-2 ... reaching 50-73% of the theoretical maximum FLOPs/s on A100", Dao 2023, arXiv
-# 2307.08691), the middle as the estimate; causal, so about half of the score blocks are computed; the
-# scores never reach memory. Applies to kernels JAX named ``flash_attention`` (jaxgpu.kernels.transformer).
+# Attention run as one fused kernel (FlashAttention, cuDNN): its products at the share of the bf16 peak the card's
+# fused attention reaches at the kernel's sequence length, forward and backward together (calibration.attention_at:
+# cuDNN's on an H200 and a B200; FlashAttention-2's 50-73% on an A100, "reaching 50-73% of the theoretical maximum
+# FLOPs/s on A100", Dao 2023, arXiv 2307.08691), the curve's highest and lowest for the bounds; causal, so about half
+# of the score blocks are computed; the scores never reach memory. Applies to kernels JAX named ``flash_attention``
+# (jaxgpu.kernels.transformer). FLASH_PEAK_SHARE is the A100's band, kept for a caller of the older name.
 FLASH_PEAK_SHARE = (0.50, 0.615, 0.73)
 FLASH_CAUSAL_SHARE = 0.5
 SIMT_TILES = ((128, 128),)
@@ -94,6 +95,8 @@ class Roofs:
     # (work per call, rate, case key) points a run measured: FLOP/s of products by roof key, bytes/s by bytes
     gemm_curve: dict[str, tuple[tuple[float, float, str], ...]] = dataclasses.field(default_factory=dict)
     bandwidth_curve: tuple[tuple[float, float, str], ...] = ()
+    # a GPU's share of its datasheet peak behind each roof key ("memory" for the bandwidth), and where each comes from
+    shares: dict[str, calibration.Share] = dataclasses.field(default_factory=dict)
 
     def compute(self, dtype: str) -> float | None:
         return self.flops.get(dtype) or self.flops.get("fp32")
@@ -156,13 +159,19 @@ def _on_curve(points: Sequence[tuple[float, float, str]], x: float, exclude: str
 
 
 def roofs_for(hw: hardware.Hardware, *, overhead_s: float = GPU_LAUNCH_S) -> Roofs:
-    """A GPU's achievable roofs: its datasheet peaks times the shares measured on an H100 and an H200."""
-    flops = {k: v * 1e12 * COMPUTE_FRACTION for k, v in hw.tflops.items() if v}
-    flops["elementwise"] = hw.tflops["fp32"] * 1e12 * COMPUTE_FRACTION
-    return Roofs(hw.name, flops, (hw.memory_bw_gbps or 0) * 1e9 * BANDWIDTH_FRACTION, overhead_s,
-                 f"{hw.source} x {COMPUTE_FRACTION:.2f} (compute) and x {BANDWIDTH_FRACTION:.2f} (memory), "
-                 "the shares an H100's bf16 matmul and an H200's copy reached", GPU_LOOP_STEP_S, GPU_KERNEL_S,
-                 hw.cores, tf32_default=True, overlap=True)
+    """A GPU's achievable roofs: its datasheet peaks times the shares its kernels reach (``hw.shares``: published
+    kernel-level measurements of that card, or of the card that stands in for it, which ``source`` names); fused
+    arithmetic that is not a product at the fp32 product's share."""
+    shares = {k: hw.share(f"matmul:{k}") for k, v in hw.tflops.items() if v}
+    shares["elementwise"] = hw.share("matmul:fp32")
+    shares["memory"] = hw.share("memory")
+    flops = {k: hw.tflops[k] * 1e12 * sh.value for k, sh in shares.items() if k in hw.tflops}
+    flops["elementwise"] = hw.tflops["fp32"] * 1e12 * shares["elementwise"].value
+    said = "; ".join(f"{k} {sh.said()}" for k, sh in shares.items() if k in ("bf16", "fp8", "tf32", "memory")
+                     and k in shares)
+    return Roofs(hw.name, flops, (hw.memory_bw_gbps or 0) * 1e9 * shares["memory"].value, overhead_s,
+                 f"{hw.source}, each kind of kernel at its share of the peak: {said}", GPU_LOOP_STEP_S, GPU_KERNEL_S,
+                 hw.cores, tf32_default=True, overlap=True, shares=shares)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,9 +266,12 @@ def price(ks: Sequence[Kernel], roofs: Roofs, *, loop_steps: int = 0, plan: str 
         if k.scope == "flash_attention" and roofs.overlap:
             if not k.is_dot:
                 continue  # the softmax and masking live inside the fused kernel
-            peak = (roofs.compute(roof_key(k, roofs)) or 0) / COMPUTE_FRACTION
+            key = roof_key(k, roofs)
+            held = roofs.shares.get(key) or roofs.shares.get("fp32")
+            peak = (roofs.compute(key) or 0) / (held.value if held else COMPUTE_FRACTION)
             work = k.flops * FLASH_CAUSAL_SHARE * k.count
-            lo_s, mid_s, hi_s = (work / (peak * share) for share in reversed(FLASH_PEAK_SHARE))
+            band = flash_band(roofs.name, max(k.gemm[1:]) if k.gemm else 0)
+            lo_s, mid_s, hi_s = (work / (peak * share) for share in reversed(band))
             c_total, launches = c_total + lo_s, launches + k.count
             lower, est, upper = lower + lo_s, est + mid_s, upper + hi_s
             continue
@@ -300,6 +312,15 @@ def price(ks: Sequence[Kernel], roofs: Roofs, *, loop_steps: int = 0, plan: str 
     return Prediction(roofs.name, sum(k.flops * k.count for k in ks), sum(k.bytes * k.count for k in ks), c_total,
                       m_total, low, upper + gaps + roofs.overhead_s + loops, launches, estimate, o, plan,
                       est + gaps + loops, (lower, upper + gaps + loops))
+
+
+def flash_band(card: str, length: int) -> tuple[float, float, float]:
+    """(lowest, at ``length``, highest) share of the bf16 peak a fused attention's products reach on ``card``
+    (``calibration.attention_at``); FLASH_PEAK_SHARE for a card the hardware table does not name."""
+    try:
+        return calibration.attention_at(card, length)
+    except KeyError:
+        return FLASH_PEAK_SHARE
 
 
 def bound_kernels(ks: list[Kernel], roofs: Roofs, dtype: str = "fp32") -> Prediction:

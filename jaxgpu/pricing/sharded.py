@@ -98,12 +98,13 @@ class Priced(NamedTuple):
     counts: dict
     rest: list
     p: roofline.Prediction
+    interference: float = 0.0  # the compute's slowdown while a collective runs beside it (the card's share)
 
     @property
     def added_s(self) -> float:
         """Seconds the collectives add to the kernels': the async ones beyond the compute they run under, the
-        synchronous ones whole."""
-        return self.hidden - self.overlapped + self.exposed
+        synchronous ones whole, and the compute under the rest slowed by ``interference`` while they run."""
+        return self.hidden - self.overlapped + self.exposed + self.interference * self.overlapped
 
 
 # how a run hides its async collectives under compute (``jaxgpu.ground.decoders.OVERLAPS``): "plan", as XLA's
@@ -127,7 +128,8 @@ def priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices
         p = roofline.price(rest, roofs, loop_steps=launches.loop_steps(hlo), plan=plan)
         overlapped = (min(hidden, p.estimate_s) if overlap == "framework"
                       else hidden - waited(ks, hlo, hw, devices, across, roofs, p.estimate_s))
-        got = Priced(float(nbytes), split, hidden, overlapped, exposed, counts, rest, p)
+        got = Priced(float(nbytes), split, hidden, overlapped, exposed, counts, rest, p,
+                     hw.share("interference").value)
         if best is None or got.p.estimate_s + got.added_s < best.p.estimate_s + best.added_s:
             best = got
     return best
@@ -178,14 +180,27 @@ def _link_s(k, op: str, hw: hardware.Hardware, devices: int, across: Mapping[str
     of each node at k ports' speed, up to the link's (NVIDIA measures 192 GB/s of all-reduce bus bandwidth between
     DGX A100s, whose eight GPUs have a 25 GB/s port each: NVIDIA/nccl issue 812), an all-to-all or a permute at each
     GPU's own port. A 2-D mesh's collectives run within a group of its devices."""
-    link = (hw.link_gbps or 0) / 2 * 1e9
-    port = (hw.internode_gbps or hw.link_gbps or 0) / 2 * 1e9  # no network in the table: never priced at zero
+    link, port = link_rate(hw, op), port_rate(hw)
     if k.name in across:
         rings = across[k.name] if isinstance(across, Mapping) and op in _RINGS else 1
         bw = min(link, rings * port) if link else port
     else:
         bw = link
     return k.count * k.bytes * LINK_SHARE[op](k.group or devices) / bw if bw else 0.0
+
+
+def link_rate(hw: hardware.Hardware, op: str = "") -> float:
+    """Bytes/s of a collective ``op`` over the card's link, one direction: the datasheet's at the share a node's ring
+    collectives reach (``hw.share("link")``; an all-reduce's, which NVLink's switches reduce in place, its own)."""
+    return (hw.link_gbps or 0) / 2 * 1e9 * hw.share("link:all-reduce" if op == "all-reduce" else "link").value
+
+
+def port_rate(hw: hardware.Hardware) -> float:
+    """Bytes/s of a GPU's network port, one direction, at the share a collective across nodes reaches
+    (``hw.share("network")``); the link's where the table knows no network (never priced at zero)."""
+    if not hw.internode_gbps:
+        return link_rate(hw)
+    return hw.internode_gbps / 2 * 1e9 * hw.share("network").value
 
 
 # the collectives NCCL runs as rings, one a GPU of a node's share of the group (the rest are point to point)

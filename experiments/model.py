@@ -594,7 +594,7 @@ def share_lines(plans, seq: int, matmul: str) -> list[str]:
 
     out = []
     for hw in {p.gpu: hardware.find_gpu(p.gpu) for p in plans}.values():
-        def whose(kind: str) -> str:
+        def whose(kind: str, hw=hw) -> str:
             sh = hw.share(kind)
             return f"{sh.value:.3f}" + (f" ({sh.stand_in}'s)" if sh.stand_in else "")
 

@@ -79,7 +79,8 @@ def combined(forward: float, backward: float) -> float:
     return 3.5 / (1 / forward + 2.5 / backward)
 
 
-_MAMF = "stas00/ml-engineering @744d01e compute/accelerator/README.md (MAMF table: torch.mm, the best shape of a search)"
+_MAMF = ("stas00/ml-engineering @744d01e compute/accelerator/README.md (MAMF table: torch.mm, the best shape of a "
+         "search)")
 _ZZC = "zzc0721/torch-performance-test-data @9d82827 database.md (the largest of square torch.mm sizes 1024-10240)"
 _MLENG_NET = "stas00/ml-engineering @744d01e network/README.md"
 _CUDNN_H200 = ("NVIDIA/cudnn-frontend @3929da2 benchmark/sdpa_benchmark_training/results/h200_919_only_cudnn/"

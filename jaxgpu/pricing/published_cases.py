@@ -496,7 +496,8 @@ _MAXTEXT_SETUP = (
     "per_device_batch_size=4 max_target_length=4096 ici_fsdp_parallelism=8 dcn_data_parallelism={} "
     "attention=cudnn_flash_te remat_policy=minimal_flash scan_layers=false: bf16 products, float32 "
     "weights, AdamW; minimal_flash (the products without a batch dimension and the attention's output "
-    "saved) priced as dots_with_no_batch_dims_saveable; over several VMs, A3 High's network (100 Gb/s a GPU)"
+    "saved) priced as run, maxtext:minimal_flash (dots_with_no_batch_dims_saveable before 2026-12-07); over several "
+    "VMs, A3 High's network (100 Gb/s a GPU)"
 )
 _PAX = (
     "NVIDIA/JAX-Toolbox @8bfbd17 rosetta/rosetta/projects/pax/README.md (sequences/s of the global batch; shapes "
@@ -514,6 +515,7 @@ _TORCHAO_README = (
     "200 new tokens, torch.compile)"
 )
 _SAVE_DOTS = ("remat", "dots_with_no_batch_dims_saveable")
+_PAX_5B_REMAT = "pax:SAVE_DOT_WITH_NO_BATCH_DIM"  # GPT5BBase's CHECKPOINT_POLICY (paxml's scripts_gpu/configs.py)
 
 # The XLA flags each JAX run's own script sets that shape its plan: the latency-hiding scheduler, the sizes up to which
 # XLA combines collectives, pipelined collectives and double-buffered loops, the rematerialization pass turned off.
@@ -594,7 +596,7 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 8 H100s (FSDP), 4 x 4096 tokens a GPU",
-        program=step("llama-7b", "train", 32, 4096, 8, remat=_SAVE_DOTS[1], scan=False,
+        program=step("llama-7b", "train", 32, 4096, 8, remat="maxtext:minimal_flash", scan=False,
                      xla=_MAXTEXT_XLA["1vm.sh"]),
         published=492,
         unit="TFLOP/s",
@@ -611,7 +613,7 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 2 nodes of 8 H100s, 4 x 4096 tokens a GPU",
-        program=step("llama-7b", "train", 64, 4096, 16, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp",
+        program=step("llama-7b", "train", 64, 4096, 16, remat="maxtext:minimal_flash", scan=False, mesh="hsdp",
                      xla=_MAXTEXT_XLA["2vm.sh"], network=_A3_NETWORK),
         published=422,
         unit="TFLOP/s",
@@ -630,7 +632,7 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 4 nodes of 8 H100s, 4 x 4096 tokens a GPU",
-        program=step("llama-7b", "train", 128, 4096, 32, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp",
+        program=step("llama-7b", "train", 128, 4096, 32, remat="maxtext:minimal_flash", scan=False, mesh="hsdp",
                      xla=_MAXTEXT_XLA["4vm.sh"], network=_A3_NETWORK),
         published=407,
         unit="TFLOP/s",
@@ -647,7 +649,7 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 8 nodes of 8 H100s, 4 x 4096 tokens a GPU",
-        program=step("llama-7b", "train", 256, 4096, 64, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp",
+        program=step("llama-7b", "train", 256, 4096, 64, remat="maxtext:minimal_flash", scan=False, mesh="hsdp",
                      xla=_MAXTEXT_XLA["8vm.sh"], network=_A3_NETWORK),
         published=409,
         unit="TFLOP/s",
@@ -664,7 +666,7 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 16 nodes of 8 H100s, 4 x 4096 tokens a GPU",
-        program=step("llama-7b", "train", 512, 4096, 128, remat=_SAVE_DOTS[1], scan=False, mesh="hsdp",
+        program=step("llama-7b", "train", 512, 4096, 128, remat="maxtext:minimal_flash", scan=False, mesh="hsdp",
                      xla=_MAXTEXT_XLA["16vm.sh"], network=_A3_NETWORK),
         published=375,
         unit="TFLOP/s",
@@ -683,7 +685,7 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="Llama-2 7B train step, 8 H100s (FSDP), 2 x 4096 tokens a GPU",
-        program=step("llama-7b", "train", 16, 4096, 8, remat=_SAVE_DOTS[1], scan=False,
+        program=step("llama-7b", "train", 16, 4096, 8, remat="maxtext:minimal_flash", scan=False,
                      xla=_MAXTEXT_XLA["example_slurm.sub"]),
         published=721,
         unit="ms",
@@ -752,7 +754,7 @@ CASES += [
         kind="train",
         gpu="A100 80GB",
         workload="GPT 5B train step, 32 nodes of 8 A100s, 8 x 2048 tokens a GPU",
-        program=step("gpt3-5b", "train", 2048, 2048, 256, remat=_SAVE_DOTS[1], mesh="fsdp", xla=_PAX_XLA),
+        program=step("gpt3-5b", "train", 2048, 2048, 256, remat=_PAX_5B_REMAT, mesh="fsdp", xla=_PAX_XLA),
         published=594.13,
         unit="sequences/s",
         quote="| 5B   | A100 80G SXM | BF16 | 256    | 1    |256    |1    | 8       | 594.13    |    2.99    | "
@@ -772,7 +774,7 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="GPT 5B train step, 32 nodes of 8 H100s, 8 x 2048 tokens a GPU",
-        program=step("gpt3-5b", "train", 2048, 2048, 256, remat=_SAVE_DOTS[1], mesh="fsdp", xla=_PAX_XLA),
+        program=step("gpt3-5b", "train", 2048, 2048, 256, remat=_PAX_5B_REMAT, mesh="fsdp", xla=_PAX_XLA),
         published=1657.24,
         unit="sequences/s",
         quote="| 5B   | H100 80G SXM | TE BF16 | 256    | 1    |256    |1    | 8       |  1657.24  |   1.07   "
@@ -791,7 +793,8 @@ CASES += [
         kind="train",
         gpu="H100 SXM",
         workload="GPT 5B train step in fp8, 32 nodes of 8 H100s, 8 x 2048 tokens a GPU",
-        program=step("gpt3-5b", "train", 2048, 2048, 256, remat=_SAVE_DOTS[1], mesh="fsdp", matmul="fp8", xla=_PAX_XLA),
+        program=step("gpt3-5b", "train", 2048, 2048, 256, remat=_PAX_5B_REMAT, mesh="fsdp", matmul="fp8",
+                     xla=_PAX_XLA),
         published=2374.66,
         unit="sequences/s",
         quote="| 5B   | H100 80G SXM | TE FP8 | 256    | 1    |256    |1    | 8       |  2374.66   "
@@ -1009,8 +1012,9 @@ _TRAINY = ("pytorch/torchtitan @cbccb38 benchmarks/llama3-8b_h200_202506_trainy-
 _TRAINY_SETUP = ("torchtitan, FSDP2 over all {} H200s ({} nodes of 8, NVLink within, 400 Gb/s a GPU between), "
                  "local batch 2 of 8192 tokens, torch.compile, float8 linear layers (torchao, tensorwise, the output "
                  "head left in bf16; weights all-gathered in fp8, which this program gathers in bf16), AdamW, "
-                 "selective activation checkpointing per op (torchtitan saves some matrix products' outputs and "
-                 "recomputes the rest: no jax.checkpoint policy says it; dots_with_no_batch_dims_saveable priced)")
+                 "selective activation checkpointing per op, priced as run: torchtitan:selective_op (the "
+                 "attention's output and every other product of a block saved; dots_with_no_batch_dims_saveable "
+                 "before 2026-12-07)")
 _TORCH_ALLOCATOR = "PyTorch's caching allocator: the run's command and config set no per-process memory fraction"
 
 CASES += [
@@ -1057,7 +1061,7 @@ CASES += [
         kind="train",
         gpu="H200 SXM",
         workload="Llama-3.1 8B train step in fp8, 4 nodes of 8 H200s, 2 x 8192 tokens a GPU",
-        program=step("llama3-8b", "train", 64, 8192, 32, mesh="fsdp", matmul="fp8", remat=_SAVE_DOTS[1],
+        program=step("llama3-8b", "train", 64, 8192, 32, mesh="fsdp", matmul="fp8", remat="torchtitan:selective_op",
                      overlap="framework"),
         published=10938,
         unit="tokens/s",
@@ -1077,7 +1081,7 @@ CASES += [
         kind="train",
         gpu="H200 SXM",
         workload="Llama-3.1 8B train step in fp8, 8 nodes of 8 H200s, 2 x 8192 tokens a GPU",
-        program=step("llama3-8b", "train", 128, 8192, 64, mesh="fsdp", matmul="fp8", remat=_SAVE_DOTS[1],
+        program=step("llama3-8b", "train", 128, 8192, 64, mesh="fsdp", matmul="fp8", remat="torchtitan:selective_op",
                      overlap="framework"),
         published=10753,
         unit="tokens/s",

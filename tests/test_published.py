@@ -554,3 +554,30 @@ def test_the_steps_table_says_each_runs_settings_as_its_source_does():
     said = view._settings_said(view._BY_ID["maxtext-llama2-7b-2x8-h100"].program[6])
     assert "--xla_gpu_enable_latency_hiding_scheduler=true" in said and "network 100 Gb/s a GPU" in said
     assert "mesh=hsdp" in said and "network" not in view._settings_said(view._BY_ID["pax-gpt-5b-256-h100"].program[6])
+
+
+def test_a_case_whose_source_names_a_frameworks_remat_policy_is_priced_with_it():
+    """A run whose setup quotes its framework's policy (MaxText's remat_policy, Pax's CHECKPOINT_POLICY, torchtitan's
+    selective per-op checkpointing) prices that policy by its name (jaxgpu.ground.remat), unless the policy is one this
+    program cannot run as defined (refused: the setup says which it priced instead)."""
+    import re
+
+    from jaxgpu.ground import remat
+
+    named = 0
+    for c in published.CASES:
+        if not published.is_step(c):
+            continue
+        said = dict(c.program[6]).get("remat", "none")
+        for m in re.finditer(r"remat_policy[= ]([a-z_]+)|CHECKPOINT_POLICY (?:not set in \w+: )?([A-Z_]+)"
+                             r"|(selective activation checkpointing per op)", c.setup):
+            name = (f"maxtext:{m.group(1)}" if m.group(1) else f"pax:{m.group(2)}" if m.group(2)
+                    else "torchtitan:selective_op")
+            if name in remat.REFUSED:
+                assert remat.REFUSED[name][0] and said != name, c.id
+                continue
+            base = remat.POLICIES[name].base
+            assert said == name or (name.startswith("pax:") and said == base) or (
+                name == "maxtext:full" and said == "nothing_saveable"), (c.id, name, said)
+            named += 1
+    assert named >= 10

@@ -192,7 +192,8 @@ def test_the_section_scores_the_cases_without_the_calibration_ones():
     assert kinds["train"][11] == "25%"  # the records' lower bound is half the estimate: 2.5 / 2 - 1
     assert kinds["train"][7] == "2.50x" and kinds["train"][8] == "0%" and kinds["gemm"][8] == "100%"
     assert kinds["train"][10] == "2.50x to 2.50x" and kinds["prefill"][10].startswith("none: 2 cases")
-    assert kinds["memory"][4].startswith("none: 7 cases")  # out of sample, too few for an interval, said so
+    memory = sum(c.kind == "memory" and c.id in first for c in published.scored())
+    assert memory < 8 and kinds["memory"][4].startswith(f"none: {memory} cases")  # too few for an interval, said so
     roles = {row[0]: row[8] for row in cases.rows}
     assert roles["mamf-h100-bf16"] == "calibration"
     assert roles["torch-mm-h100-bf16-2048"].startswith("first price out of sample")

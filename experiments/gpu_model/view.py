@@ -192,14 +192,17 @@ def section(seen: Seen) -> figures.Section:
             "gpu-compile extra was missing or failed)")
     sec.paragraphs.insert(0,
         f"Every GPU figure this report predicts comes from jaxgpu.predict: {plan}, priced kernel by kernel on the "
-        "GPU's datasheet roofs times the shares measured elsewhere. Checked against figures others measured on "
-        f"real A100, H100 and H200 GPUs (predicted, not run here). {_first_said(s['all_first'], s[OVER + '_first'])} "
+        "GPU's datasheet peaks times the share each kind of kernel reaches on that card (published kernel-level "
+        "measurements: docs/research/calibration.md). Checked against figures others measured on real A100, H100, "
+        f"H200 and B200 GPUs (predicted, not run here). {_first_said(s['all_first'], s[OVER + '_first'])} "
         f"In sample, today's prices of the same scored cases (the development set, whose errors shaped the model): "
         f"{_said(s['all'])}; the first table gives each kind both ways, and the second the changes that cases "
         "guided. "
         "Priced on this CPU's compiled program instead (how the GPU column was predicted before), in sample: "
         f"{_said(old['all'])}" + ("; whole training steps left out, minutes each to compile here"
                                   if s["train"].get("cases") and not old["train"].get("cases") else "") + ".")
+    if (calibrated := _calibration_said(latest)):
+        sec.paragraphs.insert(1, calibrated)
     rows, points = [], []
     for key, x in sorted(latest.items(), key=lambda kv: (published.KINDS.index(_BY_ID[kv[0]].kind), kv[0])):
         c, m = _BY_ID[key], x.metrics
@@ -235,6 +238,21 @@ def section(seen: Seen) -> figures.Section:
                              f"today's prices of the same cases: {_said(s['all'])}; on this CPU's plan: "
                              f"{_said(old['all'])}."))
     return sec
+
+
+def _calibration_said(latest: dict) -> str:
+    """The calibration's one out-of-sample check: the whole steps first-priced before it (``BEFORE_CALIBRATION``),
+    their first prices' error against today's."""
+    first = published.first_prices()
+    ids = [i for i in published.BEFORE_CALIBRATION if i in latest and first.get(i, {}).get("first_price_s")]
+    if not ids:
+        return ""
+    then = published.summary([first[i]["first_price_s"] / _BY_ID[i].published_s - 1 for i in ids])
+    now = published.summary([latest[i].metrics["error"] for i in ids])
+    return (f"The calibration's only out-of-sample evidence: {len(ids)} whole steps (B200, H200 and A100 runs, fp8 "
+            "and over nodes among them) were added and first-priced before each card's shares replaced the H100's "
+            f"(issue #62): at their first prices, {_said(then)}; today, {_said(now)}. The other cases were in the "
+            "project while its model was developed.")
 
 
 def _settings_said(settings: tuple) -> str:

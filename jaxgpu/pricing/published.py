@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxgpu.ground import decoders
-from jaxgpu.pricing.published_cases import CASES, KINDS, RATES, TIMED, UNITS, Case, gemm_flops  # noqa: F401 - the cases and their record, read here too
+from jaxgpu.pricing.published_cases import BEFORE_CALIBRATION, CASES, KINDS, RATES, TIMED, UNITS, Case, gemm_flops  # noqa: F401 - the cases and their record, read here too
 
 # Each case's first price: the seconds the model gave it before any change it informed, priced at the commit before it
 # entered the project (or before the change it guided); or why it has none. Data beside the cases, outside the pricing

@@ -587,26 +587,24 @@ def pipeline_lines(plans) -> list[str]:
 
 
 def share_lines(plans, seq: int, matmul: str) -> list[str]:
-    """Per GPU, the share of its datasheet peaks each kind of kernel is priced at and whose measurement it is (the
-    card's own, or the card's standing in for it): ``jaxgpu.ground.calibration``."""
+    """One line: per GPU, the share of its datasheet peaks each kind of kernel is priced at, a star where another
+    card's measurement stands in (``jaxgpu.ground.calibration``)."""
     from jaxgpu.ground import hardware
     from jaxgpu.pricing import roofline
 
-    out = []
-    for hw in {p.gpu: hardware.find_gpu(p.gpu) for p in plans}.values():
-        def whose(kind: str, hw=hw) -> str:
-            sh = hw.share(kind)
-            return f"{sh.value:.3f}" + (f" ({sh.stand_in}'s)" if sh.stand_in else "")
+    def said(sh) -> str:
+        return f"{sh.value:.2f}" + ("*" if sh.stand_in else "")
 
-        low, at, high = roofline.flash_band(hw.name, seq)
+    cards = []
+    for hw in {p.gpu: hardware.find_gpu(p.gpu) for p in plans}.values():
         attention = hw.share("attention")
-        out.append(f"the {hw.name}'s kernels priced at these shares of its peaks: {matmul} products "
-                   f"{whose('matmul:' + matmul)}, fused attention {at:.2f} at {seq:,} tokens ({low:.2f}-{high:.2f}"
-                   + (f", {attention.stand_in}'s" if attention.stand_in else "") + f"), memory {whose('memory')}, "
-                   f"GPU link {whose('link')}, network {whose('network')}, compute under an overlapped collective "
-                   f"{hw.share('interference').value:.1%} slower; each a published kernel measurement "
-                   "(docs/research/calibration.md)")
-    return out
+        cards.append(f"{hw.name} products {said(hw.share('matmul:' + matmul))}, attention "
+                     f"{roofline.flash_band(hw.name, seq)[1]:.2f}{'*' if attention.stand_in else ''}, memory "
+                     f"{said(hw.share('memory'))}, link {said(hw.share('link'))}, network {said(hw.share('network'))}")
+    slower = hardware.find_gpu(plans[0].gpu).share("interference").value if plans else 0.0
+    return [f"shares of each card's peaks its kernels are priced at (published kernel measurements, * another card's "
+            f"standing in; compute under an overlapped collective {slower:.0%} slower; docs/research/calibration.md): "
+            + "; ".join(cards) + "."] if cards else []
 
 
 def _duration(s: float) -> str:

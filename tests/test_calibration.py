@@ -82,3 +82,13 @@ def test_collectives_move_at_the_measured_share_of_the_link_and_the_port():
     assert sharded.link_rate(h200, "all-reduce") == pytest.approx(480e9)  # NVLink SHARP reduces in the switch
     assert sharded.link_rate(a100, "all-reduce") == pytest.approx(300e9 * 230.77 / 300)  # no SHARP: the ring's
     assert sharded.port_rate(h200) == pytest.approx(50e9 * 338.82 / 15 / 25)
+
+
+def test_the_command_says_the_shares_each_card_was_priced_at_and_whose():
+    from types import SimpleNamespace
+
+    from experiments import model
+
+    [line] = model.share_lines([SimpleNamespace(gpu="B200"), SimpleNamespace(gpu="L4")], 4096, "bf16")
+    assert "B200 products 0.78, attention 0.44, memory 0.90*, link 0.76, network 0.74" in line
+    assert "L4 products 0.59, attention 0.61*" in line and "19% slower" in line and "calibration.md" in line

@@ -454,8 +454,10 @@ def _names_cards(path: Path) -> list[str]:
 
 
 def test_a_cards_name_is_written_only_in_the_hardware_table():
-    table = ROOT / "jaxgpu" / "ground" / "hardware.py"
-    found = [hit for name, path in sorted(_modules().items()) if path != table for hit in _names_cards(path)]
+    """A card is named in the hardware table alone: its entry (hardware.py) and its measured shares of the entry's
+    peaks (calibration.py, the table's other half: one published measurement a row)."""
+    tables = {ROOT / "jaxgpu" / "ground" / "hardware.py", ROOT / "jaxgpu" / "ground" / "calibration.py"}
+    found = [hit for name, path in sorted(_modules().items()) if path not in tables for hit in _names_cards(path)]
     assert not found, found
 
 

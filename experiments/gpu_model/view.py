@@ -201,8 +201,7 @@ def section(seen: Seen) -> figures.Section:
         "Priced on this CPU's compiled program instead (how the GPU column was predicted before), in sample: "
         f"{_said(old['all'])}" + ("; whole training steps left out, minutes each to compile here"
                                   if s["train"].get("cases") and not old["train"].get("cases") else "") + ".")
-    if (calibrated := _calibration_said(latest)):
-        sec.paragraphs.insert(1, calibrated)
+    sec.paragraphs[1:1] = [said for said in [_calibration_said(latest)] if said]
     rows, points = [], []
     for key, x in sorted(latest.items(), key=lambda kv: (published.KINDS.index(_BY_ID[kv[0]].kind), kv[0])):
         c, m = _BY_ID[key], x.metrics
@@ -224,12 +223,8 @@ def section(seen: Seen) -> figures.Section:
                        None if c.calibration else f.get("first_price_s")))
     sec.tables.append(_by_kind(s, scores(pairs, "lower_error")))
     sec.tables.append(_guided_table(guided))
-    sec.tables.append(figures.Table(
-        ["case", "GPU", "workload", "published", "predicted (bounds)", "error", "first price: error",
-         "error on the CPU plan", "role", "source"], rows,
-        "Predicted, not run: error = predicted time / published time - 1 (+50%: the prediction is 1.5x slower than "
-        "the measurement). First price: the model's error on the case before any change it informed, at the commit "
-        "named. Calibration cases set a constant of the model and are not scored."))
+    sec.tables.append(figures.Table(["case", "GPU", "workload", "published", "predicted (bounds)", "error",
+                                     "first price: error", "error on the CPU plan", "role", "source"], rows, _CAPTION))
     if (steps := _steps_table(latest)).rows:
         sec.tables.append(steps)
     sec.plots.append(figures.Plot("gpu_model", _figure(points),
@@ -238,6 +233,11 @@ def section(seen: Seen) -> figures.Section:
                              f"today's prices of the same cases: {_said(s['all'])}; on this CPU's plan: "
                              f"{_said(old['all'])}."))
     return sec
+
+
+_CAPTION = ("Predicted, not run: error = predicted time / published time - 1 (+50%: the prediction is 1.5x slower "
+            "than the measurement). First price: the model's error on the case before any change it informed, at the "
+            "commit named. Calibration cases set a share of the model (jaxgpu.ground.calibration) and are not scored.")
 
 
 def _calibration_said(latest: dict) -> str:

@@ -1,6 +1,6 @@
-"""What share of each card's datasheet peak each kind of kernel reaches: published kernel-level measurements, one
-entry each, with its source and the line it was read from (docs/research/calibration.md holds the table, the rule that
-picked each entry and what each moved).
+"""What share of each card's datasheet peak each kind of kernel reaches: the hardware table's other half (its entries
+are in ``jaxgpu.ground.hardware``), published kernel-level measurements, one entry each, with its source and the line
+it was read from (docs/research/calibration.md holds the table, the rule that picked each entry and what each moved).
 
 ``share(card, kind)`` is the ``Share`` a price uses: the card's own entry of that kind, else the entry of the card that
 stands in for it (``STAND_INS``, in order), which the share names so the output can say so. Kinds: "matmul:bf16",

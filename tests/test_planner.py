@@ -9,7 +9,7 @@ from pathlib import Path
 import jax
 import pytest
 
-from jaxgpu.ground import decoders
+from jaxgpu.ground import decoders, hardware
 from jaxgpu.ground.decoders import Decoder, StepSettings
 from jaxgpu.kernels import sharding
 from jaxgpu.kernels import transformer as tf
@@ -771,14 +771,16 @@ def test_an_async_collective_adds_what_the_compute_between_its_start_and_done_do
 def test_a_data_parallel_steps_gradient_all_reduce_waits_in_xlas_order_and_not_as_a_framework_buckets_it():
     """XLA:GPU's plan of a dp step sums the gradients after the backward pass: priced on the plan's schedule
     ("plan") that all-reduce adds to the step; a framework that overlaps its buckets ("framework": PyTorch's DDP)
-    hides it under the compute. The run's XLA flags compile into the plan (the latency-hiding scheduler)."""
+    hides it under the compute, adding only the compute's slowdown while it runs. The run's XLA flags compile into
+    the plan (the latency-hiding scheduler)."""
     from jaxgpu.pricing import targets
 
     if why := targets.unavailable():
         pytest.skip(why)
     plans = {how: planner.plan_model(GEGLU, "a100", batch=64, seq=256, devices=16, settings=StepSettings(
         mesh="dp", scan=False, overlap=how)) for how in decoders.OVERLAPS}
-    assert plans["framework"].comm_s == 0.0 and plans["framework"].overlapped_s > 0
+    slowed = hardware.find_gpu("a100").share("interference").value * plans["framework"].overlapped_s
+    assert plans["framework"].comm_s == pytest.approx(slowed) and plans["framework"].overlapped_s > 0
     assert plans["plan"].comm_s > 0.5 * plans["framework"].overlapped_s
     assert plans["plan"].collectives == plans["framework"].collectives  # the same plan, ordered otherwise
     lhs = planner.plan_model(GEGLU, "a100", batch=64, seq=256, devices=16, settings=StepSettings(

@@ -276,9 +276,10 @@ def test_an_fp8_step_runs_its_products_in_fp8_both_ways_in_xla_gpus_plan():
         assert name == "xla:gpu h100"
         got[mm] = ({k.dtype for k in ks if k.is_dot}, roofline.price(ks, roofline.roofs_for(hw), loop_steps=steps))
     assert got["bf16"][0] == {"bf16"} and {"f8e4m3fn", "f8e5m2"} <= got["fp8"][0]
-    # the products at twice the rate; the step gains less, its memory traffic left (XLA 0.11's plan of the bf16 step
-    # moves less than 0.10's, its GEMMs reading each layer's weights in place: 0.91x there, 0.83x on 0.10)
-    assert got["fp8"][1].compute_s < 0.6 * got["bf16"][1].compute_s
+    # the products at the H100's fp8 rate, 1,403 TFLOP/s to bf16's 795 (their MAMF: 1.77x); the step gains less, its
+    # memory traffic left (XLA 0.11's plan of the bf16 step moves less than 0.10's, its GEMMs reading each layer's
+    # weights in place: 0.91x there, 0.83x on 0.10)
+    assert got["fp8"][1].compute_s < 0.65 * got["bf16"][1].compute_s
     assert got["fp8"][1].estimate_s < 0.95 * got["bf16"][1].estimate_s
 
 

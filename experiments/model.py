@@ -602,8 +602,8 @@ def share_lines(plans, seq: int, matmul: str) -> list[str]:
                      f"{roofline.flash_band(hw.name, seq)[1]:.2f}{'*' if attention.stand_in else ''}, memory "
                      f"{said(hw.share('memory'))}, link {said(hw.share('link'))}, network {said(hw.share('network'))}")
     slower = hardware.find_gpu(plans[0].gpu).share("interference").value if plans else 0.0
-    return [f"shares of each card's peaks its kernels are priced at (published kernel measurements, * another card's "
-            f"standing in; compute under an overlapped collective {slower:.0%} slower; docs/research/calibration.md): "
+    return [f"kernels priced at these shares of each card's peaks (published measurements, * another card's; compute "
+            f"under an overlapped collective {slower:.0%} slower; docs/research/calibration.md): "
             + "; ".join(cards) + "."] if cards else []
 
 

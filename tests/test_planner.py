@@ -313,7 +313,9 @@ def test_a_published_jax_7b_steps_weight_gathers_run_under_its_compute():
                            settings=StepSettings(remat="dots_with_no_batch_dims_saveable", scan=False))
     weights = decoders.MODELS["llama-7b"].params()
     assert p.collectives["all-gather"][1] == pytest.approx(2 * 2 * weights * 7 / 8, rel=0.05)
-    assert p.comm_s < 0.01 * p.seconds and p.overlapped_s > 0.05
+    # under the compute: what they add is the compute's slowdown while they run (the card's interference share)
+    slowed = hardware.find_gpu("h100").share("interference").value * p.overlapped_s
+    assert p.comm_s - slowed < 0.01 * p.seconds and p.overlapped_s > 0.05
     assert p.upper_s > p.seconds + p.overlapped_s  # compute, memory and the gathers one after another: slower
 
 

@@ -327,7 +327,8 @@ def _settings(p: cli.Parser, args: argparse.Namespace, mode: str):
     except KeyError as err:
         p.error(f"--remat: {err.args[0]}")
     except ValueError as err:
-        p.error(f"--{'accumulate' if 'accumulate' in str(err) else 'lora'}: {err}")
+        said = str(err)
+        p.error(f"--{'accumulate' if 'accumulate' in said else 'remat' if 'remat' in said else 'lora'}: {said}")
 
 
 def _xla_flag(p: cli.Parser, text: str) -> tuple[str, Any]:

@@ -134,3 +134,6 @@ def test_the_command_lists_every_policy_and_refuses_in_one_line():
     refused = run("--model", "llama-7b", "--remat", "maxtext:custom")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "the nearest: maxtext:minimal" in refused.stderr.strip().splitlines()[-1]
+    unfused = run("--model", "llama-7b", "--train", "--remat", "megatron:selective", "--no-flash")
+    assert unfused.returncode == 2 and unfused.stderr.strip().splitlines()[-1].startswith(
+        "experiments.model: error: --remat: remat 'megatron:selective' recomputes the attention core")

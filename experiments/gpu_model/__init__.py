@@ -64,4 +64,5 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
 EXPERIMENT = Experiment(
     name="gpu_model", benchmark_version=2, config=Config, profiles=PROFILES, cases=cases, compiled_cases=cases,
     in_host_check=False,
-    description="the GPU predictions against published A100/H100/H200/B200 measurements: GEMMs, STREAM, train and decode")
+    description="the GPU predictions against published A100/H100/H200/B200 measurements: GEMMs, STREAM, train and "
+                "decode")

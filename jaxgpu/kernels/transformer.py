@@ -343,11 +343,14 @@ def train_step(c: Decoder, *, compute: Any = jnp.bfloat16, micro_batches: int = 
     return jax.jit(step, in_shardings=sharding, out_shardings=(p_sh, o_sh, scalar), donate_argnums=(0, 1)), opt
 
 
-def _accumulated(loss_of: Callable, params: Any, tokens: jax.Array, micro_batches: int, held: Any = None) -> tuple:
+def _accumulated(loss_of: Callable, params: Any, tokens: jax.Array, micro_batches: int, held: Any = None,
+                 into: Any = None) -> tuple:
     """(the loss, the gradients of ``loss_of(params, tokens)``) averaged over ``micro_batches`` slices of the batch,
     taken in turn (a scan): the same tokens in a micro-batch's activation memory; ``held``: the shardings the
-    gradients are summed in (each micro-batch's reduced into its shard, as ZeRO-2 does), else XLA's choice."""
+    gradients are summed in (each micro-batch's reduced into its shard, as ZeRO-2 does), else XLA's choice;
+    ``into``: the sums' dtype, else the weights'."""
     def hold(g):
+        g = jax.tree.map(lambda a: a.astype(into or a.dtype), g)
         return jax.lax.with_sharding_constraint(g, held) if held is not None else g
 
     # micro-batch m takes rows m, m + M, m + 2M, ...: each device's rows of a batch split over devices stay
@@ -364,11 +367,12 @@ def _accumulated(loss_of: Callable, params: Any, tokens: jax.Array, micro_batche
 
 
 def _accumulated_locally(loss_of: Callable, params: Any, tokens: jax.Array, micro_batches: int,
-                         split: jax.sharding.NamedSharding, held: Any = None) -> tuple:
+                         split: jax.sharding.NamedSharding, held: Any = None, into: Any = None) -> tuple:
     """``_accumulated`` as DDP and ZeRO-1 accumulate over a batch ``split`` over the mesh's data axis: each GPU's (or
     tp group's) gradient of its own rows summed over its micro-batches where it is (an axis of one row a group: a
     whole gradient each, or its tp cut where ``held``, the params' shardings, cut it; no collective), then over the
-    groups once a step, where ``_accumulated`` leaves XLA to reduce every micro-batch's."""
+    groups once a step, where ``_accumulated`` leaves XLA to reduce every micro-batch's; ``into``: the sums' dtype
+    (Megatron's float32 buffer for bf16 weights), else the weights'."""
     axes = split.spec[0] if isinstance(split.spec[0], tuple) else (split.spec[0],)
     n = math.prod(split.mesh.shape[a] for a in axes)
     P = jax.sharding.PartitionSpec
@@ -381,9 +385,10 @@ def _accumulated_locally(loss_of: Callable, params: Any, tokens: jax.Array, micr
 
     def micro(acc, x):
         lv, g = jax.vmap(jax.value_and_grad(loss_of), in_axes=(None, 0))(params, per_gpu(x.reshape(n, -1, x.shape[-1])))
+        g = jax.tree.map(lambda a: a.astype(into or a.dtype), g)
         return jax.tree.map(jnp.add, acc, (lv.sum(), _each(per_gpu, g, held))), None
 
-    zero = (jnp.zeros((), jnp.float32), _each(lambda p, h=None: per_gpu(jnp.zeros((n, *p.shape), p.dtype), h),
+    zero = (jnp.zeros((), jnp.float32), _each(lambda p, h=None: per_gpu(jnp.zeros((n, *p.shape), into or p.dtype), h),
                                               params, held))
     (lv, grads), _ = jax.lax.scan(micro, zero, chunks)
     return lv / (micro_batches * n), jax.tree.map(lambda g: g.sum(0) / (micro_batches * n), grads)

@@ -281,8 +281,9 @@ def _estimate(c, mode: str, batch: int, seq: int, s) -> dict[str, float]:
 
 
 # of a trained weight's 18 bytes in the formula (fp32 weights 4, a bf16 copy 2, fp32 gradients 4, two moments 8),
-# those each mesh keeps whole on every GPU: ZeRO-1 cuts the moments, ZeRO-2 the gradients too
-_WHOLE_SHARE = {"dp": 1.0, "zero1": 10 / 18, "zero2": 6 / 18, "zero1+tp": 10 / 18}
+# those each mesh keeps whole on every GPU: ZeRO-1 (Megatron's distributed optimizer, "6 + 12/d" bytes a parameter)
+# the bf16 weights and fp32 gradients, cutting the fp32 weights and moments; ZeRO-2 the gradients cut too
+_WHOLE_SHARE = {"dp": 1.0, "zero1": 6 / 18, "zero2": 2 / 18, "zero1+tp": 6 / 18}
 
 
 def _per_gpu(est: dict[str, float], how: str, devices: int, node: int, tp: int = 1) -> dict[str, float]:
@@ -303,13 +304,18 @@ def _per_gpu(est: dict[str, float], how: str, devices: int, node: int, tp: int =
     return out
 
 
+# the meshes whose step is ZeRO's as Megatron's distributed optimizer runs it (``kernels.distributed_optimizer``), and
+# the split of its optimizer's copies: the main weights and AdamW's moments cut over every GPU (tp's cut within a group)
+_DISTRIBUTED = {"zero1": "fsdp", "zero2": "fsdp", "zero1+tp": "fsdp+tp"}
+
+
 def _step(c, mode: str, batch: int, seq: int, mesh, how: str, s: Any) -> tuple:
     """(the step, its argument specs, their shardings, tokens per step, the model's FLOPs per step) of ``mode``,
     split ``how`` (``split_of``) over ``mesh``; ``s``: the step's settings."""
     import jax
     import jax.numpy as jnp
 
-    from jaxgpu.kernels import sharding
+    from jaxgpu.kernels import distributed_optimizer, sharding
     from jaxgpu.kernels import transformer as tf
 
     if mode.startswith("train") and s.lora:  # the base frozen: its weights an argument of their own, no gradient
@@ -320,10 +326,16 @@ def _step(c, mode: str, batch: int, seq: int, mesh, how: str, s: Any) -> tuple:
         # the frozen weights' gradients), the adapters' 6
         tokens = batch * seq
         model_flops = (4.0 * c.active_params() + 6.0 * c.adapter_params(s.lora, s.lora_on)) * tokens
+    elif mode == "train" and how in _DISTRIBUTED:  # ZeRO: bf16 weights whole, the optimizer's fp32 copies cut
+        specs = distributed_optimizer.specs(c, batch, seq)
+        sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, _DISTRIBUTED[how]),
+              sharding.shard_specs(specs[2], mesh, how, batch=True))
+        step = distributed_optimizer.train_step(c, sh, s, cut_grads=how == "zero2")
+        tokens, model_flops = batch * seq, 6.0 * c.active_params() * batch * seq
     elif mode.startswith("train"):
         specs = tf.train_specs(c, batch, seq, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
         # ZeRO: the weights whole (or tp's cuts whole), the optimizer's state cut
-        state = {"zero1": "fsdp", "zero2": "fsdp", "zero1+tp": "fsdp+tp"}.get(how, how)
+        state = _DISTRIBUTED.get(how, how)
         sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, state),
               sharding.shard_specs(specs[2], mesh, how, batch=True))
         # DDP and ZeRO-1 sum each GPU's micro-batches on the GPU and reduce once a step; ZeRO-2 reduces each

@@ -26,10 +26,11 @@ def plans():
 
 def test_each_mesh_holds_between_steps_what_a_hand_count_says(plans):
     """fp32 weights (4 bytes a weight) and AdamW's two moments (8): fsdp cuts all 12 over the 16 GPUs, hsdp over a
-    node's 8, dp keeps them whole, ZeRO-1 and ZeRO-2 cut the moments alone. Tokens are the rest."""
+    node's 8, dp keeps them whole; ZeRO-1 and ZeRO-2 as Megatron's distributed optimizer holds them, bf16 weights
+    whole (2) and the 12 cut. Tokens are the rest."""
     tokens = 32 * 257 * 4 / 16
-    want = {"fsdp": 12 * P / 16, "hsdp": 12 * P / 8, "dp": 12 * P, "zero1": 4 * P + 8 * P / 16,
-            "zero2": 4 * P + 8 * P / 16}
+    want = {"fsdp": 12 * P / 16, "hsdp": 12 * P / 8, "dp": 12 * P, "zero1": 2 * P + 12 * P / 16,
+            "zero2": 2 * P + 12 * P / 16}
     for mesh, p in plans.items():
         held = p.memory_split["arguments"]
         assert held == pytest.approx(want[mesh] + tokens, rel=0.01), mesh
@@ -58,11 +59,11 @@ def test_each_mesh_moves_the_bytes_a_hand_count_says(plans):
     assert moved["dp"]["all-reduce"] == pytest.approx(2 * 15 / 16 * 4 * P, rel=0.05)
     assert "all-gather" not in moved["dp"]
     assert moved["zero1"]["reduce-scatter"] == pytest.approx(15 / 16 * 4 * P, rel=0.05)
-    # ZeRO-2 reduce-scatters each micro-batch's as fsdp does; ZeRO-1 and ZeRO-2 gather the updated fp32 weights once
-    # (4 bytes a weight, (n - 1) / n of them)
+    # ZeRO-2 reduce-scatters each micro-batch's as fsdp does; ZeRO-1 and ZeRO-2 gather the updated weights once, in
+    # bf16 (2 bytes a weight, (n - 1) / n of them)
     assert moved["zero2"]["reduce-scatter"] == pytest.approx(moved["fsdp"]["reduce-scatter"], rel=0.01)
     for z in ("zero1", "zero2"):
-        assert moved[z]["all-gather"] == pytest.approx(4 * P * 15 / 16, rel=0.05)
+        assert moved[z]["all-gather"] == pytest.approx(2 * P * 15 / 16, rel=0.05)
 
 
 def test_collectives_that_join_nodes_run_at_the_network_ports_their_rings_leave_by():
@@ -214,22 +215,23 @@ def _zero1_tp(monkeypatch, **settings) -> tuple:
 
 
 def test_megatrons_layout_holds_tp_cuts_and_reduces_once_a_step(monkeypatch):
-    """zero1+tp over 8 GPUs, tp groups of 2: a GPU holds the fp32 weights' tp half (4P / 2) and an eighth of AdamW's
-    moments (8P / 8); its group's gradients (fp32, the tp half: 2P) are summed over the 2 micro-batches where they
-    are and reduce-scattered over the 4 groups once a step (one fp32 reduce-scatter), 3/4 of them, and the updated
-    weights gathered back. The rest are the sequence-parallel stream's: for each of the 2 micro-batches, 2 gathers
-    and 2 reduce-scatters a layer forward, as many backward, and the head's input gathered (its gradient
-    reduce-scattered), each half of a micro-batch's [4, 256, 512] bf16."""
+    """zero1+tp over 8 GPUs, tp groups of 2: a GPU holds the bf16 weights' tp half (2P / 2) and an eighth of the fp32
+    weights and AdamW's moments (12P / 8), as Megatron's distributed optimizer does; its group's gradients (fp32, the
+    tp half: 2P) are summed over the 2 micro-batches where they are and reduce-scattered over the 4 groups once a step
+    (one fp32 reduce-scatter), 3/4 of them, and the updated weights gathered back in bf16 (P, 3/4 of it). The rest
+    are the sequence-parallel stream's: for each of the 2 micro-batches, 2 gathers and 2 reduce-scatters a layer
+    forward, as many backward, and the head's input gathered (its gradient reduce-scattered), each half of a
+    micro-batch's [4, 256, 512] bf16."""
     if why := targets.unavailable():
         pytest.skip(why)
     p, hlo = _zero1_tp(monkeypatch, accumulate=2)
     assert p.mesh == "zero1 4 x tp 2"
-    assert p.memory_split["arguments"] == pytest.approx(4 * P / 2 + 8 * P / 8 + 32 * 257 * 4 / 4, rel=0.01)
+    assert p.memory_split["arguments"] == pytest.approx(2 * P / 2 + 12 * P / 8 + 32 * 257 * 4 / 4, rel=0.01)
     fp32 = [line for line in hlo.splitlines() if "reduce-scatter-start(" in line and " ((f32[" in line]
     assert len(fp32) == 1
     stream = 2 * (4 * 4 + 1) * 4 * 256 * 512 * 2 / 2
-    for op in ("reduce-scatter", "all-gather"):
-        assert p.collectives[op][1] - stream == pytest.approx(3 / 4 * 2 * P, rel=0.02), op
+    for op, weights in (("reduce-scatter", 2 * P), ("all-gather", P)):
+        assert p.collectives[op][1] - stream == pytest.approx(3 / 4 * weights, rel=0.02), op
     with pytest.raises(ValueError, match="does not split over 4 groups"):
         planner.plan_model(SMALL, "h100", batch=12, seq=256, devices=8,
                            settings=StepSettings(mesh="zero1+tp", tp=2, accumulate=2))
@@ -267,6 +269,6 @@ def test_megatrons_sequence_parallelism_holds_the_stream_cut_and_moves_an_all_re
     stream = 32 / 4 * 256 * 512 * 2
     moved = {op: b for op, (_, b) in p.collectives.items()}
     assert not [line for line in hlo.splitlines() if "all-reduce-start(" in line and "8,256,512]" in line]
-    weights = 2 * 3 / 4 * 2 * P  # the fp32 gradients' reduce-scatter and the weights' gather, once a step
+    weights = 3 / 4 * (2 * P + P)  # the fp32 gradients' reduce-scatter and the bf16 weights' gather, once a step
     activations = moved["all-gather"] + moved["reduce-scatter"] - weights
     assert 0.95 <= activations / (4 * 10 * stream / 2) <= 1.2

@@ -348,10 +348,10 @@ def _accumulated(loss_of: Callable, params: Any, tokens: jax.Array, micro_batche
     """(the loss, the gradients of ``loss_of(params, tokens)``) averaged over ``micro_batches`` slices of the batch,
     taken in turn (a scan): the same tokens in a micro-batch's activation memory; ``held``: the shardings the
     gradients are summed in (each micro-batch's reduced into its shard, as ZeRO-2 does), else XLA's choice;
-    ``into``: the sums' dtype, else the weights'."""
+    ``into``: the sums' dtype, else the weights' (a micro-batch's reduced in the weights' dtype, then widened)."""
     def hold(g):
-        g = jax.tree.map(lambda a: a.astype(into or a.dtype), g)
-        return jax.lax.with_sharding_constraint(g, held) if held is not None else g
+        g = jax.lax.with_sharding_constraint(g, held) if held is not None else g
+        return jax.tree.map(lambda a: a.astype(into or a.dtype), g)
 
     # micro-batch m takes rows m, m + M, m + 2M, ...: each device's rows of a batch split over devices stay
     # on it (a reshape to [M, B / M] would hand each device's block to one micro-batch and move the rest)

@@ -137,8 +137,9 @@ def _split_flags(p: cli.Parser) -> None:
     p.add_argument("--mesh", choices=("fsdp", "tp", "fsdp+tp", "hsdp", "dp", "zero1", "zero2", "zero1+tp"),
                    help="how the GPUs split the step: fsdp (over every GPU, ZeRO-3), tp (within a node), fsdp+tp on "
                         "a 2-D mesh; to train only: hsdp (fsdp within a node, the nodes replicas), dp (DDP: all "
-                        "whole), zero1 (dp with AdamW's moments cut), zero2 (the gradients cut too), zero1+tp "
-                        "(Megatron's: tp groups, data parallel over them, AdamW's state cut); fsdp+tp and zero1+tp "
+                        "whole), zero1 (Megatron's distributed optimizer: bf16 weights whole, fp32 weights and AdamW's "
+                        "moments cut), zero2 (the gradients cut too), zero1+tp (Megatron's: tp groups, zero1 over "
+                        "them); fsdp+tp and zero1+tp "
                         "split the stream by sequence within a group (default: fsdp to train, tp to serve; without "
                         "--mesh, --fit tries fsdp, tp and fsdp+tp on fewer GPUs too)")
     p.add_argument("--tp", type=int, default=0, metavar="K",

@@ -3,11 +3,12 @@
 
 A pipeline's GPUs run different programs (a stage each), so it is not compiled whole: XLA:GPU plans the heaviest
 stage (``stage_of``) on its devices / pp GPUs, split there by the step's mesh, and the schedule puts the stages'
-work in order. Three plans of that stage give what the schedule needs: two micro-batches accumulated in a loop,
-priced as compiled and with its loop run three times (the third trip is one micro-batch's forward and backward,
-``per`` below; what the plan holds beyond two trips is once a step: the update, zeroing the gradients' sum, the
-loop's copies), one micro-batch with its update and two micro-batches at once (what one more micro-batch in flight
-holds). Then, for M micro-batches, P stages and V virtual stages a GPU:
+work in order. Plans of that stage give what the schedule needs: two micro-batches accumulated in a loop, priced as
+compiled and with its loop run three times (the third trip is one micro-batch's forward and backward, ``per`` below;
+what the plan holds beyond two trips is once a step: the update, zeroing the gradients' sum, the loop's copies), one
+micro-batch with its update; and the stage's layers alone (a vocabulary of a few rows) with one micro-batch and with
+two at once: what one more micro-batch in flight holds, the head's logits and loss not among it, as the last stage
+computes them for one micro-batch at a time. Then, for M micro-batches, P stages and V virtual stages a GPU:
 
 - the step: M micro-batches' work, the update once, and the bubble, (P - 1) / V micro-batches' work and the
   2 (P - 1) sends the first micro-batch's forward and the last one's backward wait on;
@@ -54,6 +55,12 @@ def stage_of(c: decoders.Decoder, stages: int) -> decoders.Decoder:
     used at both ends (the embedding and the output head tied), as the last stage holds the head and computes the
     loss and the first holds the embedding: the last stage's time, and the weights of either end."""
     return dataclasses.replace(c, name=f"{c.name} (a stage of {stages})", layers=c.layers // stages, tied=True)
+
+
+# the vocabulary rows a GPU of the stage whose plans give one more micro-batch's activations in flight: few enough
+# that its logits are nothing beside a layer's stream (128256 rows: a micro-batch's fp32 logits are 4.2 GB at 8k
+# tokens, which the whole stage's plans counted once more for each micro-batch in flight)
+BODY_VOCAB = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +148,10 @@ def plan(model: str | Any, gpu: str, *, mode: str, batch: int, seq: int, devices
     a = plan_stage(stage, gpu, batch=micro, seq=seq, devices=n, mode=mode, settings=one)
     b, b3 = (plan_stage(stage, gpu, batch=2 * micro, seq=seq, devices=n, mode=mode,
                         settings=dataclasses.replace(one, accumulate=2), trips=k) for k in (0, 3))
-    wide = plan_stage(stage, gpu, batch=2 * micro, seq=seq, devices=n, mode=mode, settings=one)
+    # one more micro-batch in flight, read off the stage's layers (a vocabulary of a few rows a GPU): the first stage
+    # holds the layers' activations of several, the last its head's logits and loss for one at a time
+    body = dataclasses.replace(stage, vocab=BODY_VOCAB * n)
+    lone, wide = (plan_stage(body, gpu, batch=k * micro, seq=seq, devices=n, mode=mode, settings=one) for k in (1, 2))
     send_s, send_bytes = _send_s(c, hw, micro, seq, n, devices, s.mesh if s.mesh != "auto" else "fsdp", s.tp)
     # the schedule orders the stage's work (its time less what its collectives add); the collectives of every
     # micro-batch and the update are the step's, hidden under its work as the run hides them (``_collectives``)
@@ -150,7 +160,7 @@ def plan(model: str | Any, gpu: str, *, mode: str, batch: int, seq: int, devices
     seconds = t.seconds + added
     held = in_flight(s.schedule, p, m, v)
     base = b if m > 1 else a  # the gradients summed over micro-batches: the plan that holds their sum
-    more = (held - 1) * max(wide.bytes_per_device - a.bytes_per_device, 0.0)  # activations of the rest in flight
+    more = (held - 1) * max(wide.bytes_per_device - lone.bytes_per_device, 0.0)  # the rest in flight
     nbytes = base.bytes_per_device + more
     comm = added + t.sends
     peak = (hw.peak_flops("fp8" if s.matmul == "fp8" else "bf16") or 0) * devices

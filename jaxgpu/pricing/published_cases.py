@@ -1288,7 +1288,9 @@ CASES += [
         "parallelism on the tp meshes (this step's plan was read for both: its all-to-alls and "
         "collective-permutes on the q/k/v split, its stream held whole on each tp rank); e58674c: a fusion "
         "slicing a few layers out of a converted stack reads those layers (this step's plan was read for it: 236 "
-        "such kernels priced as reading the whole 10 GB stack)",
+        "such kernels priced as reading the whole 10 GB stack); a4793ec: zero1 as Megatron's distributed "
+        "optimizer runs it (this step's plan was read for it: 143 GiB a GPU, the fp32 weights whole on each tp "
+        "rank)",
         plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
     ),
     Case(
@@ -1381,7 +1383,8 @@ CASES += [
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
         guided="f9cc08e: sequence parallelism on the tp meshes (this step's plan was read for it: 133 GB a GPU,"
-        " the stream held whole on each tp rank)",
+        " the stream held whole on each tp rank); 9fa4d01: a pipeline's micro-batches in flight without the "
+        "head's logits (made while this step's plan was 1.41x its run's memory, a 128k-row vocabulary)",
         plausible=((_XLA_ORDER,), (_RECOMPUTE,)),
     ),
 ]
@@ -1630,6 +1633,8 @@ CASES += [
         timed="stream",
         memory_fraction=1.0,
         memory_source=_TORCH_MEMORY,
+        guided="9fa4d01: a pipeline's micro-batches in flight without the head's logits (made while this step's "
+        "plan was 1.54x its run's memory, a 128k-row vocabulary)",
         plausible=((_XLA_ORDER,),),
     ),
     Case(

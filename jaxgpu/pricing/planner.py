@@ -532,14 +532,20 @@ def formula_vs_plan(p: ModelPlan) -> str:
         return _lora_said(p, f, held, temp) + twin
     if p.mode.startswith("train"):
         # the formula's 18 bytes a parameter: fp32 weights, gradients and two moments, a bf16 copy; XLA keeps the
-        # weights and moments between steps and the gradients and the copy (6 of the 18) among its temporaries
-        passing = f["state"] * 6 / 18
+        # weights and moments between steps and the gradients and the copy (6 of the 18) among its temporaries;
+        # Megatron's distributed optimizer the bf16 weights and its cut of the rest, the fp32 gradients' sum apart
+        kept, passes, passing = "the weights and moments", "the gradients and the copy", f["state"] * 6 / 18
+        if p.mode == "train" and (zero := next((z for z in ("zero1", "zero2") if z in p.mesh.split()), "")):
+            whole, cut = (6, 12) if zero == "zero1" else (2, 16)
+            weights = f["state"] / (whole + cut / p.devices)  # the parameters a GPU's tp cut holds
+            kept, passes = "the bf16 weights, a cut of the fp32 weights and moments", "the fp32 gradients' sum"
+            passing = 4 * weights / (1 if zero == "zero1" else p.devices)
         acts = temp - passing
         text = (f"the formula counts {si(f['state'], 'B')} of weights, gradients, AdamW moments and a bf16 copy and "
                 f"{si(f['activations'], 'B')} of activations ({_count_said(p)}); XLA's plan holds "
-                f"{si(held, 'B')} between steps (the weights and moments) and {si(temp, 'B')} of temporaries, of "
-                f"which the gradients and the copy are {si(passing, 'B')}, so {si(max(acts, 0), 'B')} for activations "
-                "and scratch")
+                f"{si(held, 'B')} between steps ({kept}) and {si(temp, 'B')} of temporaries, of "
+                f"which {passes} {'are' if passes.endswith('copy') else 'is'} {si(passing, 'B')}, so "
+                f"{si(max(acts, 0), 'B')} for activations and scratch")
         if acts < 0.9 * f["activations"]:
             text += (": fewer than the count, as the step recomputes its norms, MLP activation and loss in the "
                      "backward pass")

@@ -76,3 +76,7 @@ def test_a_gpu_holds_megatrons_bytes_and_moves_its_collectives():
     assert kinds["reduce-scatter"][1] == pytest.approx(4 * params * ring, rel=0.05)
     assert kinds["all-gather"][1] == pytest.approx(2 * params * ring, rel=0.05)
     assert sum(n for k, (_, n) in kinds.items() if k == "all-reduce") < 0.01 * params
+    # the command's memory sentence names what this step holds between steps and the fp32 sum among its temporaries
+    said = planner.formula_vs_plan(p)
+    assert "(the bf16 weights, a cut of the fp32 weights and moments)" in said
+    assert "of which the fp32 gradients' sum is" in said

@@ -222,7 +222,12 @@ def test_a_gpu_run_cut_at_any_record_still_merges_into_a_full_ledger(every_tiny,
     full = results.read_run(gpu)
 
     cpu_run = results.read_run(cpu)
-    for cut in range(len(lines) + 1):
+    # every experiment's edges and middle: its first record, its second, one midway, its last, and the next's first
+    starts = [i for i, r in enumerate(full.records) if not i or r.experiment != full.records[i - 1].experiment]
+    ends = starts[1:] + [len(lines)]
+    cuts = sorted({0, len(lines)} | {c for a, b in zip(starts, ends) for c in (a, a + 1, (a + b) // 2, b - 1, b)})
+    assert len(lines) == len(full.records) and len(starts) >= 18
+    for cut in cuts:
         run = results.Run(full.path, {**full.meta, "completion": {"state": "running"}}, full.records[:cut])
         pairs = results.merge([cpu_run, run])
         rows = [r for r in build.ledger_section(pairs, {x.experiment for _, x in pairs}).tables[0].rows]

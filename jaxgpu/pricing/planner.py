@@ -514,15 +514,12 @@ _UNFUSED = ", which the program computes whole and a fused kernel never holds"
 def formula_vs_plan(p: ModelPlan) -> str:
     """Where ``jaxgpu.pricing.fit``'s formula and XLA's plan of the step part, per device, in a sentence: what each
     counts and, where they differ by more than a tenth, which side holds the difference and why."""
-
-
     m, f = p.memory_split, p.estimate_parts
     if not m or not f:
         return ""
     held = m["arguments"] + m["outputs"] - m["aliased"]  # what stays between steps: weights, state, cache, tokens
     temp = m["temporaries"]
-    # the scores the plan read may hold at once: not where a twin in blocks was tried (read, or shown not to hold less)
-    whole = 0.0 if p.query_block or p.written_bytes else p.scores_bytes
+    whole = 0.0 if p.query_block or p.written_bytes else p.scores_bytes  # the scores held at once: not in a twin's
     read = p.query_block and p.written_bytes  # the twin's plan is the one read
     twin = (f" XLA's plan is of the step with its attention run {p.query_block} queries at a time, as a fused kernel "
             f"tiles it: as written, the step holds {si(p.written_bytes - p.bytes_per_device, 'B')} more a GPU, as it "
@@ -531,9 +528,8 @@ def formula_vs_plan(p: ModelPlan) -> str:
     if p.mode.startswith("train") and "weights" in f:  # a LoRA step: a frozen base beside its adapters' state
         return _lora_said(p, f, held, temp) + twin
     if p.mode.startswith("train"):
-        # the formula's 18 bytes a parameter: fp32 weights, gradients and two moments, a bf16 copy; XLA keeps the
-        # weights and moments between steps and the gradients and the copy (6 of the 18) among its temporaries;
-        # Megatron's distributed optimizer the bf16 weights and its cut of the rest, the fp32 gradients' sum apart
+        # of the formula's 18 bytes a parameter, XLA keeps the gradients and the bf16 copy (6) among its temporaries,
+        # Megatron's distributed optimizer the fp32 gradients' sum (4, whole or cut)
         kept, passes, passing = "the weights and moments", "the gradients and the copy", f["state"] * 6 / 18
         if p.mode == "train" and (zero := next((z for z in ("zero1", "zero2") if z in p.mesh.split()), "")):
             whole, cut = (6, 12) if zero == "zero1" else (2, 16)

@@ -69,6 +69,9 @@ def parser() -> cli.Parser:
     p.add_argument("--gpus", help="GPUs of the hardware table, comma separated (default: all)")
     p.add_argument("--out", metavar="PATH", help="write PATH.csv, PATH.json and PATH.png (default: no files): the "
                    "figure is memory per GPU by kind against each card, and predicted time by kind of kernel")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="compile the plans the cache does not hold in N processes, a card (or a card's count) to each "
+                        "(default: this machine's cores; 1: here, one after another)")
     for dim in ("layers", "d-model", "heads", "kv-heads", "ffn", "vocab"):
         p.add_argument(f"--{dim}", type=int, help=f"a described decoder's {dim.replace('-', ' ')}")
     p.add_argument("--style", choices=("llama", "gpt2"), default="llama", help="a described decoder's block")
@@ -126,6 +129,7 @@ class Asked:
     config_path: str | None = None
     unread: tuple[str, ...] = ()
     listing: bool = False
+    workers: int = 1  # processes compiling the plans the cache does not hold (``jaxgpu.pricing.workers``)
 
     @property
     def named(self) -> bool:
@@ -219,6 +223,8 @@ def parse_args(argv: list[str] | None = None) -> Asked:
         p.error("ask one search: --fit (the fewest GPUs), --max-batch or --max-seq (the largest on each count)")
     if args.tokens and (args.max_batch or args.max_seq):
         p.error("--tokens prices the step as asked; with --max-batch or --max-seq, ask it of the size found")
+    if args.workers is not None and args.workers < 1:
+        p.error(f"--workers must be at least 1, got {args.workers}")
     devices = _devices(p, args)
     gpus = _check_out_and_gpus(p, args)
     decoder, unread = _read_config(p, args) if args.config else (args.model or _described(args), ())
@@ -227,7 +233,14 @@ def parse_args(argv: list[str] | None = None) -> Asked:
                  devices=_check_tp(p, args, devices) if args.tp else devices, devices_said=args.devices is not None,
                  fit=args.fit, largest="batch" if args.max_batch else "seq" if args.max_seq else "",
                  gpus=gpus, settings=settings, tokens=args.tokens, generate=args.generate,
-                 prices=_prices(p, args), out=args.out, config_path=args.config, unread=tuple(unread))
+                 prices=_prices(p, args), out=args.out, config_path=args.config, unread=tuple(unread),
+                 workers=args.workers or _cores())
+
+
+def _cores() -> int:
+    from jaxgpu.pricing import workers
+
+    return workers.cores()
 
 
 def _devices(p: cli.Parser, args: argparse.Namespace) -> tuple[int, ...]:
@@ -631,9 +644,9 @@ def _plans(a: Asked) -> list | str:
             from jaxgpu.pricing import knobs
 
             return knobs.fit_on_gpus(a.decoder, mode=a.mode, batch=a.batch, seq=a.seq, counts=a.devices,
-                                     gpus=a.gpus, settings=a.settings)
+                                     gpus=a.gpus, settings=a.settings, workers=a.workers)
         return planner.model_on_gpus(a.decoder, mode=a.mode, batch=a.batch, seq=a.seq, devices=a.devices,
-                                     gpus=a.gpus, settings=a.settings)
+                                     gpus=a.gpus, settings=a.settings, workers=a.workers)
     except KeyError as err:
         return err.args[0]
     except ValueError as err:

@@ -65,3 +65,15 @@ def device(platform):
     import jax
 
     return jax.devices(platform)[0]
+
+
+@pytest.fixture(autouse=True)
+def _answers_priced_afresh(request, monkeypatch):
+    """A test may change a constant a price reads (a card's usable share, a scores threshold): its answers are priced
+    afresh, never read back from the plan cache, whose plans (keyed by what makes each step) are still read. A test
+    of the cached answers asks for them (``@pytest.mark.cached_answers``)."""
+    if "cached_answers" in request.keywords:
+        return
+    from jaxgpu.pricing import planner
+
+    monkeypatch.setattr(planner, "_answered", lambda key: None)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxgpu.ground.decoders import Decoder, StepSettings
-from jaxgpu.kernels import experts, sharding
+from jaxgpu.kernels import experts, programs, sharding
 from jaxgpu.kernels import transformer as tf
 from jaxgpu.pricing import planner, targets
 
@@ -94,8 +94,8 @@ def _kernels(c, settings, batch, seq, devices):
     devs, label = sharded.devices_for(hw, devices)
     how = planner.split_of(settings, "train")
     mesh = sharding.mesh_for(devs, how, 0, hw.node, group=settings.ep if how == "ep" else settings.cp)
-    step, specs, sh, *_ = planner._step(c, "train", batch, seq, mesh, how, settings)
-    _, hlo, _ = sharded.compiled(step, sharded.placed(specs, sh), label)
+    step, specs, sh = programs.decoder_step(c, "train", batch, seq, mesh, how, settings)
+    _, hlo, _ = sharded.compiled(sharded.program(step, sharded.placed(specs, sh)), label)
     return [k for k in launches.kernels(hlo) if k.name.startswith(("all-", "reduce-scatter", "collective"))]
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from jaxgpu.ground import decoders, hardware
 from jaxgpu.ground.decoders import Decoder, StepSettings
-from jaxgpu.kernels import sharding
+from jaxgpu.kernels import programs, sharding
 from jaxgpu.kernels import transformer as tf
 from jaxgpu.pricing import planner, sharded
 
@@ -55,7 +55,7 @@ def test_an_fsdp_tp_plan_holds_about_fsdps_bytes_and_runs_its_collectives_in_gro
     assert four.mesh == "fsdp 2 x tp 4" and "fsdp+tp mesh (tp 4)" in four.settings
     devs, label = sharded.devices_for(hardware.GPUS["H100 SXM"], 8)
     mesh = sharding.mesh_for(devs, "fsdp+tp")
-    step, specs, sh, *_ = planner._step(c, "train", 8, 256, mesh, "fsdp+tp", StepSettings(mesh="fsdp+tp"))
+    step, specs, sh = programs.decoder_step(c, "train", 8, 256, mesh, "fsdp+tp", StepSettings(mesh="fsdp+tp"))
     placed = [jax.tree.map(lambda s, h: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=h), a, b)
               for a, b in zip(specs, sh)]
     hlo = step.lower(*placed).compile().as_text()
@@ -264,14 +264,15 @@ def test_the_model_command_prices_a_decode_step_as_the_published_set_does(monkey
     plan = planner.plan_model("llama-7b", "A100 80GB", train=False, batch=1, seq=case.program[3], devices=1)
     assert "unrolled layers" in plan.settings and plan.plan == "xla:gpu a100"
     assert plan.seconds == pytest.approx(checked, rel=0.10)
-    compile_plan, hlos = targets.compile_plan, []
+    compiled, hlos = sharded.compiled, []
 
     def kept(*args, **kwargs):
-        plan = compile_plan(*args, **kwargs)
-        hlos.append(plan.hlo)
-        return plan
+        out = compiled(*args, **kwargs)
+        hlos.append(out[1])
+        return out
 
-    monkeypatch.setattr(targets, "compile_plan", kept)
+    monkeypatch.setattr(sharded, "compiled", kept)
+    monkeypatch.setattr(planner, "_answered", lambda key: None)  # priced afresh: its plans pass by
     scanned = planner.plan_model("llama-7b", "A100 80GB", train=False, batch=1, seq=case.program[3], devices=1,
                                 settings=StepSettings(scan=True, flash=False))
     # the weights a layer's products read, and how: copied out of the stack by a kernel of their own, or in place

@@ -179,10 +179,14 @@ def test_xla_gpu_plans_an_h100_and_an_h200_alike():
 
 
 @compile_only
+@pytest.mark.cached_answers
 def test_a_plan_asked_again_is_read_from_the_cache_not_compiled(tmp_path, monkeypatch):
-    """The model command's plans are kept in the user's cache folder, keyed by the program, the target, the
-    options and JAX: the same step asked again compiles nothing; another GPU or another step does."""
+    """The model command's plans are kept in the user's cache folder, keyed by what makes the step, the target, the
+    options and JAX, with the answer priced from them: the same step asked again compiles nothing; another GPU or
+    another step does. The answer aside, the plan is read before the step is built: a step that cannot be traced is
+    never traced."""
     from jaxgpu.ground import decoders
+    from jaxgpu.kernels import programs
     from jaxgpu.pricing import planner
 
     if why := targets.unavailable():
@@ -195,9 +199,14 @@ def test_a_plan_asked_again_is_read_from_the_cache_not_compiled(tmp_path, monkey
     monkeypatch.setattr(targets, "_compile", lambda lowered, options: compiled.append(1) or real(lowered, options))
     c = decoders.Decoder("described", 2, 256, 8, 2, 512, 1000, 2048, "llama")
     first = planner.plan_model(c, "h100", train=True, batch=4, seq=128)
-    assert compiled == [1] and len(list((tmp_path / "jaxgpu" / "plans").glob("*.json.gz"))) == 1
+    # the plan, under what makes it, and the answer priced from it
+    assert compiled == [1] and len(list((tmp_path / "jaxgpu" / "plans").glob("*.json.gz"))) == 2
     again = planner.plan_model(c, "h100", train=True, batch=4, seq=128)
     assert compiled == [1] and again == first  # read back whole: the same bytes, kernels and price
+    with monkeypatch.context() as m:
+        m.setattr(planner, "_answered", lambda key: None)  # priced again from the plan
+        m.setattr(programs, "decoder_step", lambda *a: pytest.fail("the step was built, its plan in the cache"))
+        assert planner.plan_model(c, "h100", train=True, batch=4, seq=128) == first
     planner.plan_model(c, "h200", train=True, batch=4, seq=128)
     planner.plan_model(c, "h100", train=True, batch=2, seq=128)
     assert len(compiled) == 3
@@ -206,6 +215,37 @@ def test_a_plan_asked_again_is_read_from_the_cache_not_compiled(tmp_path, monkey
     planner.plan_model(c, "h100", train=True, batch=4, seq=128)
     assert len(compiled) == 4
     targets.plan_cache.cache_clear()
+
+
+def test_a_cached_answer_is_read_without_jax(tmp_path):
+    """The model command asked again, with JAX, jaxlib, Flax and Optax blocked from import: the same answer, read from
+    the plan cache."""
+    if why := targets.unavailable():
+        pytest.skip(why)
+    argv = [sys.executable, "-m", "experiments.model", "--layers", "2", "--d-model", "256", "--heads", "8",
+            "--kv-heads", "2", "--ffn", "512", "--vocab", "1000", "--batch", "4", "--seq", "128", "--devices", "1,2",
+            "--gpus", "h100"]
+    env = {"PATH": "/usr/bin:/bin", "XDG_CACHE_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    first = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    (tmp_path / "sitecustomize.py").write_text("import sys\nfor m in ('jax', 'jaxlib', 'flax', 'optax'):\n"
+                                              "    sys.modules[m] = None\n")
+    again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                           env={**env, "PYTHONPATH": f"{tmp_path}:{ROOT}"})
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout == first.stdout and "xla:gpu h100" in again.stdout
+
+
+def test_a_cached_plan_is_keyed_by_the_code_that_builds_the_step_not_by_the_code_that_prices_it():
+    """A change to a share, a card's figures or a published case re-prices from the cached plans: the code a plan's
+    key names (``planner._program``'s) imports nothing of the pricing, the hardware table or the calibration."""
+    from jaxgpu.pricing import fingerprint
+
+    names = {str(p.relative_to(fingerprint.ROOT)) for p in fingerprint.sources(("jaxgpu.kernels.programs",
+                                                                                  "jaxgpu.kernels.parallel"))}
+    assert "jaxgpu/kernels/transformer.py" in names and "jaxgpu/kernels/sharding.py" in names
+    assert not {n for n in names if n.startswith("jaxgpu/pricing/")}, names
+    assert not names & {"jaxgpu/ground/hardware.py", "jaxgpu/ground/calibration.py"}, names
 
 
 @compile_only
@@ -234,14 +274,14 @@ def test_the_plan_cache_keeps_to_its_size_and_can_be_turned_off(tmp_path):
 def test_either_cuda_plugin_at_jaxs_version_compiles(monkeypatch, installed, plugin, cuda):
     import jax
 
-    versions = {k: jax.__version__ if v == "JAX" else v for k, v in installed.items()}
+    versions = {"jax": jax.__version__, **{k: jax.__version__ if v == "JAX" else v for k, v in installed.items()}}
     monkeypatch.setattr(targets, "_version", lambda name: versions.get(name, ""))
     assert targets.unavailable() is None and targets.plugin() == plugin
     assert f'runtime_version: "{cuda}"' in targets.config_text(targets.target("h200"))
 
 
 def test_a_plugin_that_cannot_compile_is_named(monkeypatch):
-    monkeypatch.setattr(targets, "_version", lambda name: "0.0.1" if name == "jax-cuda13-plugin" else "")
-    assert "jax-cuda13-plugin 0.0.1 does not match jax" in targets.unavailable()
+    monkeypatch.setattr(targets, "_version", lambda name: {"jax-cuda13-plugin": "0.0.1", "jax": "0.10.2"}.get(name, ""))
+    assert "jax-cuda13-plugin 0.0.1 does not match jax 0.10.2" in targets.unavailable()
     monkeypatch.setattr(targets, "_version", lambda name: "")
     assert "the CUDA plugin is not installed" in targets.unavailable() and targets.plugin() is None

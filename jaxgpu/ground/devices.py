@@ -74,7 +74,7 @@ def release_host_memory() -> bool:
 
 
 def _backends_initialized() -> bool:
-    if "jax" not in sys.modules:
+    if sys.modules.get("jax") is None:
         return False
     try:
         from jax._src import xla_bridge  # private, but the only way to ask
@@ -128,7 +128,7 @@ def configure(backend: str = "auto", devices: int | None = None) -> None:
     if backend == "cpu":
         # Keeps a CPU run on a GPU machine from touching (and preallocating) the GPU.
         os.environ["JAX_PLATFORMS"] = "cpu"
-        if "jax" in sys.modules:
+        if sys.modules.get("jax") is not None:  # started: told too (a process that never imports JAX is not)
             import jax
 
             jax.config.update("jax_platforms", "cpu")

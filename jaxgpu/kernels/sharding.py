@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
-
-import jax
+from typing import TYPE_CHECKING, Any
 
 from jaxgpu.ground.workload import MODEL_AXIS
+
+if TYPE_CHECKING:  # JAX is imported where an array is cut: a cached plan is read without it
+    import jax
 
 AXIS = "devices"  # the one axis of a 1-D mesh; of a 2-D mesh, the fsdp (data) axis
 MODEL = MODEL_AXIS  # a 2-D mesh's tensor-parallel axis
@@ -52,6 +53,8 @@ def residual_layout(tokens: jax.sharding.NamedSharding | None) -> Callable | Non
     each layer (Llama 7B on 8 H100s, fsdp 4 x tp 2, a train step of 8 x 2k: 49 GB a GPU against fsdp's 24 GB).
     Within a group the stream is split along its sequence (``sequence_parallel``) where the batch splits; ``whole``
     (an attribute) gathers a product's input."""
+    import jax
+
     if tokens is None:
         return None
     mesh = tokens.mesh
@@ -84,6 +87,8 @@ def sequence_parallel(mesh: jax.sharding.Mesh, rows: str | None = None) -> Calla
     gathering a product's input. A column-cut product's input is then gathered and a row-cut product's output
     reduce-scattered, the bytes of the all-reduce they replace. ``rows``: the mesh axis the batch is split over
     (None inside a function ``vmap``ped over the groups, whose own axis stays XLA's to place)."""
+    import jax
+
     P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
     tp = mesh.shape[MODEL]
     split, gathered = NS(mesh, P(rows, MODEL)), NS(mesh, P(rows))
@@ -101,6 +106,8 @@ def _conjugate(forward: jax.sharding.NamedSharding, backward: jax.sharding.Named
     gather of the sequence whose gradient is reduce-scattered, a reduce-scatter whose gradient is gathered). A plain
     constraint's gradient takes the same layout, and XLA then kept the backward pass's products split by sequence,
     moving each layer's hidden activations and attention scores with all-to-alls."""
+    import jax
+
     @jax.custom_vjp
     def f(x):
         return jax.lax.with_sharding_constraint(x, forward)
@@ -116,6 +123,8 @@ def _inner_layout(mesh: jax.sharding.Mesh, tokens: jax.sharding.NamedSharding) -
     dispatch and combine). cp: the batch over the fsdp groups, each sequence split over a context group; ``kv``
     gathers a layer's keys and values over the group (each GPU's queries against the whole sequence: the ring's
     bytes, (C - 1) / C of K and V each way)."""
+    import jax
+
     P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
     put = lambda spec: (lambda x: jax.lax.with_sharding_constraint(x, NS(mesh, spec)))
     if EXPERT in mesh.axis_names:
@@ -139,34 +148,46 @@ def tp_degree(devices: int) -> int:
     return t
 
 
+def mesh_shape(devices: int, how: str = "fsdp", tp: int = 0, node: int = 8, group: int = 0) -> dict[str, int]:
+    """The axes of the mesh a step split ``how`` over ``devices`` GPUs takes, each with its size, in order: one axis
+    (``AXIS``) for "fsdp", "tp" and the whole-weight meshes (``WHOLE``); for "hsdp", the nodes of ``node`` devices
+    along ``REPLICAS``, a node's devices along ``AXIS``; for "fsdp+tp" and "zero1+tp", the devices in groups of ``tp``
+    (0: ``tp_degree``) along ``MODEL``, the groups along ``AXIS``; for "ep" and "cp", groups of ``group`` devices
+    along ``EXPERT`` or ``CONTEXT``. Read from the counts alone (no device, no JAX), as a cached plan is looked up.
+
+    Raises:
+      ValueError: the devices do not split so."""
+    if how == "hsdp":
+        inner = min(node, devices)
+        if devices % inner:
+            raise ValueError(f"{devices} devices do not fill nodes of {node}")
+        return {REPLICAS: devices // inner, AXIS: inner}
+    if how in ("ep", "cp"):
+        if not group or devices % group:
+            raise ValueError(f"{devices} devices do not split into {how} groups of {group}")
+        return {AXIS: devices // group, INNER[how]: group}
+    if how not in ("fsdp+tp", "zero1+tp"):
+        return {AXIS: devices}
+    t = tp or tp_degree(devices)
+    if devices % t:
+        raise ValueError(f"{devices} devices do not split into tensor-parallel groups of {t}")
+    return {AXIS: devices // t, MODEL: t}
+
+
 def mesh_for(devices: Sequence[Any], how: str = "fsdp", tp: int = 0, node: int = 8, group: int = 0
              ) -> jax.sharding.Mesh:
-    """The mesh ``shard_specs`` splits a step ``how`` over (``parallel.make_mesh``): one axis (``AXIS``) for "fsdp",
-    "tp" and the whole-weight meshes (``WHOLE``); for "hsdp", the nodes of ``node`` devices along ``REPLICAS``, a
-    node's devices along ``AXIS``; for "fsdp+tp", the devices in groups of ``tp`` (0: ``tp_degree``) along
-    ``MODEL``, the groups along ``AXIS``; for "ep" and "cp", groups of ``group`` devices along ``EXPERT`` or
-    ``CONTEXT``. The devices in order: a node's are neighbours (a topology's host order)."""
+    """The mesh ``shard_specs`` splits a step ``how`` over (``parallel.make_mesh``), of ``mesh_shape``'s axes. The
+    devices in order: a node's are neighbours (a topology's host order)."""
     from jaxgpu.kernels import parallel
 
     devs = list(devices)
-    if how == "hsdp":
-        inner = min(node, len(devs))
-        if len(devs) % inner:
-            raise ValueError(f"{len(devs)} devices do not fill nodes of {node}")
-        return parallel.make_mesh(devs, (len(devs) // inner, inner), (REPLICAS, AXIS))
-    if how in ("ep", "cp"):
-        if not group or len(devs) % group:
-            raise ValueError(f"{len(devs)} devices do not split into {how} groups of {group}")
-        return parallel.make_mesh(devs, (len(devs) // group, group), (AXIS, INNER[how]))
-    if how not in ("fsdp+tp", "zero1+tp"):
-        return parallel.make_mesh(devs, axes=(AXIS,))
-    t = tp or tp_degree(len(devs))
-    if len(devs) % t:
-        raise ValueError(f"{len(devs)} devices do not split into tensor-parallel groups of {t}")
-    return parallel.make_mesh(devs, (len(devs) // t, t), (AXIS, MODEL))
+    shape = mesh_shape(len(devs), how, tp, node, group)
+    return parallel.make_mesh(devs, tuple(shape.values()), tuple(shape))
 
 
 def _fsdp_spec(shape: tuple[int, ...], n: int, axis: str = AXIS, taken: tuple = ()) -> jax.sharding.PartitionSpec:
+    import jax
+
     P = jax.sharding.PartitionSpec
     dims = sorted((i for i in range(len(shape)) if i not in taken), key=lambda i: -shape[i])
     cut = next((i for i in dims if shape[i] % n == 0 and shape[i] >= n), None)
@@ -190,6 +211,8 @@ def _tp_cut(name: str, shape: tuple[int, ...], n: int) -> int | None:
 
 
 def _tp_spec(name: str, shape: tuple[int, ...], n: int) -> jax.sharding.PartitionSpec:
+    import jax
+
     cut = _tp_cut(name, shape, n)
     return jax.sharding.PartitionSpec(*[AXIS if i == cut else None for i in range(len(shape))])
 
@@ -197,6 +220,8 @@ def _tp_spec(name: str, shape: tuple[int, ...], n: int) -> jax.sharding.Partitio
 def _two_d_spec(name: str, shape: tuple[int, ...], data: int, model: int, batch: bool) -> jax.sharding.PartitionSpec:
     """An array's cut on the fsdp+tp mesh: tp's along ``MODEL`` (a KV cache [.., B, S, KV heads, hd] by its heads),
     then along ``AXIS`` the batch of a batch or a cache, a mixture's experts, else fsdp's largest dimension left."""
+    import jax
+
     def whole_if(i, n):
         return i if i is not None and 0 <= i < len(shape) and shape[i] % n == 0 and shape[i] >= n else None
 
@@ -221,6 +246,8 @@ def _inner_spec(how: str, name: str, shape: tuple[int, ...], mesh: jax.sharding.
     """An array's cut on an ep or cp mesh: a batch over every GPU (ep), or over the fsdp groups with its sequence
     over a context group (cp); a mixture's experts [L, E, ...] over an expert group and fsdp's cut over the groups
     (ep); every other array fsdp's cut over every GPU."""
+    import jax
+
     P = jax.sharding.PartitionSpec
     n, inner = mesh.devices.size, INNER[how]
     if batch and how == "ep":
@@ -238,6 +265,8 @@ def _inner_spec(how: str, name: str, shape: tuple[int, ...], mesh: jax.sharding.
 def expert_spec(shape: tuple[int, ...], mesh: jax.sharding.Mesh) -> jax.sharding.PartitionSpec:
     """One layer's slice [E, ...] of an expert matrix on an ep mesh: the experts over the expert group, fsdp's cut
     over the groups (the stacked [L, E, ...] array's cut, ``_inner_spec``, less its layer axis)."""
+    import jax
+
     return jax.sharding.PartitionSpec(*_inner_spec("ep", _EXPERTS[0], (1, *shape), mesh, False)[1:])
 
 
@@ -247,6 +276,8 @@ def shard_specs(tree: Any, mesh: jax.sharding.Mesh, how: str = "fsdp", batch: bo
     2-D mesh); ``batch``: the tree is a batch (tokens), split along its first dimension under fsdp, hsdp and the
     whole-weight meshes (whole where the devices do not divide it), whole under tp, and under fsdp+tp over the
     groups, along its sequence where they do not divide the batch."""
+    import jax
+
     P, NS = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
     want = {"fsdp+tp": (AXIS, MODEL), "zero1+tp": (AXIS, MODEL), "hsdp": (REPLICAS, AXIS), "ep": (AXIS, EXPERT),
             "cp": (AXIS, CONTEXT)}.get(how, (AXIS,))

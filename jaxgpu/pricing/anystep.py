@@ -151,7 +151,7 @@ def price_step(step: Callable, *specs: Any, in_specs: Any = None, mesh: Mapping[
     jitted = step if hasattr(step, "lower") else jax.jit(step, donate_argnums=tuple(donate))
     roofs = roofline.roofs_for(hw)
     with jax.set_mesh(m):
-        q = sharded.priced(jitted, placed, label, hw, roofs, n, triton=False, options=dict(xla or {}))
+        q = sharded.priced(sharded.program(jitted, placed), label, hw, roofs, n, triton=False, options=dict(xla or {}))
     nbytes, split, counts, rest, p, overlapped = q.nbytes, q.split, q.counts, q.rest, q.p, q.overlapped
     comm = q.added_s  # the async collectives beyond the compute XLA's schedule puts under them
     seconds = p.estimate_s + comm

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from jaxgpu.ground import decoders, hardware
-from jaxgpu.pricing import feasible, fit, roofline, sharded
+from jaxgpu.pricing import feasible, fit, roofline, sharded, targets
+from jaxgpu.pricing import workers as pool
 from jaxgpu.pricing.feasible import split_of  # noqa: F401 - planner.split_of, read by the knobs and tests
 from jaxgpu.records.labels import si
 from jaxgpu.records.results import Unsupported
@@ -144,23 +145,56 @@ def stage_plan(stage: Any, gpu: str, *, batch: int, seq: int, devices: int, mode
 
 def _plan(model: str | Any, gpu: str, mode: str, batch: int, seq: int, devices: int, settings: Any,
           loop: tuple[int, int] | None = None) -> ModelPlan:
-    """``plan_model`` of one program (no pipeline); ``loop``: ``sharded.priced``'s."""
-    from jaxgpu.kernels import sharding
+    """``plan_model`` of one program (no pipeline); ``loop``: ``sharded.priced``'s. An answer priced before by this
+    library's code, as it is byte for byte, under the same compiler and XLA_FLAGS, is read from the plan cache
+    (``targets.plan_cache``) without JAX."""
     c, mode, s, hw = _asked(model, gpu, mode, settings, batch, seq, devices)
-    devs, label = sharded.devices_for(hw, devices)
+    key = targets.key_of(["answer", targets.code_of(_LIBRARY), c, hw, mode, batch, seq, devices, s, loop,
+                          sharded.label_for(hw), targets.plugin()])
+    if (answered := _answered(key)) is not None:
+        return answered
+    if pool.only_cached():
+        raise pool.NotCached(key)
+    plan = _priced(c, hw, mode, batch, seq, devices, s, loop)
+    targets.plan_cache().write(key, dataclasses.asdict(plan))
+    return plan
+
+
+# the library's code a priced answer depends on: the planner and every module it imports, anywhere in its code
+_LIBRARY = ("jaxgpu.pricing.planner",)
+
+
+def _answered(key: str) -> ModelPlan | None:
+    """The ``ModelPlan`` kept under ``key`` (its collectives' pairs as tuples again), or None."""
+    if (got := targets.plan_cache().read(key)) is None:
+        return None
+    try:
+        return ModelPlan(**{**got, "collectives": {k: tuple(v) for k, v in got["collectives"].items()}})
+    except (TypeError, KeyError, AttributeError):  # written by another version of ModelPlan
+        return None
+
+
+def _priced(c, hw: hardware.Hardware, mode: str, batch: int, seq: int, devices: int, s: Any,
+            loop: tuple[int, int] | None) -> ModelPlan:
+    """``_plan``'s answer, priced from XLA's plans (each read from the plan cache, or compiled)."""
+    from jaxgpu.kernels import sharding
     how = split_of(s, mode)
-    mesh = sharding.mesh_for(devs, how, s.tp, hw.node, group=s.ep if how == "ep" else s.cp)
-    step, specs, sh, tokens, model_flops = _step(c, mode, batch // s.nodes, seq, mesh, how, s)
+    shape = sharding.mesh_shape(devices, how, s.tp, hw.node, group=s.ep if how == "ep" else s.cp)
+    label = sharded.label_for(hw)
+    devs = None
+    if label is None:  # only trying tells which devices the plan is compiled for
+        devs, label = sharded.devices_for(hw, devices)
+    step = _program(c, mode, batch // s.nodes, seq, how, s, hw, devices, devs)
+    tokens, model_flops = _work(c, mode, batch // s.nodes, seq, s)
     roofs = roofline.roofs_for(hw)
-    placed = sharded.placed(specs, sh)
-    q = sharded.priced(step, placed, label, hw, roofs, devices, triton=s.weights != "bf16", options=dict(s.xla),
+    q = sharded.priced(step, label, hw, roofs, devices, triton=s.weights != "bf16", options=dict(s.xla),
                        overlap=s.overlap, loop=loop)
     nbytes, split, counts, rest, p = q.nbytes, q.split, q.counts, q.rest, q.p
-    scores = _scores_bytes(c, mode, batch, seq, s, how, dict(mesh.shape))
-    nbytes, split, block, written = _blocked_memory(c, mode, batch // s.nodes, seq, mesh, how, s, label, scores,
-                                                    nbytes, split)
+    scores = _scores_bytes(c, mode, batch, seq, s, how, shape)
+    twin = _program(c, mode, batch // s.nodes, seq, how, s, hw, devices, devs, block=True)
+    nbytes, split, block, written = _blocked_memory(c, mode, seq, s, twin, label, scores, nbytes, split)
     between = _internode_s(c, mode, hw, devices, s)
-    est = _per_gpu(_estimate(c, mode, batch, seq, s), how, devices, hw.node, dict(mesh.shape).get(sharding.MODEL, 1))
+    est = _per_gpu(_estimate(c, mode, batch, seq, s), how, devices, hw.node, shape.get(sharding.MODEL, 1))
     # an async collective adds only what the compute between its start and its done does not cover (``sharded.waited``:
     # XLA's schedule, or the framework's), a synchronous one and the nodes' all-reduce whole
     comm = q.added_s + between
@@ -170,7 +204,7 @@ def _plan(model: str | Any, gpu: str, mode: str, batch: int, seq: int, devices: 
     flop_share, time_share = sharded.matmul_shares(rest, roofs)
     return ModelPlan(
         model=c.name, mode=mode, gpu=hw.name, devices=devices, batch=batch, seq=seq, nodes=s.nodes,
-        settings=s.words(), mesh=mesh_words(how, mesh), plan=p.plan, memory_plan=label,
+        settings=s.words(), mesh=mesh_words(how, shape), plan=p.plan, memory_plan=label,
         # memory: XLA's plan (or its twin in blocks of queries), the formula beside it
         bytes_per_device=nbytes, fits=nbytes <= sharded.USABLE_FRACTION * hw.device_bytes, memory_split=split,
         estimate_bytes=sum(est.values()), estimate_parts=est,
@@ -206,8 +240,8 @@ QUERY_BLOCK_BYTES = 256e6
 MIN_QUERY_BLOCK = 128  # queries a block at least (a block's scores may then pass QUERY_BLOCK_BYTES)
 
 
-def _blocked_memory(c, mode: str, batch: int, seq: int, mesh, how: str, s, label: str, scores: float,
-                    nbytes: float, split: dict) -> tuple[float, dict, int, float]:
+def _blocked_memory(c, mode: str, seq: int, s, twin: Any, label: str, scores: float, nbytes: float, split: dict
+                    ) -> tuple[float, dict, int, float]:
     """(bytes a GPU, their split, the query block, the bytes of the step as written where a twin was planned)
     of the step's memory. XLA's plan of a flash step may hold one
     layer's attention scores as the program computes them (``scores`` a GPU; Llama 7B's 16k-token prefill on one
@@ -215,7 +249,8 @@ def _blocked_memory(c, mode: str, batch: int, seq: int, mesh, how: str, s, label
     holds. Where they come to ``SCORES_SHARE`` of the plan and more than a block's, a twin of the step that runs
     its attention a block of queries at a time (``StepSettings.query_block``: the same arithmetic, a block's
     scores held at once, as a fused kernel tiles it) is planned too, and kept where it holds half the scores less
-    or more (XLA fuses some steps' scores away itself). The time stays the step's own."""
+    or more (XLA fuses some steps' scores away itself). The time stays the step's own. ``twin(block)``: the step's
+    program with its attention ``block`` queries at a time (``_program``'s)."""
     banded = decoders.keys_seen(seq, c.window) < seq  # a sliding window's blocks already hold t x 2 windows of scores
     if s.query_block or banded or scores < max(SCORES_SHARE * nbytes, QUERY_BLOCK_BYTES):
         return nbytes, split, s.query_block, 0.0
@@ -223,8 +258,7 @@ def _blocked_memory(c, mode: str, batch: int, seq: int, mesh, how: str, s, label
     block = next((b for b in range(min(want, seq // 2), 0, -1) if seq % b == 0), 0)
     if block < MIN_QUERY_BLOCK // 8:  # a prime length: no block worth a scan
         return nbytes, split, 0, 0.0
-    step, specs, sh, *_ = _step(c, mode, batch, seq, mesh, how, dataclasses.replace(s, query_block=block))
-    got, _, twin_split = sharded.compiled(step, sharded.placed(specs, sh), label, dict(s.xla))
+    got, _, twin_split = sharded.compiled(twin(block), label, dict(s.xla))
     # kept where it holds less by half the scores or more: the plan as written held them at once
     return (got, twin_split, block, nbytes) if got < nbytes - 0.5 * scores else (nbytes, split, 0, nbytes)
 
@@ -255,17 +289,18 @@ def _scores_bytes(c, mode: str, batch: int, seq: int, s, how: str, shape: dict) 
     return whole / cut * block / seq
 
 
-def mesh_words(how: str, mesh: Any) -> str:
+def mesh_words(how: str, shape: dict[str, int]) -> str:
     """A plan's mesh in a few characters: "fsdp", "tp", "dp", "zero1", "zero2", "hsdp 2 x fsdp 8" (the nodes, and a
-    node's GPUs) or "fsdp 4 x tp 2" (the groups, and the GPUs of a group)."""
+    node's GPUs) or "fsdp 4 x tp 2" (the groups, and the GPUs of a group); ``shape``: the mesh's axis sizes
+    (``sharding.mesh_shape``)."""
     from jaxgpu.kernels import sharding
 
     if how == "hsdp":
-        return f"hsdp {mesh.shape[sharding.REPLICAS]} x fsdp {mesh.shape[sharding.AXIS]}"
+        return f"hsdp {shape[sharding.REPLICAS]} x fsdp {shape[sharding.AXIS]}"
     if how not in sharding.INNER:
         return how
     outer = "zero1" if how == "zero1+tp" else "fsdp"
-    return f"{outer} {mesh.shape[sharding.AXIS]} x {how.split('+')[-1]} {mesh.shape[sharding.INNER[how]]}"
+    return f"{outer} {shape[sharding.AXIS]} x {how.split('+')[-1]} {shape[sharding.INNER[how]]}"
 
 
 def _estimate(c, mode: str, batch: int, seq: int, s) -> dict[str, float]:
@@ -304,59 +339,38 @@ def _per_gpu(est: dict[str, float], how: str, devices: int, node: int, tp: int =
     return out
 
 
-# the meshes whose step is ZeRO's as Megatron's distributed optimizer runs it (``kernels.distributed_optimizer``), and
-# the split of its optimizer's copies: the main weights and AdamW's moments cut over every GPU (tp's cut within a group)
-_DISTRIBUTED = {"zero1": "fsdp", "zero2": "fsdp", "zero1+tp": "fsdp+tp"}
+def _program(c, mode: str, batch: int, seq: int, how: str, s: Any, hw: hardware.Hardware, devices: int,
+             devs: Sequence[Any] | None = None, block: bool = False) -> Any:
+    """The step's program (``jaxgpu.kernels.programs.decoder_step``) as a ``targets.Program``, said by what makes it
+    so that a cached plan of it is read before anything is traced; ``devs``: the devices it is compiled for where
+    they are known (else the card's compile-only ones, made on a miss). ``block``: a function of a query block
+    giving the program of the step with its attention that many queries at a time (``_blocked_memory``'s twin)."""
+    if block:
+        return lambda b: _program(c, mode, batch, seq, how, dataclasses.replace(s, query_block=b), hw, devices, devs)
+    name = roofline.plan_target(hw)[0]
+    recipe = ["decoder step", c, mode, batch, seq, how, s, devices, hw.node, name,
+              targets.config_text(targets.target(name)) if name else "",
+              [str(d) for d in devs] if devs is not None else None]
+
+    def build() -> tuple:
+        from jaxgpu.kernels import programs, sharding
+
+        placed_on = devs if devs is not None else sharded.gpu_devices(hw, devices)
+        mesh = sharding.mesh_for(placed_on, how, s.tp, hw.node, group=s.ep if how == "ep" else s.cp)
+        step, specs, sh = programs.decoder_step(c, mode, batch, seq, mesh, how, s)
+        return step, programs.placed(specs, sh)
+
+    return targets.Program(recipe, ("jaxgpu.kernels.programs", "jaxgpu.kernels.parallel"), build)
 
 
-def _step(c, mode: str, batch: int, seq: int, mesh, how: str, s: Any) -> tuple:
-    """(the step, its argument specs, their shardings, tokens per step, the model's FLOPs per step) of ``mode``,
-    split ``how`` (``split_of``) over ``mesh``; ``s``: the step's settings."""
-    import jax
-    import jax.numpy as jnp
-
-    from jaxgpu.kernels import distributed_optimizer, sharding
-    from jaxgpu.kernels import transformer as tf
-
-    if mode.startswith("train") and s.lora:  # the base frozen: its weights an argument of their own, no gradient
-        specs = tf.lora_specs(c, batch, seq, s, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
-        sh = tuple(sharding.shard_specs(a, mesh, how, batch=i == 3) for i, a in enumerate(specs))
-        step, _ = tf.lora_step(c, s, sharding=sh)
-        # the forward pass and the backward's through every frozen matrix (2 + 2 FLOPs a weight a token, none for
-        # the frozen weights' gradients), the adapters' 6
-        tokens = batch * seq
-        model_flops = (4.0 * c.active_params() + 6.0 * c.adapter_params(s.lora, s.lora_on)) * tokens
-    elif mode == "train" and how in _DISTRIBUTED:  # ZeRO: bf16 weights whole, the optimizer's fp32 copies cut
-        specs = distributed_optimizer.specs(c, batch, seq)
-        sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, _DISTRIBUTED[how]),
-              sharding.shard_specs(specs[2], mesh, how, batch=True))
-        step = distributed_optimizer.train_step(c, sh, s, cut_grads=how == "zero2")
-        tokens, model_flops = batch * seq, 6.0 * c.active_params() * batch * seq
-    elif mode.startswith("train"):
-        specs = tf.train_specs(c, batch, seq, dtype=jnp.bfloat16 if mode == "train_bf16" else jnp.float32)
-        # ZeRO: the weights whole (or tp's cuts whole), the optimizer's state cut
-        state = _DISTRIBUTED.get(how, how)
-        sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, state),
-              sharding.shard_specs(specs[2], mesh, how, batch=True))
-        # DDP and ZeRO-1 sum each GPU's micro-batches on the GPU and reduce once a step; ZeRO-2 reduces each
-        # micro-batch's into its cut (left to itself, XLA's propagation reduces each micro-batch's under every mesh)
-        held = sharding.shard_specs(specs[0], mesh, "fsdp") if how == "zero2" else None
-        step, _ = tf.train_step(c, flash=s.flash, sharding=sh, settings=s, grads_sharding=held,
-                                local_grads=how in ("dp", "zero1", "zero1+tp"))
-        tokens, model_flops = batch * seq, 6.0 * c.active_params() * batch * seq
-    elif mode == "prefill":
-        specs = (tf.param_specs(c, jnp.bfloat16), jax.ShapeDtypeStruct((batch, seq), jnp.int32))
-        sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, how, batch=True))
-        step = tf.prefill_step(c, sharding=sh, settings=s)
-        tokens, model_flops = batch * seq, 2.0 * c.active_params() * batch * seq
-    else:
-        specs = tf.decode_specs(c, batch, seq, s.weights, unrolled=not s.scan)
-        sh = (sharding.shard_specs(specs[0], mesh, how), sharding.shard_specs(specs[1], mesh, how),
-              sharding.shard_specs(specs[2], mesh, how, batch=True),
-              sharding.shard_specs(specs[3], mesh, how, batch=True))
-        step = tf.decode_step(c, weights=s.weights, sharding=sh)
-        tokens, model_flops = batch, 2.0 * c.active_params() * batch
-    return step, specs, sh, tokens, model_flops
+def _work(c, mode: str, batch: int, seq: int, s: Any) -> tuple[float, float]:
+    """(tokens, the model's FLOPs) of one step of ``batch`` sequences of ``seq`` tokens: 6 FLOPs a parameter a
+    trained token, or a LoRA step's 4 a frozen weight (the forward pass and the backward's through every frozen
+    matrix, no gradient for it) and 6 an adapter's; 2 a served token."""
+    tokens = batch * seq if mode != "serve" else batch
+    if mode.startswith("train") and s.lora:
+        return tokens, (4.0 * c.active_params() + 6.0 * c.adapter_params(s.lora, s.lora_on)) * tokens
+    return tokens, (6.0 if mode.startswith("train") else 2.0) * c.active_params() * tokens
 
 
 def default_settings(mode: str):
@@ -453,42 +467,44 @@ def _fewest_on(c, hw: hardware.Hardware, counts: list[int], m: str, batch: int, 
 
 def model_on_gpus(model: str | Any, *, train: bool = True, batch: int = 1, seq: int = 2048,
                   devices: Sequence[int] = (1, 8), gpus: Sequence[str] | None = None,
-                  mode: str | None = None, settings: Any = None) -> list[ModelPlan | NotPriced]:
+                  mode: str | None = None, settings: Any = None, workers: int = 1) -> list[ModelPlan | NotPriced]:
     """``plan_model`` for each GPU of the hardware table (or ``gpus``) and each device count: what
-    ``python -m experiments.model`` prints; a card that cannot run the step as asked is a ``NotPriced``."""
+    ``python -m experiments.model`` prints; a card that cannot run the step as asked is a ``NotPriced``. The plans
+    not in the cache are made in ``workers`` processes (``jaxgpu.pricing.workers``)."""
     hws = [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values())
-    out: list[ModelPlan | NotPriced] = []
-    for hw in hws:
-        for n in devices:
-            try:
-                out.append(plan_model(model, hw.name, train=train, batch=batch, seq=seq, devices=n, mode=mode,
-                                      settings=settings))
-            except Unsupported as why:
-                name = model if isinstance(model, str) else model.name
-                out.append(NotPriced(name, mode or ("train" if train else "serve"), hw.name, n, str(why)))
-    return out
+    m = mode or ("train" if train else "serve")
+    calls = [dict(search=plan_model, model=model, gpu=hw.name, batch=batch, seq=seq, devices=n, mode=m,
+                  settings=settings) for hw in hws for n in devices]
+    return pool.each(_priced_or_not, calls, workers)
 
 
 def fewest_on_gpus(model: str | Any, *, counts: Sequence[int] = NODE, gpus: Sequence[str] | None = None,
-                   **step: Any) -> list[ModelPlan | NotPriced]:
+                   workers: int = 1, **step: Any) -> list[ModelPlan | NotPriced]:
     """``fewest`` for each GPU of the hardware table (or ``gpus``); a card that cannot run the step as asked is a
     ``NotPriced``."""
-    return each_gpu(fewest, model, counts=counts, gpus=gpus, **step)
+    return each_gpu(fewest, model, counts=counts, gpus=gpus, workers=workers, **step)
 
 
 def each_gpu(search: Any, model: str | Any, *, counts: Sequence[int] = NODE, gpus: Sequence[str] | None = None,
-             **step: Any) -> list:
-    """``search(model, gpu, counts=, **step)`` (``fewest``, ``knobs.fit``) for each GPU of the hardware table (or
-    ``gpus``); a card that cannot run the step as asked is a ``NotPriced`` with its reason."""
-    out: list = []
-    for hw in [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values()):
-        try:
-            out.append(search(model, hw.name, counts=counts, **step))
-        except Unsupported as why:
-            name = model if isinstance(model, str) else model.name
-            mode = step.get("mode") or ("train" if step.get("train", True) else "serve")
-            out.append(NotPriced(name, mode, hw.name, max(counts), str(why)))
-    return out
+             workers: int = 1, **step: Any) -> list:
+    """``search(model, gpu, counts=, **step)`` (``fewest``, ``knobs.fit``: a module-level function) for each GPU of
+    the hardware table (or ``gpus``), the cards apart in ``workers`` processes where their plans are not cached; a
+    card that cannot run the step as asked is a ``NotPriced`` with its reason."""
+    hws = [hardware.find_gpu(g) for g in gpus] if gpus else list(hardware.GPUS.values())
+    mode = step.get("mode") or ("train" if step.get("train", True) else "serve")
+    calls = [dict(search=search, model=model, gpu=hw.name, counts=counts, devices=max(counts), **{**step, "mode": mode})
+             for hw in hws]
+    return pool.each(_priced_or_not, calls, workers)
+
+
+def _priced_or_not(search: Any, model: str | Any, gpu: str, devices: int, **step: Any) -> Any:
+    """``search(model, gpu, **step)`` (``devices=`` for ``plan_model``), or a ``NotPriced`` with the reason the card
+    cannot run the step so (of ``devices`` GPUs)."""
+    try:
+        return search(model, gpu, **step) if "counts" in step else search(model, gpu, devices=devices, **step)
+    except Unsupported as why:
+        name = model if isinstance(model, str) else model.name
+        return NotPriced(name, step["mode"], gpu, devices, str(why))
 
 
 def _count_said(p) -> str:

@@ -2,7 +2,8 @@
 priced on a card's roofs and its collectives on the card's links.
 
 ``jaxgpu.pricing.planner`` prices a decoder's step through it; any program with shardings can be (``placed`` specs,
-``devices_for`` the card and count, ``compiled`` for its plan, ``priced`` for its time). Nothing is allocated.
+``devices_for`` the card and count, ``program`` of the two, ``compiled`` for its plan, ``priced`` for its time).
+Nothing is allocated.
 """
 
 from __future__ import annotations
@@ -57,27 +58,60 @@ def devices_for(hw: hardware.Hardware, devices: int) -> tuple[list, str]:
     return devs, f"xla:cpu, estimate ({label})"
 
 
+def label_for(hw: hardware.Hardware) -> str | None:
+    """The name of the plan a step for ``hw`` is priced from where it is known without JAX (a CUDA plugin at JAX's
+    version and no GPU driver: XLA:GPU's compile-only devices, ``devices_for``), else None: only trying tells."""
+    from jaxgpu.ground import devices
+
+    name, label = roofline.plan_target(hw)
+    if name is None or targets.unavailable() or devices.gpu_driver_present():
+        return None
+    return label
+
+
+def gpu_devices(hw: hardware.Hardware, n: int) -> list:
+    """``devices_for``'s XLA:GPU devices, for a step ``label_for`` named; RuntimeError where none can be had."""
+    devs, label = devices_for(hw, n)
+    if not label.startswith("xla:gpu"):
+        raise RuntimeError(f"no XLA:GPU plan for {n} {hw.name}s in this process ({label})")
+    return devs
+
+
 def placed(specs, shardings) -> list:
     """The step's argument specs with their shardings: what it is lowered for, nothing allocated."""
-    import jax
+    from jaxgpu.kernels import programs
 
-    return [jax.tree.map(lambda a, h: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=h), sp, sh)
-            for sp, sh in zip(specs, shardings)]
+    return programs.placed(specs, shardings)
 
 
-def compiled(step, placed: list, label: str, options: dict | None = None) -> tuple[float, str, dict]:
+def program(step, placed: list) -> targets.Program:
+    """A function and its placed specs as a ``targets.Program`` with no recipe: its plan is cached by its lowered
+    text alone."""
+    return targets.Program(None, (), lambda: (step, placed))
+
+
+def compiled(program: targets.Program, label: str, options: dict | None = None) -> tuple[float, str, dict]:
     """(bytes the program holds, its optimized HLO, those bytes by kind: ``MEMORY_PARTS``), from XLA:GPU's plan
-    (compiled with ``options``) or this CPU's."""
-    if label.startswith("xla:gpu"):
-        plan = targets.compile_plan(step, *placed, options=options, cache=True)  # asked again: read, not compiled
+    (compiled with ``options``; read from the plan cache where it holds it, before anything is traced where the
+    program has a recipe) or this CPU's."""
+    if label.startswith("xla:gpu") and program.recipe is not None:
+        plan = targets.plan_of(program, options)
+    elif label.startswith("xla:gpu"):
+        plan = targets.compile_plan(*_built(program), options=options, cache=True)  # asked again: read
     else:
-        compiled = step.lower(*placed).compile()
+        step, args = program.build()
+        compiled = step.lower(*args).compile()
         m = compiled.memory_analysis()
         plan = targets.Plan(m.argument_size_in_bytes, m.output_size_in_bytes, m.temp_size_in_bytes,
                             m.alias_size_in_bytes, 0.0, compiled.as_text())
     split = dict(zip(MEMORY_PARTS, map(float, (plan.argument_bytes, plan.output_bytes, plan.temp_bytes,
                                                 plan.alias_bytes))))
     return float(plan.total_bytes), plan.hlo, split
+
+
+def _built(program: targets.Program) -> list:
+    step, args = program.build()
+    return [step, *args]
 
 
 # XLA's memory analysis of a program, per device: what it holds is arguments + outputs + temporaries - aliased (an
@@ -110,16 +144,17 @@ class Priced(NamedTuple):
 # how a run hides its async collectives under compute (``jaxgpu.ground.decoders.OVERLAPS``): "plan", as XLA's
 # schedule orders them (``waited``); "framework", under the step's whole compute, up to its length (a framework that
 # buckets its own: PyTorch's DDP and FSDP, Megatron's distributed optimizer)
-def priced(step, placed: list, label: str, hw: hardware.Hardware, roofs, devices: int, triton: bool,
+def priced(program: targets.Program, label: str, hw: hardware.Hardware, roofs, devices: int, triton: bool,
            options: dict | None = None, overlap: str = "plan", loop: tuple[int, int] | None = None) -> Priced:
-    """The step on XLA:GPU's plan (compiled with ``options``: the run's XLA flags), priced (``Priced``).
+    """The step (a ``targets.Program``: ``program`` makes one of a function and its placed specs) on XLA:GPU's
+    plan (compiled with ``options``: the run's XLA flags), priced (``Priced``).
     ``triton``: its GEMMs also as Triton fusions, the cheaper plan kept, as XLA's autotuner keeps the faster on a
     GPU (a weight stored in int8 or fp8 is widened inside a Triton GEMM, where cuBLAS needs a kernel before it that
     writes the wide copy: on an A100, 20 ms a token for Llama-2 7B against 7). ``loop`` (of, trips): the plan's
     loops of ``of`` trips priced as run ``trips`` times (``launches.with_trips``); LookupError where it has none."""
     best = None
     for extra in ({}, {"xla_gpu_enable_triton_gemm": True}) if triton and label.startswith("xla:gpu") else ({},):
-        nbytes, hlo, split = compiled(step, placed, label, {**(options or {}), **extra})
+        nbytes, hlo, split = compiled(program, label, {**(options or {}), **extra})
         if loop and (hlo := launches.with_trips(hlo, *loop)) is None:
             raise LookupError(f"the plan runs no loop of {loop[0]} trips")
         ks, across = launches.kernels(hlo), crossing(hlo, hw.node, devices)

@@ -123,9 +123,8 @@ def installed_plugins() -> dict[str, str]:
 def plugin() -> str | None:
     """The installed CUDA plugin that compiles here (``jax-cuda12-plugin`` or ``jax-cuda13-plugin``, at jax's own
     version), or None."""
-    import jax
-
-    found = [name for name, v in installed_plugins().items() if v == jax.__version__]
+    jax = _version("jax")  # read from the installed package, not the module: a cached plan is read without JAX
+    found = [name for name, v in installed_plugins().items() if v == jax]
     return found[0] if found else None
 
 
@@ -133,11 +132,9 @@ def unavailable() -> str | None:
     """Why compiling for a GPU cannot work here, or None when it can: a CUDA plugin, 12 or 13, at jax's version."""
     if plugin() is not None:
         return None
-    import jax
-
     installed = [f"{name} {v}" for name, v in installed_plugins().items()]
     if installed:
-        return f"{' and '.join(installed)} do{'es' if len(installed) == 1 else ''} not match jax {jax.__version__}; " \
+        return f"{' and '.join(installed)} do{'es' if len(installed) == 1 else ''} not match jax {_version('jax')}; " \
                "install the plugin at jax's version"
     return ("the CUDA plugin is not installed: pip install -e '.[gpu-compile]' (jax-cuda12-plugin and "
             "jax-cuda12-pjrt at jax's version, or jax-cuda13-plugin and jax-cuda13-pjrt; no GPU or driver needed)")
@@ -204,6 +201,72 @@ def compile_plan(fn: Callable, *specs: Any, options: dict | None = None, cache: 
     return plan
 
 
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """A program to plan, said by what makes it, so that its plan is looked up before anything is traced: ``recipe``
+    (values JSON can write, dataclasses among them: the step's kind, its decoder and settings, the target, the
+    devices and their mesh), ``code`` (the modules that build it: their files, and the files they import, are part
+    of the key) and ``build`` (no arguments: the jitted function and its placed specs), called on a miss."""
+
+    recipe: Any
+    code: tuple[str, ...]
+    build: Callable[[], tuple[Callable, Sequence[Any]]]
+
+
+def plan_of(program: Program, options: dict | None = None) -> Plan:
+    """``compile_plan`` of ``program`` with the cache on, keyed by what makes it (``Program``), the options, XLA_FLAGS
+    and the compiler's versions: a hit reads the plan without tracing, lowering or importing JAX. A miss builds
+    the program and looks it up by its lowered text too (the same program made by code that changed only in its
+    comments) before compiling it."""
+    key = key_of(["program", program.recipe, code_of(program.code), {**COMPILE_OPTIONS, **(options or {})}])
+    if (hit := plan_cache().get(key)) is not None:
+        return hit
+    import jax
+
+    fn, placed = program.build()
+    lowered = (fn if hasattr(fn, "lower") else jax.jit(fn)).lower(*placed)
+    plan = plan_cache().get(_plan_key(lowered, placed, options)) or _compile(lowered, options)
+    plan_cache().put(key, plan)  # kept once, under what makes it
+    return plan
+
+
+def key_of(value: Any) -> str:
+    """A cache key of ``value`` (JSON's text of it, dataclasses as their fields) with XLA_FLAGS and the versions of
+    JAX, jaxlib and the CUDA plugins installed."""
+    import hashlib
+    import json
+    import os
+
+    def plain(o: Any) -> Any:
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            return dataclasses.asdict(o)
+        raise TypeError(f"a cache key takes JSON's values and dataclasses, not {type(o).__name__}")
+
+    # the host's device count (the model command sets it) changes no GPU plan: a notebook's step is the command's
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(_HOST_DEVICES)]
+    text = json.dumps([value, flags, *map(_version, ("jax", "jaxlib", *CUDA_VERSIONS))], sort_keys=True,
+                      default=plain)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+_HOST_DEVICES = "--xla_force_host_platform_device_count"
+
+
+@functools.cache
+def code_of(entries: tuple[str, ...]) -> str:
+    """A hash of the files ``entries`` are made of with those they import (``fingerprint.sources``), byte for byte:
+    a cache key's share, where an edit must miss (a comment's too; ``fingerprint.fingerprint`` is the one that
+    reads code alone)."""
+    import hashlib
+
+    from jaxgpu.pricing import fingerprint
+
+    h = hashlib.sha256()
+    for path in fingerprint.sources(entries):
+        h.update(str(path.relative_to(fingerprint.ROOT)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _compile(lowered: Any, options: dict | None) -> Plan:
     t0 = time.perf_counter()
     compiled = lowered.compile(compiler_options={**COMPILE_OPTIONS, **(options or {})})
@@ -260,6 +323,13 @@ class PlanCache:
         self.root, self.limit = root, limit_bytes
 
     def get(self, key: str) -> Plan | None:
+        try:
+            return None if (got := self.read(key)) is None else Plan(**got)
+        except TypeError:  # written by another version of Plan
+            return None
+
+    def read(self, key: str) -> dict | None:
+        """The JSON object kept under ``key``, or None."""
         import gzip
         import json
         import os
@@ -268,13 +338,17 @@ class PlanCache:
         if self.limit <= 0 or not path.exists():
             return None
         try:
-            plan = Plan(**json.loads(gzip.decompress(path.read_bytes())))
+            got = json.loads(gzip.decompress(path.read_bytes()))
             os.utime(path)  # used: the last to go
-            return plan
-        except (OSError, ValueError, TypeError, EOFError):
+            return got if isinstance(got, dict) else None
+        except (OSError, ValueError, EOFError):
             return None
 
     def put(self, key: str, plan: Plan) -> None:
+        self.write(key, dataclasses.asdict(plan))
+
+    def write(self, key: str, value: dict) -> None:
+        """Keeps the JSON object ``value`` under ``key``; past the limit, the least recently used go."""
         import gzip
         import json
         import os
@@ -284,7 +358,7 @@ class PlanCache:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             tmp = self.root / f".{key}.{os.getpid()}.tmp"
-            tmp.write_bytes(gzip.compress(json.dumps(dataclasses.asdict(plan)).encode(), compresslevel=6))
+            tmp.write_bytes(gzip.compress(json.dumps(value).encode(), compresslevel=6))
             os.replace(tmp, self.root / f"{key}.json.gz")
             files = sorted(self.root.glob("*.json.gz"), key=lambda f: f.stat().st_mtime)
             total = sum(f.stat().st_size for f in files)

@@ -171,6 +171,7 @@ def test_a_70b_step_over_128_gpus_holds_a_sixteenth_of_the_8_gpu_step_s_state():
     (16, 32, {"nodes": 2}, "count every GPU"),
     (8, 8, {"mesh": "dp", "accumulate": 2}, "does not split over 8 GPUs x 2 micro-batches"),
     (16, 24, {"mesh": "hsdp"}, "does not split over 16 GPUs"),
+    (1, 3, {"mesh": "dp", "accumulate": 2}, "does not split over 1 GPU x 2 micro-batches"),
     (8, 16, {"mesh": "zero1", "lora": 4}, "not ZeRO"),
 ])
 def test_meshes_that_cannot_be_laid_out_are_refused_in_one_line(devices, batch, kw, said):

@@ -67,7 +67,7 @@ def check_mesh(s, mode: str, hw: hardware.Hardware, devices: int, batch: int = 0
                          "takes fsdp, tp or fsdp+tp")
     if how in ("hsdp", "dp", "zero1", "zero2") and batch and batch % (devices * s.accumulate * s.nodes):
         raise ValueError(f"the {how} mesh gives each GPU its own rows of every micro-batch: a batch of {batch} does "
-                         f"not split over {devices} GPUs x {s.accumulate} micro-batch"
+                         f"not split over {_gpus(devices)} x {s.accumulate} micro-batch"
                          f"{'es' if s.accumulate > 1 else ''}")
     groups = devices // (s.tp or sharding.tp_degree(devices))
     if how == "zero1+tp" and batch and (devices % (s.tp or 1) or batch % (groups * s.accumulate)):
@@ -111,7 +111,11 @@ def check_groups(s, mode: str, c, devices: int, batch: int, seq: int) -> None:
     micro = batch // s.accumulate if mode.startswith("train") else batch
     if what == "ep" and batch and micro % devices:
         raise ValueError(f"expert parallelism sends each GPU's own tokens: {micro} sequences a micro-batch do not "
-                         f"split over {devices} GPUs")
+                         f"split over {_gpus(devices)}")
     if what == "cp" and (seq % k or batch and micro % (devices // k)):
         raise ValueError(f"cp groups of {k} split each sequence and the groups the batch: {seq} tokens and {micro} "
-                         f"sequences a micro-batch do not split so over {devices} GPUs")
+                         f"sequences a micro-batch do not split so over {_gpus(devices)}")
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"

@@ -71,7 +71,8 @@ def parser() -> cli.Parser:
                    "figure is memory per GPU by kind against each card, and predicted time by kind of kernel")
     p.add_argument("--workers", type=int, metavar="N",
                    help="compile the plans the cache does not hold in N processes, a card (or a card's count) to each "
-                        "(default: this machine's cores; 1: here, one after another)")
+                        "(default: this machine's cores, fewer where its free memory holds fewer at 1 GB each; 1: "
+                        "here, one after another)")
     for dim in ("layers", "d-model", "heads", "kv-heads", "ffn", "vocab"):
         p.add_argument(f"--{dim}", type=int, help=f"a described decoder's {dim.replace('-', ' ')}")
     p.add_argument("--style", choices=("llama", "gpt2"), default="llama", help="a described decoder's block")
@@ -240,7 +241,7 @@ def parse_args(argv: list[str] | None = None) -> Asked:
 def _cores() -> int:
     from jaxgpu.pricing import workers
 
-    return workers.cores()
+    return workers.default_workers()
 
 
 def _devices(p: cli.Parser, args: argparse.Namespace) -> tuple[int, ...]:

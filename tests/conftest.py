@@ -70,10 +70,12 @@ def device(platform):
 @pytest.fixture(autouse=True)
 def _answers_priced_afresh(request, monkeypatch):
     """A test may change a constant a price reads (a card's usable share, a scores threshold): its answers are priced
-    afresh, never read back from the plan cache, whose plans (keyed by what makes each step) are still read. A test
-    of the cached answers asks for them (``@pytest.mark.cached_answers``)."""
+    afresh, never read from the plan cache nor kept in it (the user's cache would hold them), whose plans (keyed by
+    what makes each step) are still read. A test of the cached answers asks for them
+    (``@pytest.mark.cached_answers``)."""
     if "cached_answers" in request.keywords:
         return
     from jaxgpu.pricing import planner
 
     monkeypatch.setattr(planner, "_answered", lambda key: None)
+    monkeypatch.setattr(planner, "_keep", lambda key, answer: None)

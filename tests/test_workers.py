@@ -50,3 +50,13 @@ def test_a_model_priced_by_workers_is_the_model_priced_here():
     here = planner.model_on_gpus(c, batch=4, seq=128, devices=(1, 2), gpus=("h100",), workers=1)
     apart = planner.model_on_gpus(c, batch=4, seq=128, devices=(1, 2), gpus=("h100",), workers=2)
     assert apart == here and [p.devices for p in here] == [1, 2]
+
+
+def test_the_default_workers_are_the_cores_as_far_as_the_memory_holds_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(workers, "cores", lambda: 16)
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(f"MemTotal: 32000000 kB\nMemAvailable: {int(3.5 * workers.WORKER_BYTES / 1024)} kB\n")
+    assert workers.default_workers(str(meminfo)) == 3
+    meminfo.write_text("MemAvailable: 100 kB\n")
+    assert workers.default_workers(str(meminfo)) == 1
+    assert workers.default_workers(str(tmp_path / "none")) == 16

@@ -57,6 +57,16 @@ def decoder_step(c: Decoder, mode: str, batch: int, seq: int, mesh: Any, how: st
     return step, specs, sh
 
 
+def built(devices: Any, c: Decoder, mode: str, batch: int, seq: int, how: str, s: Any, node: int) -> tuple:
+    """(the step, its placed specs) on ``devices`` (compile-only GPUs, or this CPU's): the mesh ``how`` over them
+    (``sharding.mesh_for``, nodes of ``node``; ep's or cp's groups from ``s``), the step on it (``decoder_step``)."""
+    from jaxgpu.kernels import sharding
+
+    mesh = sharding.mesh_for(devices, how, s.tp, node, group=s.ep if how == "ep" else s.cp)
+    step, specs, sh = decoder_step(c, mode, batch, seq, mesh, how, s)
+    return step, placed(specs, sh)
+
+
 def placed(specs: Any, shardings: Any) -> list:
     """The step's argument specs with their shardings: what it is lowered for, nothing allocated."""
     import jax

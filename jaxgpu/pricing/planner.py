@@ -16,7 +16,7 @@ from jaxgpu.ground import decoders, hardware
 from jaxgpu.pricing import feasible, fit, roofline, sharded, targets
 from jaxgpu.pricing import workers as pool
 from jaxgpu.pricing.feasible import split_of  # noqa: F401 - planner.split_of, read by the knobs and tests
-from jaxgpu.records.labels import si
+from jaxgpu.pricing.memory_words import formula_vs_plan  # noqa: F401 - planner.formula_vs_plan, as documented
 from jaxgpu.records.results import Unsupported
 
 
@@ -149,25 +149,42 @@ def _plan(model: str | Any, gpu: str, mode: str, batch: int, seq: int, devices: 
     library's code, as it is byte for byte, under the same compiler and XLA_FLAGS, is read from the plan cache
     (``targets.plan_cache``) without JAX."""
     c, mode, s, hw = _asked(model, gpu, mode, settings, batch, seq, devices)
-    key = targets.key_of(["answer", targets.code_of(_LIBRARY), c, hw, mode, batch, seq, devices, s, loop,
-                          sharded.label_for(hw), targets.plugin()])
-    if (answered := _answered(key)) is not None:
+    label = sharded.label_for(hw)  # None: which plan prices it is known only by trying, and no answer is kept
+    key = label and targets.key_of(["answer", targets.code_of(_LIBRARY), c, hw, mode, batch, seq, devices, s, loop,
+                                    label, targets.plugin()])
+    if key and (answered := _answered(key)) is not None:
         return answered
     if pool.only_cached():
         raise pool.NotCached(key)
-    plan = _priced(c, hw, mode, batch, seq, devices, s, loop)
-    targets.plan_cache().write(key, dataclasses.asdict(plan))
+    try:
+        plan = _priced(c, hw, mode, batch, seq, devices, s, loop)
+    except LookupError as err:  # no loop of the trips asked: kept too, so that a pipeline's fallback is read next
+        if key:
+            _keep(key, {"lookup": str(err)})
+        raise
+    if key and plan.memory_plan == label:
+        _keep(key, dataclasses.asdict(plan))
     return plan
 
 
-# the library's code a priced answer depends on: the planner and every module it imports, anywhere in its code
+# the library's code a priced answer depends on: the planner and every module it imports, anywhere in its code; read
+# as the planner is imported, so that a file edited afterwards (in a notebook's session) keys no answer of the code
+# that runs
 _LIBRARY = ("jaxgpu.pricing.planner",)
+targets.code_of(_LIBRARY)
+
+
+def _keep(key: str, answer: dict) -> None:
+    targets.plan_cache().write(key, answer)
 
 
 def _answered(key: str) -> ModelPlan | None:
-    """The ``ModelPlan`` kept under ``key`` (its collectives' pairs as tuples again), or None."""
+    """The ``ModelPlan`` kept under ``key`` (its collectives' pairs as tuples again), or None; the LookupError kept
+    there is raised again."""
     if (got := targets.plan_cache().read(key)) is None:
         return None
+    if "lookup" in got:
+        raise LookupError(got["lookup"])
     try:
         return ModelPlan(**{**got, "collectives": {k: tuple(v) for k, v in got["collectives"].items()}})
     except (TypeError, KeyError, AttributeError):  # written by another version of ModelPlan
@@ -176,14 +193,25 @@ def _answered(key: str) -> ModelPlan | None:
 
 def _priced(c, hw: hardware.Hardware, mode: str, batch: int, seq: int, devices: int, s: Any,
             loop: tuple[int, int] | None) -> ModelPlan:
-    """``_plan``'s answer, priced from XLA's plans (each read from the plan cache, or compiled)."""
+    """``_plan``'s answer, priced from XLA's plans (each read from the plan cache, or compiled) on the devices
+    ``sharded.label_for`` names, or, where it cannot name them or they cannot be had in this process, on those
+    ``sharded.devices_for`` finds (XLA:CPU's standing in without the gpu-compile extra)."""
+    label, devs = sharded.label_for(hw), None
+    if label is not None:
+        try:
+            return _priced_on(c, hw, mode, batch, seq, devices, s, loop, label, None)
+        except sharded.NoCompileDevices:
+            pass
+    devs, label = sharded.devices_for(hw, devices)
+    return _priced_on(c, hw, mode, batch, seq, devices, s, loop, label, devs)
+
+
+def _priced_on(c, hw: hardware.Hardware, mode: str, batch: int, seq: int, devices: int, s: Any,
+               loop: tuple[int, int] | None, label: str, devs: Sequence[Any] | None) -> ModelPlan:
+    """``_priced`` on the plans ``label`` names, compiled for ``devs`` (None: the card's compile-only devices)."""
     from jaxgpu.kernels import sharding
     how = split_of(s, mode)
     shape = sharding.mesh_shape(devices, how, s.tp, hw.node, group=s.ep if how == "ep" else s.cp)
-    label = sharded.label_for(hw)
-    devs = None
-    if label is None:  # only trying tells which devices the plan is compiled for
-        devs, label = sharded.devices_for(hw, devices)
     step = _program(c, mode, batch // s.nodes, seq, how, s, hw, devices, devs)
     tokens, model_flops = _work(c, mode, batch // s.nodes, seq, s)
     roofs = roofline.roofs_for(hw)
@@ -341,26 +369,25 @@ def _per_gpu(est: dict[str, float], how: str, devices: int, node: int, tp: int =
 
 def _program(c, mode: str, batch: int, seq: int, how: str, s: Any, hw: hardware.Hardware, devices: int,
              devs: Sequence[Any] | None = None, block: bool = False) -> Any:
-    """The step's program (``jaxgpu.kernels.programs.decoder_step``) as a ``targets.Program``, said by what makes it
-    so that a cached plan of it is read before anything is traced; ``devs``: the devices it is compiled for where
-    they are known (else the card's compile-only ones, made on a miss). ``block``: a function of a query block
-    giving the program of the step with its attention that many queries at a time (``_blocked_memory``'s twin)."""
+    """The step's program (``jaxgpu.kernels.programs.built``) as a ``targets.Program``, said by what makes it so that
+    a cached plan of it is read before anything is traced: the decoder, mode, sizes, mesh and settings, the card's
+    compile target and its topology, or ``devs`` (the devices it is compiled for where they are known; else the
+    card's compile-only ones, made on a miss). ``block``: a function of a query block giving the program of the
+    step with its attention that many queries at a time (``_blocked_memory``'s twin)."""
     if block:
         return lambda b: _program(c, mode, batch, seq, how, dataclasses.replace(s, query_block=b), hw, devices, devs)
     name = roofline.plan_target(hw)[0]
     recipe = ["decoder step", c, mode, batch, seq, how, s, devices, hw.node, name,
-              targets.config_text(targets.target(name)) if name else "",
+              targets.config_text(targets.target(name)) if name else "", targets.topology(devices, hw.node),
               [str(d) for d in devs] if devs is not None else None]
 
     def build() -> tuple:
-        from jaxgpu.kernels import programs, sharding
+        from jaxgpu.kernels import programs
 
-        placed_on = devs if devs is not None else sharded.gpu_devices(hw, devices)
-        mesh = sharding.mesh_for(placed_on, how, s.tp, hw.node, group=s.ep if how == "ep" else s.cp)
-        step, specs, sh = programs.decoder_step(c, mode, batch, seq, mesh, how, s)
-        return step, programs.placed(specs, sh)
+        on = devs if devs is not None else sharded.gpu_devices(hw, devices)
+        return programs.built(on, c, mode, batch, seq, how, s, hw.node)
 
-    return targets.Program(recipe, ("jaxgpu.kernels.programs", "jaxgpu.kernels.parallel"), build)
+    return targets.Program(recipe, ("jaxgpu.kernels.programs",), build)
 
 
 def _work(c, mode: str, batch: int, seq: int, s: Any) -> tuple[float, float]:
@@ -505,85 +532,3 @@ def _priced_or_not(search: Any, model: str | Any, gpu: str, devices: int, **step
     except Unsupported as why:
         name = model if isinstance(model, str) else model.name
         return NotPriced(name, step["mode"], gpu, devices, str(why))
-
-
-def _count_said(p) -> str:
-    """Whose count of activations the formula's is, and under which remat policy (``fit.transformer_train``)."""
-    policy = next((w.removeprefix("remat ") for w in p.settings.split(", ") if w.startswith("remat ")), "none")
-    if policy in ("none", "everything_saveable"):
-        return "Korthikanti et al.'s count"
-    kept = "each layer's input" if policy == "nothing_saveable" else "each layer's input and products' outputs"
-    return f"Korthikanti et al.'s count under remat {policy}: {kept}, and one layer whole as it is recomputed"
-
-
-def _lora_said(p, f: dict, held: float, temp: float) -> str:
-    return (f"the formula counts {si(f['weights'], 'B')} of frozen weights, {si(f['state'], 'B')} of adapters with "
-            f"their gradients, AdamW moments and a bf16 copy, and {si(f['activations'], 'B')} of activations "
-            f"({_count_said(p)}); XLA's plan holds {si(held, 'B')} between steps (the frozen weights, the "
-            f"adapters and their moments) and {si(temp, 'B')} of temporaries.")
-
-
-# why XLA's plan of a flash step holds the attention's scores that the formula leaves out
-_UNFUSED = ", which the program computes whole and a fused kernel never holds"
-
-
-def formula_vs_plan(p: ModelPlan) -> str:
-    """Where ``jaxgpu.pricing.fit``'s formula and XLA's plan of the step part, per device, in a sentence: what each
-    counts and, where they differ by more than a tenth, which side holds the difference and why."""
-    m, f = p.memory_split, p.estimate_parts
-    if not m or not f:
-        return ""
-    held = m["arguments"] + m["outputs"] - m["aliased"]  # what stays between steps: weights, state, cache, tokens
-    temp = m["temporaries"]
-    whole = 0.0 if p.query_block or p.written_bytes else p.scores_bytes  # the scores held at once: not in a twin's
-    read = p.query_block and p.written_bytes  # the twin's plan is the one read
-    twin = (f" XLA's plan is of the step with its attention run {p.query_block} queries at a time, as a fused kernel "
-            f"tiles it: as written, the step holds {si(p.written_bytes - p.bytes_per_device, 'B')} more a GPU, as it "
-            f"computes each layer's attention scores whole ({si(p.scores_bytes, 'B')} in float32)."
-            if read else "")
-    if p.mode.startswith("train") and "weights" in f:  # a LoRA step: a frozen base beside its adapters' state
-        return _lora_said(p, f, held, temp) + twin
-    if p.mode.startswith("train"):
-        # of the formula's 18 bytes a parameter, XLA keeps the gradients and the bf16 copy (6) among its temporaries,
-        # Megatron's distributed optimizer the fp32 gradients' sum (4, whole or cut)
-        kept, passes, passing = "the weights and moments", "the gradients and the copy", f["state"] * 6 / 18
-        if p.mode == "train" and (zero := next((z for z in ("zero1", "zero2") if z in p.mesh.split()), "")):
-            whole, cut = (6, 12) if zero == "zero1" else (2, 16)
-            weights = f["state"] / (whole + cut / p.devices)  # the parameters a GPU's tp cut holds
-            kept, passes = "the bf16 weights, a cut of the fp32 weights and moments", "the fp32 gradients' sum"
-            passing = 4 * weights / (1 if zero == "zero1" else p.devices)
-        acts = temp - passing
-        text = (f"the formula counts {si(f['state'], 'B')} of weights, gradients, AdamW moments and a bf16 copy and "
-                f"{si(f['activations'], 'B')} of activations ({_count_said(p)}); XLA's plan holds "
-                f"{si(held, 'B')} between steps ({kept}) and {si(temp, 'B')} of temporaries, of "
-                f"which {passes} {'are' if passes.endswith('copy') else 'is'} {si(passing, 'B')}, so "
-                f"{si(max(acts, 0), 'B')} for activations and scratch")
-        if acts < 0.9 * f["activations"]:
-            text += (": fewer than the count, as the step recomputes its norms, MLP activation and loss in the "
-                     "backward pass")
-        elif acts > 1.1 * f["activations"]:
-            near = 0.5 * whole < acts - f["activations"] < 1.5 * whole  # the excess is about the scores
-            text += (": more than the count, which leaves out the logits over the vocabulary and the backward "
-                     "pass's scratch" + (f", and one layer's attention scores ({si(whole, 'B')} in float32)"
-                                         + _UNFUSED if near else ""))
-        return text + "." + twin
-    if p.mode == "prefill":
-        text = (f"the formula counts {si(f['weights'], 'B')} of weights and {si(f['activations'], 'B')} for one "
-                f"layer's values at a time; XLA's plan holds {si(held, 'B')} between steps and {si(temp, 'B')} of "
-                "temporaries")
-        block = p.scores_bytes * p.query_block / p.seq if read else 0.0  # the twin's block holds these
-        if 0.5 * whole < temp - f["activations"] < 1.5 * whole:
-            text += f": more than the count, by about one layer's attention scores ({si(whole, 'B')} in " \
-                    "float32)" + _UNFUSED
-        elif 0.5 * block < temp - f["activations"] < 1.5 * block:
-            text += f": more than the count, by about a block's attention scores ({si(block, 'B')} in float32)"
-        elif temp > 1.5 * f["activations"]:
-            text += (": more than the count, which leaves out the logits, the copies XLA makes between layouts and, "
-                     "split over GPUs, the values a split keeps whole on each")
-        return text + "." + twin
-    text = (f"the formula counts {si(f['weights'], 'B')} of weights and {si(f['kv_cache'], 'B')} of KV cache; XLA's "
-            f"plan holds {si(held, 'B')} between steps and {si(temp, 'B')} of temporaries")
-    if temp > 0.05 * held:
-        text += (": the logits over the vocabulary, the layers' products and any copy of a weight XLA makes in "
-                 "another layout, none of which the formula counts")
-    return text + "."

@@ -69,11 +69,16 @@ def label_for(hw: hardware.Hardware) -> str | None:
     return label
 
 
+class NoCompileDevices(RuntimeError):
+    """XLA:GPU's compile-only devices that ``label_for`` named cannot be had in this process (``devices_for``'s
+    reason)."""
+
+
 def gpu_devices(hw: hardware.Hardware, n: int) -> list:
-    """``devices_for``'s XLA:GPU devices, for a step ``label_for`` named; RuntimeError where none can be had."""
+    """``devices_for``'s XLA:GPU devices, for a step ``label_for`` named; ``NoCompileDevices`` where none can be had."""
     devs, label = devices_for(hw, n)
     if not label.startswith("xla:gpu"):
-        raise RuntimeError(f"no XLA:GPU plan for {n} {hw.name}s in this process ({label})")
+        raise NoCompileDevices(f"no XLA:GPU plan for {n} {hw.name}s in this process ({label})")
     return devs
 
 

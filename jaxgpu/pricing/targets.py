@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.metadata
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -147,10 +148,14 @@ def devices(name: str, n: int = 1, node: int = 0) -> tuple:
     from jax.experimental import topologies
 
     t = target(name)
-    hosts = n // node if node and n > node and n % node == 0 else 1
-    topo = topologies.get_topology_desc(t.name, "cuda", target_config=config_text(t),
-                                        topology=f"1x{hosts}x{n // hosts}")
+    topo = topologies.get_topology_desc(t.name, "cuda", target_config=config_text(t), topology=topology(n, node))
     return tuple(topo.devices)
+
+
+def topology(n: int, node: int = 0) -> str:
+    """The topology ``devices`` asks XLA for: "1x1xn", or "1xHxnode" for H hosts of ``node`` devices past one."""
+    hosts = n // node if node and n > node and n % node == 0 else 1
+    return f"1x{hosts}x{n // hosts}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,7 +249,13 @@ def key_of(value: Any) -> str:
 
     # the host's device count (the model command sets it) changes no GPU plan: a notebook's step is the command's
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(_HOST_DEVICES)]
-    text = json.dumps([value, flags, *map(_version, ("jax", "jaxlib", *CUDA_VERSIONS))], sort_keys=True,
+    # JAX's settings from the environment (the platforms apart: where a plan is compiled, not what it is), and
+    # float64 turned on in this process (``precision.enable_x64``): either changes how a step lowers
+    settings = {k: v for k, v in os.environ.items() if k.startswith("JAX_") and k != "JAX_PLATFORMS"}
+    jax = sys.modules.get("jax")
+    if jax is not None and getattr(jax.config, "jax_enable_x64", False):
+        settings["x64"] = "on"
+    text = json.dumps([value, flags, settings, *map(_version, ("jax", "jaxlib", *CUDA_VERSIONS))], sort_keys=True,
                       default=plain)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

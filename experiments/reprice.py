@@ -12,7 +12,8 @@ prices them again:
   replaced, run.json's info saying when and why.
 
 Then it rebuilds reports/study and freezes its predictions (experiments.report --freeze). ``--check`` only lists what
-is stale (exit 1 if anything is). About 11 minutes for priced-published on two cores, 2 for each compiled run.
+is stale (exit 1 if anything is). About 20 minutes for priced-published on two cores with its plans cached (more
+where programs changed and compile again), 2 for each compiled run.
 """
 
 from __future__ import annotations

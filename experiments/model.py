@@ -657,23 +657,31 @@ def _plans(a: Asked) -> list | str:
 
 
 def _largest(a: Asked) -> list:
-    """--max-batch / --max-seq: per GPU and count, the plan of the largest size that fits, or why none does."""
+    """--max-batch / --max-seq: per GPU and count, the plan of the largest size that fits, or why none does; each
+    card's count searched apart, in ``a.workers`` processes where its plans are not cached."""
     from jaxgpu.ground import hardware
+    from jaxgpu.pricing import workers
+
+    hws = [hardware.find_gpu(g) for g in a.gpus] if a.gpus else list(hardware.GPUS.values())
+    calls = [dict(decoder=a.decoder, gpu=hw.name, devices=n, what=a.largest, mode=a.mode, batch=a.batch, seq=a.seq,
+                  settings=a.settings) for hw in hws for n in a.devices]
+    return workers.each(_largest_on, calls, a.workers)
+
+
+def _largest_on(decoder: Any, gpu: str, devices: int, what: str, mode: str, batch: int, seq: int,
+                settings: Any) -> Any:
+    """``knobs.largest`` on one card and count, or a ``NotPriced`` saying why nothing is found there."""
     from jaxgpu.pricing import knobs, planner
     from jaxgpu.records.results import Unsupported
 
-    name = a.decoder if isinstance(a.decoder, str) else a.decoder.name
-    smallest = "1 sequence" if a.largest == "batch" else f"{knobs.SEQ_UNIT} tokens"
-    out = []
-    for hw in [hardware.find_gpu(g) for g in a.gpus] if a.gpus else list(hardware.GPUS.values()):
-        for n in a.devices:
-            try:
-                found = knobs.largest(a.decoder, hw.name, what=a.largest, devices=n, mode=a.mode, batch=a.batch,
-                                      seq=a.seq, settings=a.settings)
-            except Unsupported as why:
-                found = planner.NotPriced(name, a.mode, hw.name, n, str(why))
-            out.append(found or planner.NotPriced(name, a.mode, hw.name, n, f"even {smallest} does not fit"))
-    return out
+    name = decoder if isinstance(decoder, str) else decoder.name
+    smallest = "1 sequence" if what == "batch" else f"{knobs.SEQ_UNIT} tokens"
+    try:
+        found = knobs.largest(decoder, gpu, what=what, devices=devices, mode=mode, batch=batch, seq=seq,
+                              settings=settings)
+    except Unsupported as why:
+        return planner.NotPriced(name, mode, gpu, devices, str(why))
+    return found or planner.NotPriced(name, mode, gpu, devices, f"even {smallest} does not fit")
 
 
 def main(argv: list[str] | None = None) -> int:

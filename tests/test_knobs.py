@@ -159,6 +159,27 @@ def test_the_command_asks_one_search():
     assert model.parse_args(["--model", "llama-7b", "--max-seq"]).largest == "seq"
 
 
+def test_the_commands_largest_searches_each_card_and_count_apart_and_says_where_nothing_fits(monkeypatch):
+    """--max-batch: one search per card and count (``workers.each``'s calls, here in this process), a card where even
+    one sequence does not fit, or that cannot run the step, a row that says why."""
+    from jaxgpu.records.results import Unsupported
+
+    from experiments import model
+
+    def largest(decoder, gpu, **kw):
+        if gpu == "L4":
+            raise Unsupported("no network")
+        return None if kw["devices"] == 1 else ("found", gpu, kw["devices"], kw["what"])
+
+    monkeypatch.setattr(knobs, "largest", largest)
+    a = dataclasses.replace(model.parse_args(["--model", "llama-7b", "--max-batch", "--devices", "1,2", "--gpus",
+                                              "h100,l4"]), workers=1)
+    got = model._largest(a)
+    assert got[1] == ("found", "H100 SXM", 2, "batch") and len(got) == 4
+    assert got[0].reason == "even 1 sequence does not fit" and got[0].devices == 1
+    assert got[2].reason == "no network" and got[3].gpu == "L4"
+
+
 def test_the_command_says_fits_at_a_raised_share_and_how_to_raise_it():
     """A plan over JAX's default 75% of the card but within 90% fits "at 90%", and one line says which variable
     raises the share; past 90% it does not fit."""

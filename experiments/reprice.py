@@ -24,11 +24,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 from jaxgpu.pricing import fingerprint
 from jaxgpu.records import results
 
+import experiments
 from experiments import cli
 from experiments.report import STUDY_RUNS
 
@@ -41,25 +43,64 @@ def _priced_in(run: results.Run) -> list[str]:
     return sorted({r.experiment for r in run.records if r.experiment in fingerprint.PRICED})
 
 
-def stale(names=STUDY_RUNS, root: Path = REPORTS) -> dict[str, list[str]]:
-    """{run folder: [its priced experiments whose stamp is not today's code's]} over the study's runs, each
-    experiment judged on its records of the newest method among them (older ones are not shown, so not checked).
-    The compiler's versions count only where this machine has the same: another JAX cannot say a plan is stale."""
-    runs, _ = results.newest_methods([results.read_run(root / n) for n in names])
-    out = {}
-    for run in runs:
-        said = run.meta.get("info", {})
-        old = []
-        for name in _priced_in(run):
-            now, then = fingerprint.stamp(name), said.get(name, {})
-            same = then.get("pricing_code") == now["pricing_code"] and (
-                then.get("pricing_versions") != now["pricing_versions"]
-                or then.get("pricing_fingerprint") == now["pricing_fingerprint"])
-            if not same:
-                old.append(name)
+def _card(run: results.Run) -> str | None:
+    hw = run.hardware
+    return hw.name if hw is not None and not hw.estimate else None
+
+
+def _key(params: dict) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def _expected(run: results.Run, experiment: str) -> list[dict]:
+    """The params of the records a run of ``experiment`` alone would make today (its profile's cases, for the cases
+    and cards the data now holds)."""
+    exp = experiments.load(experiment)
+    cfg = exp.config_for(run.meta["config"].get("profile") or "full", "cpu")
+    return [c.params for c in exp.cases(cfg, types.SimpleNamespace(platform="cpu", mode="measured"))]
+
+
+def judged(run: results.Run) -> dict[str, list[dict] | None]:
+    """{priced experiment of ``run``: None where the code that priced it changed (every record is stale), else the
+    params of its records priced from an entry of the data since changed (``fingerprint.used``), with, where the
+    experiment is the run's only one, the records the data now asks for that it lacks (a new case, a card new to the
+    report) and those it no longer names}; experiments with nothing stale left out. The compiler's versions count
+    only where this machine has the same: another JAX cannot say a plan is stale."""
+    said, out = run.meta.get("info", {}), {}
+    alone = {r.experiment for r in run.records} == set(_priced_in(run))
+    for name in _priced_in(run):
+        now, then = fingerprint.stamp(name), said.get(name, {})
+        same = then.get("pricing_code") == now["pricing_code"] and (
+            then.get("pricing_versions") != now["pricing_versions"]
+            or then.get("pricing_fingerprint") == now["pricing_fingerprint"])
+        if not same or "pricing_data" not in then:
+            out[name] = None
+            continue
+        hashes = {}
+        mine = [r.params for r in run.records if r.experiment == name]
+        old = [p for p in mine if any(then["pricing_data"].get(k) != hashes.setdefault(k, fingerprint.data(k))
+                                      for k in fingerprint.used(name, p, _card(run)))]
+        if alone:
+            expected, have = _expected(run, name), {_key(p) for p in mine}
+            old += [p for p in expected if _key(p) not in have]
+            wanted = {_key(p) for p in expected}
+            old += [p for p in mine if _key(p) not in wanted and p not in old]
         if old:
-            out[run.path.name] = old
+            out[name] = old
     return out
+
+
+def stale(names=STUDY_RUNS, root: Path = REPORTS) -> dict[str, list[str]]:
+    """{run folder: [its priced experiments with stale records (``judged``)]} over the study's runs, each experiment
+    judged on its records of the newest method among them (older ones are not shown, so not checked)."""
+    runs, _ = results.newest_methods([results.read_run(root / n) for n in names])
+    return {run.path.name: sorted(found) for run in runs if (found := judged(run))}
+
+
+def _said(params: list[dict]) -> str:
+    named = [p.get("case") if p.get("case") not in (None, "headline") else
+             " ".join(str(p[k]) for k in sorted(p) if k != "case") for p in params]
+    return ", ".join(named[:6]) + (f" and {len(named) - 6} more" if len(named) > 6 else "")
 
 
 def _run(args: list[str]) -> None:
@@ -114,6 +155,53 @@ def part(folder: Path, experiment: str, why: str) -> None:
     _run(["experiments.report", str(folder)])
 
 
+# how a run of one priced experiment prices some of its records alone: the --set lines that narrow its config to them
+NARROWED = {"gpu_model": lambda params: [
+    f"gpu_model.ids={tuple(sorted({p['case'] for p in params if p['case'] != 'headline'}))!r}",
+    f"gpu_model.headline_gpus={tuple(sorted({p['gpu'] for p in params if p['case'] == 'headline'}))!r}"]}
+
+
+def some(folder: Path, experiment: str, params: list[dict], why: str) -> None:
+    """Price again only the records of ``params`` in the folder's run of ``experiment`` alone (``NARROWED``): those
+    priced from data since changed and those the data now asks for; the records no case or card names any longer
+    leave, the rest stay as they are. run.json's info says when and why, and its completion counts the records."""
+    run = results.read_run(folder)
+    expected = _expected(run, experiment)
+    wanted = [p for p in params if _key(p) in {_key(e) for e in expected}]
+    fresh, stamp, took = {}, {}, 0.0
+    if wanted:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "run"
+            sets = [a for line in NARROWED[experiment](wanted) for a in ("--set", line)]
+            _run(["experiments.run", "--only", experiment, "--profile", run.meta["config"].get("profile") or "full",
+                  *sets, "--out", str(out), "--no-progress", "--no-report"])
+            lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines() if x.strip()]
+            fresh = {_key(r["params"]): r for r in lines}
+            meta = json.loads((out / "run.json").read_text())
+            stamp, took = meta["info"][experiment], meta["completion"]["elapsed_s"]
+    meta = json.loads((folder / "run.json").read_text())
+    old = {_key(json.loads(x)["params"]): json.loads(x) for x in (folder / "results.jsonl").read_text().splitlines()
+           if x.strip()}
+    kept = []
+    for p in expected:
+        r = fresh.get(_key(p)) or old.get(_key(p))
+        if r is not None:
+            kept.append({**r, "run_id": meta["run_id"]})
+    (folder / "results.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+    info = meta.setdefault("info", {})
+    before = info.get(experiment, {})
+    used = {k for r in kept for k in fingerprint.used(experiment, r["params"], _card(run))}
+    data = {**before.get("pricing_data", {}), **stamp.get("pricing_data", {})}
+    info[experiment] = {**before, **stamp, "pricing_data": {k: v for k, v in sorted(data.items()) if k in used}}
+    gone = len(set(old) - {_key(r["params"]) for r in kept})
+    note = (f"{len(fresh)} of {experiment}'s records priced again and {gone} left out on "
+            f"{_dt.date.today().isoformat()} (experiments.reprice): {why.rstrip('.')}.")
+    info["recompiled"] = note + (f" Before that: {info['recompiled']}" if info.get("recompiled") else "")
+    done = meta.setdefault("completion", {})
+    done.update(cases_planned=len(kept), cases_done=len(kept), elapsed_s=round(done.get("elapsed_s", 0) + took, 1))
+    (folder / "run.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = cli.Parser(prog=cli.prog(COMMAND), description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="*", metavar="RUN", help=f"folders under reports/ (default: the stale ones of "
@@ -124,19 +212,27 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := [r for r in args.runs if r not in STUDY_RUNS]:
         return cli.fail(cli.name(COMMAND), f"{', '.join(unknown)} is not one of the study's runs "
                                            f"({', '.join(STUDY_RUNS)})")
-    found = stale()
+    runs, _ = results.newest_methods([results.read_run(REPORTS / n) for n in STUDY_RUNS])
+    found = {run.path.name: j for run in runs if (j := judged(run))}
     if args.check:
         for name, exps in found.items():
-            print(f"{name}: {', '.join(exps)} priced by other code")
+            for exp, params in exps.items():
+                print(f"{name}: {exp} " + ("priced by other code" if params is None else
+                                           f"{len(params)} records of changed data: {_said(params)}"))
         print("nothing stale" if not found else f"price them again: {cli.prog(COMMAND)}")
         return 1 if found else 0
-    todo = {r: _priced_in(results.read_run(REPORTS / r)) for r in args.runs} if args.runs else found
+    todo = ({r: dict.fromkeys(_priced_in(results.read_run(REPORTS / r))) for r in args.runs} if args.runs
+            else found)
     for name, exps in todo.items():
         folder = REPORTS / name
         every = {r.experiment for r in results.read_run(folder).records}
-        for exp in exps:
-            print(f"{cli.name(COMMAND)}: {name}: {exp}", file=sys.stderr, flush=True)
-            whole(folder, exp) if every == {exp} else part(folder, exp, args.why)
+        for exp, params in exps.items():
+            print(f"{cli.name(COMMAND)}: {name}: {exp}" + (f" ({len(params)} records)" if params else ""),
+                  file=sys.stderr, flush=True)
+            if params is not None and every == {exp} and exp in NARROWED:
+                some(folder, exp, params, args.why)
+            else:
+                whole(folder, exp) if every == {exp} else part(folder, exp, args.why)
     if todo:
         _run(["experiments.report", *(str(REPORTS / n) for n in STUDY_RUNS), "--out", str(REPORTS / "study"),
               "--freeze", str(REPORTS / "predictions")])

@@ -335,7 +335,8 @@ def test_reprice_finds_a_stale_run_and_puts_fresh_records_in_place(tmp_path, mon
             out.mkdir(parents=True)
             rec = {**next(r for r in before if r["experiment"] == "transformer"), "run_id": "fresh"}
             (out / "results.jsonl").write_text(json.dumps(rec) + "\n")
-            (out / "run.json").write_text(json.dumps({"info": {"transformer": fingerprint.stamp("transformer")}}))
+            stamp = fingerprint.stamp("transformer", [rec["params"]], "H100 SXM")
+            (out / "run.json").write_text(json.dumps({"info": {"transformer": stamp}}))
 
     monkeypatch.setattr(reprice, "_run", fake_run)
     reprice.part(folder, "transformer", "a test")
@@ -346,7 +347,8 @@ def test_reprice_finds_a_stale_run_and_puts_fresh_records_in_place(tmp_path, mon
     assert len(mine) == 1 and mine[0]["run_id"] == meta["run_id"]
     assert calls[0][:6] == ["experiments.run", "--only", "transformer", "--compile-for", "h100", "--profile"]
     said = json.loads((folder / "run.json").read_text())["info"]
-    assert said["transformer"] == fingerprint.stamp("transformer") and said["recompiled"].startswith(
+    assert said["transformer"] == fingerprint.stamp("transformer", [mine[0]["params"]], "H100 SXM") and said[
+        "recompiled"].startswith(
         "transformer's records compiled again on") and ": a test. Before that:" in said["recompiled"]
     assert reprice.stale(["compiled-h100"], tmp_path) == {}
     assert reprice.main(["no-such-run"]) == 2 and "not one of the study's runs" in capsys.readouterr().err

@@ -35,6 +35,7 @@ _HEADLINE_S = {"matmul_fp32": 0.3, "matmul_bf16": 0.3, "triad_fp32": 0.2, "train
 class Config:
     kinds: tuple[str, ...] = published.KINDS  # which kinds of published case to price
     headline_gpus: tuple[str, ...] = (hardware.DEFAULT_GPU,)  # the GPUs the summary's programs are priced on
+    ids: tuple[str, ...] | None = None  # the published cases to price, by id (None: every case of ``kinds``)
 
 
 PROFILES = {
@@ -53,7 +54,7 @@ def cases(cfg: Config, ctx: RunContext) -> list[Case]:
         return []
     out = [Case({"case": c.id, "gpu": c.gpu, "kind": c.kind}, functools.partial(_measure.price, c.id),
                 Cost(compiles=0, min_iters=0, warmup=0, calls=0, fixed_s=_COMPILE_S[c.program[0]]))
-           for c in published.CASES if c.kind in cfg.kinds]
+           for c in published.CASES if c.kind in cfg.kinds and (cfg.ids is None or c.id in cfg.ids)]
     out += [Case({"case": "headline", "program": name, "size": size, "gpu": gpu},
                  functools.partial(_measure.headline, name, size, gpu),
                  Cost(compiles=0, min_iters=0, warmup=0, calls=0, fixed_s=_HEADLINE_S[name]))

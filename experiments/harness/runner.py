@@ -318,9 +318,12 @@ def _describe_machine(writer: results.RunWriter, plans: list[_Plan], ctx: RunCon
         spent[p.name] += time.perf_counter() - t0
     from jaxgpu.pricing import fingerprint
 
-    for p in plans:  # measured or compiled: records that hold prices say which code priced them
+    card = ctx.hardware.name if ctx.hardware is not None and not ctx.hardware.estimate else None
+    for p in plans:  # measured or compiled: records that hold prices say which code and data priced them
         if p.name in fingerprint.PRICED:
-            info[p.name] = {**info.get(p.name, {}), **fingerprint.stamp(p.name)}
+            stamp = fingerprint.stamp(p.name, [c.params for c in p.cases], card)
+            before = writer.meta.get("info", {}).get(p.name, {}).get("pricing_data", {})  # a resumed run's
+            info[p.name] = {**info.get(p.name, {}), **stamp, "pricing_data": {**before, **stamp["pricing_data"]}}
     writer.update(info={**writer.meta.get("info", {}), **info},
                   attachments={**writer.meta.get("attachments", {}), **attached})
 

@@ -28,10 +28,13 @@ from experiments.reporting import summary
 
 CARDS = tuple(name for name, hw in hardware.GPUS.items() if hw.lent)  # the cards a lent machine has
 SCHEMA = 1
-def model_fingerprint() -> str:
-    """The pricing code's fingerprint (``jaxgpu.pricing.fingerprint``): every module a price depends on, found by
-    its imports, as code, with the compiler's versions."""
-    return fingerprint.fingerprint()
+def model_fingerprint(cards: Sequence[str] = CARDS) -> str:
+    """A hash of the pricing code's fingerprint (``jaxgpu.pricing.fingerprint``: every module a price depends on, found
+    by its imports, as code, with the compiler's versions) and of the entries of the data the ``cards``' predictions
+    read (their datasheets and calibration: ``fingerprint.data``)."""
+    code = fingerprint.fingerprint()
+    data = [fingerprint.data(f"card:{c}") for c in cards]
+    return hashlib.sha256("|".join([code, *data]).encode()).hexdigest()[:12]
 
 
 def _for_card(runs: Sequence[results.Run], card: str) -> list[results.Run]:

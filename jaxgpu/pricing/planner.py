@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jaxgpu.ground import decoders, hardware
-from jaxgpu.pricing import feasible, fit, roofline, sharded, targets
+from jaxgpu.pricing import feasible, fingerprint, fit, roofline, sharded, targets
 from jaxgpu.pricing import workers as pool
 from jaxgpu.pricing.feasible import split_of  # noqa: F401 - planner.split_of, read by the knobs and tests
 from jaxgpu.pricing.memory_words import formula_vs_plan  # noqa: F401 - planner.formula_vs_plan, as documented
@@ -150,8 +150,8 @@ def _plan(model: str | Any, gpu: str, mode: str, batch: int, seq: int, devices: 
     (``targets.plan_cache``) without JAX."""
     c, mode, s, hw = _asked(model, gpu, mode, settings, batch, seq, devices)
     label = sharded.label_for(hw)  # None: which plan prices it is known only by trying, and no answer is kept
-    key = label and targets.key_of(["answer", targets.code_of(_LIBRARY), c, hw, mode, batch, seq, devices, s, loop,
-                                    label, targets.plugin()])
+    key = label and targets.key_of(["answer", targets.code_of(_LIBRARY), fingerprint.card_data(hw), c, hw, mode, batch,
+                                    seq, devices, s, loop, label, targets.plugin()])
     if key and (answered := _answered(key)) is not None:
         return answered
     if pool.only_cached():
@@ -167,9 +167,9 @@ def _plan(model: str | Any, gpu: str, mode: str, batch: int, seq: int, devices: 
     return plan
 
 
-# the library's code a priced answer depends on: the planner and every module it imports, anywhere in its code; read
-# as the planner is imported, so that a file edited afterwards (in a notebook's session) keys no answer of the code
-# that runs
+# the library's code a priced answer depends on: the planner and every module it imports, anywhere in its code (their
+# tables of data aside: the card's entries are keyed by ``fingerprint.card_data``); read as the planner is imported,
+# so that a file edited afterwards (in a notebook's session) keys no answer of the code that runs
 _LIBRARY = ("jaxgpu.pricing.planner",)
 targets.code_of(_LIBRARY)
 

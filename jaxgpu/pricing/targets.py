@@ -265,16 +265,17 @@ _HOST_DEVICES = "--xla_force_host_platform_device_count"
 
 @functools.cache
 def code_of(entries: tuple[str, ...]) -> str:
-    """A hash of the files ``entries`` are made of with those they import (``fingerprint.sources``), byte for byte:
-    a cache key's share, where an edit must miss (a comment's too; ``fingerprint.fingerprint`` is the one that
-    reads code alone)."""
+    """A hash of the files ``entries`` are made of with those they import (``fingerprint.sources``), byte for byte
+    but for their tables of data (``fingerprint.raw_code``): a cache key's share, where an edit of the code must miss
+    (a comment's too; ``fingerprint.fingerprint`` is the one that reads code alone) and a new card, model or case
+    must not."""
     import hashlib
 
     from jaxgpu.pricing import fingerprint
 
     h = hashlib.sha256()
     for path in fingerprint.sources(entries):
-        h.update(str(path.relative_to(fingerprint.ROOT)).encode() + b"\0" + path.read_bytes())
+        h.update(str(path.relative_to(fingerprint.ROOT)).encode() + b"\0" + fingerprint.raw_code(path))
     return h.hexdigest()[:16]
 
 

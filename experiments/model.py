@@ -43,6 +43,14 @@ def _searches(p: cli.Parser) -> None:
                    help="per GPU and count of --devices, the largest batch that fits (the sequence as --seq)")
     p.add_argument("--max-seq", action="store_true",
                    help="per GPU and count of --devices, the longest sequence that fits (the batch as --batch)")
+    p.add_argument("--best", action="store_true",
+                   help="with --train and one count of --devices: per GPU, the fastest layouts that fit, searched "
+                        "over meshes, tp within a node, pp and vp, cp, ep, micro-batches and remat (fp8 with --fp8), "
+                        "pruned by the rules, the formula's memory and the price's lower bound before compiling; the "
+                        "layout flags given (--mesh, --tp, --pp, ...) name a layout priced beside them")
+    p.add_argument("--top", type=int, default=3, metavar="K", help="with --best: the layouts shown (default 3)")
+    p.add_argument("--budget-s", type=float, metavar="S",
+                   help="with --best: stop compiling after S seconds and say what was left (default: no limit)")
 
 
 def parser() -> cli.Parser:
@@ -131,6 +139,10 @@ class Asked:
     unread: tuple[str, ...] = ()
     listing: bool = False
     workers: int = 1  # processes compiling the plans the cache does not hold (``jaxgpu.pricing.workers``)
+    best: bool = False  # --best: the fastest layouts that fit (``jaxgpu.pricing.layouts``), ``top`` of them shown
+    top: int = 3
+    budget_s: float | None = None
+    layout_said: bool = False  # the layout flags name a layout, priced beside the search's
 
     @property
     def named(self) -> bool:
@@ -220,8 +232,10 @@ def parse_args(argv: list[str] | None = None) -> Asked:
     for name in ("batch", "seq"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    if sum((args.fit, args.max_batch, args.max_seq)) > 1:
-        p.error("ask one search: --fit (the fewest GPUs), --max-batch or --max-seq (the largest on each count)")
+    if sum((args.fit, args.max_batch, args.max_seq, args.best)) > 1:
+        p.error("ask one search: --fit (the fewest GPUs), --max-batch or --max-seq (the largest on each count), or "
+                "--best (the fastest layouts)")
+    _check_best(p, args, mode)
     if args.tokens and (args.max_batch or args.max_seq):
         p.error("--tokens prices the step as asked; with --max-batch or --max-seq, ask it of the size found")
     if args.workers is not None and args.workers < 1:
@@ -235,7 +249,31 @@ def parse_args(argv: list[str] | None = None) -> Asked:
                  fit=args.fit, largest="batch" if args.max_batch else "seq" if args.max_seq else "",
                  gpus=gpus, settings=settings, tokens=args.tokens, generate=args.generate,
                  prices=_prices(p, args), out=args.out, config_path=args.config, unread=tuple(unread),
-                 workers=args.workers or _cores())
+                 workers=args.workers or _cores(), best=args.best, top=args.top, budget_s=args.budget_s,
+                 layout_said=any(getattr(args, k) != v for k, v in LAYOUT_FLAGS.items()))
+
+
+# the flags that say a layout (their defaults): with --best, a layout they set is priced beside the search's
+LAYOUT_FLAGS = {"mesh": None, "tp": 0, "pp": 1, "vp": 1, "accumulate": 1, "remat": "none", "ep": 1, "cp": 1}
+
+
+def _check_best(p: cli.Parser, args: argparse.Namespace, mode: str) -> None:
+    """--best's own refusals: a train step, one count, no --tokens; --top and --budget-s only with it."""
+    if not args.best:
+        if args.top != 3 or args.budget_s is not None:
+            p.error("--top and --budget-s bound a layout search: give --best too")
+        return
+    if mode != "train":
+        p.error("--best searches a train step's layouts (fp32 master weights and AdamW): not --serve, --prefill or "
+                "--bf16")
+    if args.devices is None or "," in args.devices:
+        p.error("--best searches the layouts of one count of GPUs: give it as --devices N")
+    if args.tokens:
+        p.error("--tokens prices the step as asked; ask it of the layout --best finds")
+    if args.top < 1:
+        p.error(f"--top takes 1 or more layouts, got {args.top}")
+    if args.budget_s is not None and not 0 <= args.budget_s < float("inf"):
+        p.error(f"--budget-s takes seconds, 0 or more, got {args.budget_s:g}")
 
 
 def _cores() -> int:
@@ -693,13 +731,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     a = parse_args(argv)
-    if a.listing:
-        from jaxgpu.ground import decoders
-
-        for c in decoders.MODELS.values():
-            print(f"{c.name:12s} {c.style:6s} {c.layers:3d} layers, width {c.d_model:5d}, {c.heads} heads "
-                  f"({c.kv_heads} KV), ffn {c.ffn}, vocab {c.vocab}, {c.params() / 1e9:.2f} B parameters")
-        return 0
+    if a.listing or a.best:
+        return _listed() if a.listing else _best(a)
     plans = _plans(a)
     if isinstance(plans, str):
         return cli.fail(cli.name(COMMAND), plans)
@@ -749,6 +782,25 @@ def _main(argv: list[str] | None) -> int:
         return _write(Path(a.out), plans, a, prefills, fits, f"{name}, one {what}, batch {a.batch} x {a.seq:,} "
                       "(compiled, predicted, not run)")
     return 0
+
+
+def _listed() -> int:
+    from jaxgpu.ground import decoders
+
+    for c in decoders.MODELS.values():
+        print(f"{c.name:12s} {c.style:6s} {c.layers:3d} layers, width {c.d_model:5d}, {c.heads} heads "
+              f"({c.kv_heads} KV), ffn {c.ffn}, vocab {c.vocab}, {c.params() / 1e9:.2f} B parameters")
+    return 0
+
+
+def _best(a: Asked) -> int:
+    """--best: the fastest layouts that fit (``experiments.best_layouts``)."""
+    from jaxgpu.ground import devices
+
+    from experiments import best_layouts
+
+    devices.configure("cpu", a.devices[0])  # compile on this CPU; its host devices stand in without the extra
+    return best_layouts.answer(a, COMMAND)
 
 
 def _write(out: Path, plans, a: Asked, prefills: dict, fits: dict, title: str) -> int:

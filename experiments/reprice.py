@@ -1,19 +1,23 @@
-"""Price the committed records again with today's code: ``python -m experiments.reprice [--check] [RUN ...]``.
+"""Price the committed records again with today's code and data: ``python -m experiments.reprice [--check] [RUN ...]``.
 
 Records that hold prices (``jaxgpu.pricing.fingerprint.PRICED``: the published cases' and the transformer plans') carry
-in their run.json the stamp of the code that priced them. When the pricing code changes, a committed run priced by
-other code is stale, and a test says so. This command finds the stale runs among those reports/study merges and
-prices them again:
+in their run.json the stamp of the code that priced them and the hash of each entry of the data they used (a case, a
+card with its calibration, a named model: ``fingerprint.used``). A committed run priced by other code, or whose records
+used an entry since edited, is stale, and a test says so. This command finds the stale runs among those reports/study
+merges and prices them again:
 
-- a run made of one priced experiment alone (reports/priced-published) is run again whole, into its own folder (the
-  old folder is kept aside until the new run is complete);
+- a run made of one priced experiment alone (reports/priced-published) is run again whole where the code changed,
+  into its own folder (the old folder kept aside until the new run is complete); where only the data changed, the
+  records that used an edited entry, and those a new case or card asks for, are priced alone (``some``) and the rest
+  kept byte for byte;
 - a run whose priced experiment is one part of it (reports/compiled-h200, reports/compiled-h100: the transformer plans
   among every experiment's compiled facts) has that experiment compiled again for its target and its records
   replaced, run.json's info saying when and why.
 
-Then it rebuilds reports/study and freezes its predictions (experiments.report --freeze). ``--check`` only lists what
-is stale (exit 1 if anything is). About 20 minutes for priced-published on two cores with its plans cached (more
-where programs changed and compile again), 2 for each compiled run.
+Then it rebuilds reports/study, freezes its predictions (experiments.report --freeze) and writes the docs' figures
+from them (experiments.docs_figures). ``--check`` only lists what is stale (exit 1 if anything is). About 20 minutes
+for priced-published on two cores with its plans cached (more where programs changed and compile again), 2 for each
+compiled run, seconds to minutes for records priced alone.
 """
 
 from __future__ import annotations
@@ -218,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, exps in found.items():
             for exp, params in exps.items():
                 print(f"{name}: {exp} " + ("priced by other code" if params is None else
-                                           f"{len(params)} records of changed data: {_said(params)}"))
+                                           f"{len(params)} record{'s' * (len(params) > 1)} of changed or new data: "
+                                           f"{_said(params)}"))
         print("nothing stale" if not found else f"price them again: {cli.prog(COMMAND)}")
         return 1 if found else 0
     todo = ({r: dict.fromkeys(_priced_in(results.read_run(REPORTS / r))) for r in args.runs} if args.runs
@@ -236,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     if todo:
         _run(["experiments.report", *(str(REPORTS / n) for n in STUDY_RUNS), "--out", str(REPORTS / "study"),
               "--freeze", str(REPORTS / "predictions")])
+        _run(["experiments.docs_figures"])  # the docs' counts and errors, as the rebuilt study says them
     else:
         print("nothing stale", file=sys.stderr)
     return 0

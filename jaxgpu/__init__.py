@@ -46,6 +46,7 @@ _NAMES = {
     "pricing.planner": ("plan_model", "ModelPlan", "model_on_gpus", "NotPriced", "fewest", "fewest_on_gpus",
                         "formula_vs_plan"),
     "pricing.knobs": ("Fit", "fit_on_gpus"),
+    "pricing.layouts": ("best_layouts", "Search", "Candidate"),
     "pricing.anystep": ("price_step", "StepPlan", "gpu_mesh"),
     "kernels.encoders": ("vit", "t5", "vit_train_step", "t5_train_step"),
     "pricing.fit": ("MemoryEstimate", "transformer_inference", "transformer_prefill", "transformer_train"),

@@ -124,7 +124,8 @@ def _layer(module: str) -> str:
     if module == "experiments":
         return "registry"
     if module in ("experiments.run", "experiments.report", "experiments.model", "experiments.gpu_check",
-                  "experiments.preflight", "experiments.reprice", "experiments.first_price", "experiments.cache_times"):
+                  "experiments.preflight", "experiments.reprice", "experiments.first_price", "experiments.cache_times",
+                  "experiments.docs_figures", "experiments.best_layouts"):
         return "command line"
     if module == "experiments.cli":
         return "cli"  # what the command lines share: imports nothing of ours

@@ -150,3 +150,33 @@ def test_the_published_case_page_is_the_data():
     assert entry in (ROOT / "jaxgpu" / "pricing" / "published_cases.py").read_text()
     case = eval(entry.strip().rstrip(","), vars(published_cases))  # noqa: S307 - the page's own block
     assert case in published_cases.CASES and case.published_s > 0
+
+
+def test_the_docs_figures_are_the_records_and_the_command_writes_them(tmp_path):
+    """Every figure experiments.docs_figures knows stands in its doc as the data, the committed runs and the study's
+    report give it; a figure edited by hand is named by --check and written back, the line breaks kept."""
+    import shutil
+
+    from experiments import docs_figures
+
+    assert docs_figures.differences() == []
+    for doc in {d for d, _ in docs_figures.PHRASES}:
+        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / doc, tmp_path / doc)
+    for run in ("cpu-reference", "priced-published", "study"):
+        (tmp_path / "reports" / run).mkdir(parents=True)
+        for name in ("run.json", "report.md"):
+            if (ROOT / "reports" / run / name).exists():
+                shutil.copy(ROOT / "reports" / run / name, tmp_path / "reports" / run / name)
+    figs = docs_figures.figures(tmp_path)
+    readme = tmp_path / "README.md"
+    text = readme.read_text()
+    said = f"{figs['published_cases']} cases in {figs['published_minutes']} minutes"
+    readme.write_text(text.replace(said, f"{figs['published_cases']} cases in 99 minutes"))
+    assert docs_figures.differences(tmp_path) == [
+        f"README.md: published_minutes is {figs['published_minutes']}, not 99 ('priced both ways: "
+        "{published_cases} cases in {published_minutes} minutes')"]
+    docs_figures.differences(tmp_path, write=True)
+    assert readme.read_text() == text and docs_figures.differences(tmp_path) == []
+    readme.write_text(text.replace("the GPU plan's predictions missed by a median", "the GPU plan missed by"))
+    assert any("no longer says" in line for line in docs_figures.differences(tmp_path))

@@ -131,14 +131,14 @@ def test_a_named_model_added_stales_nothing_and_an_edited_case_or_card_only_what
     cases.write_text(text[:cut] + "published=1.0 + " + text[cut + len("published="):])
     proc = _check(src, tmp_path)
     assert proc.returncode == 1 and proc.stdout.splitlines()[0] == (
-        "priced-published: gpu_model 1 records of changed data: mamf-h100-fp8"), proc.stdout
+        "priced-published: gpu_model 1 record of changed or new data: mamf-h100-fp8"), proc.stdout
     cases.write_text(text)
 
     table = src / "jaxgpu" / "ground" / "hardware.py"
     text = table.read_text()
     table.write_text(text.replace('"NVIDIA A100 datasheet (80GB SXM), dense"', '"the A100 datasheet"'))
     lines = _check(src, tmp_path).stdout.splitlines()
-    assert lines[0].startswith("priced-published: gpu_model ") and "records of changed data: " in lines[0], lines
+    assert lines[0].startswith("priced-published: gpu_model ") and "records of changed or new data: " in lines[0], lines
     assert not [line for line in lines if line.startswith("compiled-")], lines  # their H100 and H200 used no A100
     assert "a100" in lines[0].lower()
 

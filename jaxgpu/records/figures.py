@@ -307,6 +307,29 @@ def step_figure(plans: Sequence[Any], title: str, shares: bool = False) -> Figur
     return fig
 
 
+def layout_figure(candidates: Sequence[Any], capacity: float, title: str) -> Figure:
+    """A layout search's priced candidates (``jaxgpu.pricing.layouts.Candidate``s with ``seconds`` and
+    ``bytes_per_device``): predicted seconds a step against the GB a GPU XLA's plan holds, those that fit apart from
+    those that do not, the best marked, the card's usable share a vertical line. Compiled and predicted, never run."""
+    fig = Figure(figsize=(7.5, 4.6), dpi=100)
+    ax = fig.add_subplot(1, 1, 1)
+    priced = [k for k in candidates if k.seconds is not None]
+    for label, group, color in (("fits", [k for k in priced if k.fits], palette.variant_color("fits")),
+                                ("does not fit", [k for k in priced if not k.fits],
+                                 palette.variant_color("does not fit"))):
+        if group:
+            palette.tag(ax.scatter([k.bytes_per_device / 1e9 for k in group], [k.seconds for k in group],
+                                   marker="x", s=28, color=color, label=f"{label} ({len(group)})"), f"variant:{label}")
+    best = next((k for k in priced if k.fate == "best"), None)
+    if best is not None:
+        ax.scatter([best.bytes_per_device / 1e9], [best.seconds], s=140, facecolors="none",
+                   edgecolors=palette.REFERENCE, linewidths=1.5, label=f"best: {best.layout}", gid="reference")
+    ax.axvline(capacity / 1e9, color=palette.REFERENCE, linewidth=1.2, linestyle="--", gid="reference",
+               label=f"the card's usable share ({capacity / 1e9:.0f} GB)")
+    return finish(fig, ax, xlabel="GB per GPU (XLA:GPU's memory plan)", ylabel="predicted seconds per step",
+                  title=title + " (compiled, predicted, not run)", legend="below")
+
+
 def env_table(runs: Sequence[Run]) -> Table:
     """One column per run: where and with what it ran."""
     keys = [("backend", "backend"), ("device_kind", "device"), ("n_devices", "devices"),

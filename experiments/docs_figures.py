@@ -41,6 +41,7 @@ PHRASES = (
                     "{dev_median}%, {dev_within}% within 15%, predictions {dev_lean}% {dev_way} on the geometric "
                     "mean"),
     ("docs/api.md", "miss by a median of {cpu_median}%"),
+    ("docs/adding-a-published-case.md", "(the committed run: {published_seconds} s)"),
     ("docs/guide.md", "against {cases} published"),
     ("docs/guide.md", "{train} whole training steps"),
     ("docs/guide.md", "{serving} decode and prefill steps"),
@@ -64,6 +65,7 @@ def _runs(root: Path) -> dict[str, str]:
     for name, run in (("reference", "cpu-reference"), ("published", "priced-published")):
         done = json.loads((root / "reports" / run / "run.json").read_text())["completion"]
         out[f"{name}_cases"], out[f"{name}_minutes"] = done["cases_done"], round(done["elapsed_s"] / 60)
+        out[f"{name}_seconds"] = f"{round(done['elapsed_s']):,}"
     return out
 
 

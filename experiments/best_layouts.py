@@ -39,12 +39,13 @@ def answer(a: Any, command: str) -> int:
         try:
             searches.append(layouts.best_layouts(
                 a.decoder, gpu, devices=a.devices[0], batch=a.batch, seq=a.seq, fp8=a.settings.matmul == "fp8",
-                layout=layout, base=base, budget_s=a.budget_s, workers=a.workers, progress=progress))
-        except (KeyError, ValueError) as err:
+                layout=layout, base=base, budget_s=a.budget_s, workers=a.workers, ray=a.ray, progress=progress))
+        except (KeyError, ValueError, RuntimeError) as err:
             return cli.fail(cli.name(command), str(err.args[0] if isinstance(err, KeyError) else err))
     for s in searches:
         for line in lines(s, a.top, layout):
             print(line)
+        print(f"{s.gpu}: {s.compiled} layouts priced in {s.elapsed_s:.0f} s", file=sys.stderr)
     return write(Path(a.out), searches, command) if a.out else 0
 
 
@@ -70,7 +71,7 @@ def lines(s: Any, top: int, layout: Any = None) -> list[str]:
                    + (f": {mine.why}" if mine.why else ""))
     counts = s.counts()
     out.append(f"{len(s.candidates)} candidates: " + ", ".join(f"{n} {SAID[f]}" for f, n in counts.items())
-               + f"; {s.compiled} priced in {s.elapsed_s:.0f} s (plans the cache held read, not compiled).")
+               + f"; {s.compiled} priced from their plans (those the cache held read, not compiled).")
     return out
 
 

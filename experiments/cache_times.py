@@ -8,6 +8,9 @@ start included; the cached figure is the median of its repeats with their range.
 
     python -m experiments.cache_times
     python -m experiments.cache_times --workers 4 -- --model llama-7b --serve --gpus a100
+    python -m experiments.cache_times -- --model llama3-8b --train --batch 64 --seq 4096 --devices 8 --gpus h100 --best
+
+The last times a layout search: its answer's closing line says how many layouts it priced.
 """
 
 from __future__ import annotations

@@ -51,6 +51,10 @@ def _searches(p: cli.Parser) -> None:
     p.add_argument("--top", type=int, default=3, metavar="K", help="with --best: the layouts shown (default 3)")
     p.add_argument("--budget-s", type=float, metavar="S",
                    help="with --best: stop compiling after S seconds and say what was left (default: no limit)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="with --best: compile over a Ray cluster (the ray extra): 'auto' (the one this machine "
+                        "joined), 'local' (this machine's, started for the search), or its head's host:6379; "
+                        "--workers plans at a time (default 8)")
 
 
 def parser() -> cli.Parser:
@@ -142,6 +146,7 @@ class Asked:
     best: bool = False  # --best: the fastest layouts that fit (``jaxgpu.pricing.layouts``), ``top`` of them shown
     top: int = 3
     budget_s: float | None = None
+    ray: str | None = None  # --ray: a Ray cluster's address the search compiles over (``jaxgpu.pricing.cluster``)
     layout_said: bool = False  # the layout flags name a layout, priced beside the search's
 
     @property
@@ -249,10 +254,12 @@ def parse_args(argv: list[str] | None = None) -> Asked:
                  fit=args.fit, largest="batch" if args.max_batch else "seq" if args.max_seq else "",
                  gpus=gpus, settings=settings, tokens=args.tokens, generate=args.generate,
                  prices=_prices(p, args), out=args.out, config_path=args.config, unread=tuple(unread),
-                 workers=args.workers or _cores(), best=args.best, top=args.top, budget_s=args.budget_s,
+                 workers=args.workers or (RAY_ROUND if args.ray else _cores()), best=args.best, top=args.top,
+                 budget_s=args.budget_s, ray=args.ray,
                  layout_said=any(getattr(args, k) != v for k, v in LAYOUT_FLAGS.items()))
 
 
+RAY_ROUND = 8  # with --ray, the plans compiled at a time (--workers sets it)
 # the flags that say a layout (their defaults): with --best, a layout they set is priced beside the search's
 LAYOUT_FLAGS = {"mesh": None, "tp": 0, "pp": 1, "vp": 1, "accumulate": 1, "remat": "none", "ep": 1, "cp": 1}
 
@@ -260,8 +267,8 @@ LAYOUT_FLAGS = {"mesh": None, "tp": 0, "pp": 1, "vp": 1, "accumulate": 1, "remat
 def _check_best(p: cli.Parser, args: argparse.Namespace, mode: str) -> None:
     """--best's own refusals: a train step, one count, no --tokens; --top and --budget-s only with it."""
     if not args.best:
-        if args.top != 3 or args.budget_s is not None:
-            p.error("--top and --budget-s bound a layout search: give --best too")
+        if args.top != 3 or args.budget_s is not None or args.ray:
+            p.error("--top, --budget-s and --ray are a layout search's: give --best too")
         return
     if mode != "train":
         p.error("--best searches a train step's layouts (fp32 master weights and AdamW): not --serve, --prefill or "

@@ -169,3 +169,40 @@ def test_top_and_budget_need_best(capsys):
     with pytest.raises(SystemExit):
         model.parse_args(["--model", "gpt2-124m", "--top", "5"])
     assert "give --best too" in capsys.readouterr().err
+
+
+def _ray_reason() -> str:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return "the ray extra is not installed here (pip install -e '.[ray]')"
+    return ""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(_ray_reason()), reason=_ray_reason() or "ray is installed")
+def test_a_search_over_a_local_ray_cluster_prices_as_the_processes_here_do(tmp_path, monkeypatch):
+    """--ray local: the plans not cached compiled as Ray tasks of a cluster of this machine, kept in this process's
+    plan cache (an empty one here); the answer the same as the search's in this process, which reads them."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    step = dict(devices=2, batch=4, seq=128, remats=("none",))
+    there = layouts.best_layouts("gpt2-124m", "h100", ray="local", workers=2, **step)
+    here = layouts.best_layouts("gpt2-124m", "h100", **step)
+    assert len(list((tmp_path / "jaxgpu" / "plans").iterdir())) >= there.compiled > 0
+    assert [(k.layout, k.fate, k.seconds) for k in there.candidates] == [
+        (k.layout, k.fate, k.seconds) for k in here.candidates]
+
+
+def test_a_search_over_ray_without_ray_installed_is_one_line(monkeypatch):
+    import sys
+
+    from jaxgpu.pricing import cluster
+    from jaxgpu.pricing import workers as pool
+
+    def not_cached(**kw):
+        raise pool.NotCached("k")
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails, as where the extra is not installed
+    with pytest.raises(RuntimeError, match=r"Ray is not installed here: pip install 'jaxgpu\[ray\]'"):
+        cluster.each(not_cached, [{}], "local")
+    assert cluster.each(lambda **kw: 3, [{}], "local") == [3]  # a cached answer needs no cluster

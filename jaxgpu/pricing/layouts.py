@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from jaxgpu.ground import decoders, hardware
-from jaxgpu.pricing import planner, sharded
+from jaxgpu.pricing import cluster, planner, sharded
 from jaxgpu.pricing import workers as pool
 from jaxgpu.records.results import Unsupported
 
@@ -199,14 +199,18 @@ def _priced(model: Any, gpu: str, batch: int, seq: int, devices: int, settings: 
 def best_layouts(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, devices: int, batch: int, seq: int,
                  fp8: bool = False, remats: Sequence[str] = REMATS, layout: decoders.StepSettings | None = None,
                  base: decoders.StepSettings | None = None, budget_s: float | None = None, workers: int = 1,
-                 progress: Callable[[int, int, Candidate], None] | None = None) -> Search:
+                 ray: str | None = None, progress: Callable[[int, int, Candidate], None] | None = None) -> Search:
     """The layouts of a training step of ``batch`` sequences of ``seq`` tokens on ``devices`` GPUs named ``gpu``,
     judged and priced as the module says, ranked best first (``Search``). ``layout``: a layout to price whatever the
-    bound says (a published run's), beside the candidates; ``progress(done, total, candidate)`` after each priced.
+    bound says (a published run's), beside the candidates; ``base``: the settings every candidate keeps but its
+    layout (``candidates``); ``progress(priced, to price at most, candidate)`` after each priced. The plans not
+    cached are compiled ``workers`` at a time: in as many processes here, or, with ``ray`` (a cluster's address:
+    ``jaxgpu.pricing.cluster``), as Ray tasks over its nodes.
 
     Raises:
       KeyError: an unknown model, GPU or remat policy.
       ValueError: ``workers`` below 1, or a ``budget_s`` below 0.
+      RuntimeError: with ``ray``, Ray is not installed or the cluster cannot be reached.
     """
     t0 = time.perf_counter()
     if budget_s is not None and budget_s < 0:
@@ -238,7 +242,7 @@ def best_layouts(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, devices: 
         todo = [k for k in todo if k not in ruled]
         now, todo = todo[:max(workers, 1)], todo[max(workers, 1):]
         calls = [dict(model=c, gpu=hw.name, batch=batch, seq=seq, devices=devices, settings=k.settings) for k in now]
-        for k, got in zip(now, pool.each(_priced, calls, workers)):
+        for k, got in zip(now, cluster.each(_priced, calls, ray) if ray else pool.each(_priced, calls, workers)):
             done[k.settings] = _fate(k, got)
             if isinstance(got, planner.ModelPlan) and got.fits:
                 best = min(best, got.seconds)

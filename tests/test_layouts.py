@@ -113,9 +113,6 @@ def test_a_refusal_at_compile_time_is_a_fate_not_a_failure(monkeypatch):
 def test_the_bound_is_below_every_price_xla_plans(tmp_path):
     """The lower bound holds against real plans of unlike layouts (a mesh, tensor-parallel groups, each layer
     recomputed): none is priced below it."""
-    from jaxgpu.ground import devices
-
-    devices.configure("cpu", 8)
     c = decoders.find("gpt2-124m")
     for s in (decoders.StepSettings(mesh="fsdp"), decoders.StepSettings(mesh="zero1+tp", tp=2),
               decoders.StepSettings(mesh="fsdp", remat="nothing_saveable")):
@@ -129,12 +126,12 @@ def test_the_command_prints_the_best_layouts_and_writes_the_ranked_candidates(tm
     monkeypatch.setattr(layouts, "_priced", lambda model, gpu, batch, seq, devices, settings: _plan(
         settings, 1.0 + settings.accumulate + (settings.mesh != "fsdp"), settings.remat != "nothing_saveable"))
     out = tmp_path / "best"
-    rc = model.main(["--model", "gpt2-124m", "--train", "--batch", "16", "--seq", "1024", "--devices", "8", "--gpus",
+    rc = model.main(["--model", "gpt2-124m", "--train", "--batch", "16", "--seq", "1024", "--devices", "4", "--gpus",
                      "h100", "--best", "--top", "2", "--mesh", "zero1", "--out", str(out)])
     text = capfd.readouterr()  # the command's stderr is a copy of the terminal's descriptor (cli.native_stderr_to)
     assert rc == 0, text.err
     lines = text.out.splitlines()
-    assert lines[0].startswith("gpt2-124m, one train step, batch 16 x 1,024 tokens on 8 H100 SXM: the fastest")
+    assert lines[0].startswith("gpt2-124m, one train step, batch 16 x 1,024 tokens on 4 H100 SXM: the fastest")
     assert lines[2].split()[:2] == ["1", "fsdp"] and lines[3].startswith("2 ")
     assert any(line.startswith("the layout asked (zero1): slower, rank") for line in lines)
     assert "candidates:" in lines[-1] and "refused by the rules" in lines[-1]

@@ -49,6 +49,15 @@ def test_each_candidate_is_refused_in_the_libraries_words_pruned_by_the_formula_
     assert small.fate == "unexplored" and small.bound_s > 0
 
 
+def test_a_pipelines_formula_holds_the_micro_batches_in_flight_at_its_first_stage():
+    c = decoders.find("llama3-8b")
+    one = dict(mesh="fsdp", accumulate=8)
+    flat = layouts.formula_bytes(c, H100, decoders.StepSettings(**one), 8, 64, 4096)
+    staged = layouts.formula_bytes(c, H100, decoders.StepSettings(pp=4, **one), 8, 64, 4096)
+    acts = planner._estimate(c, "train", 64, 4096, decoders.StepSettings(**one))["activations"] / 8
+    assert staged - flat == pytest.approx(3 * acts)  # 1F1B: 4 micro-batches in flight, not 1
+
+
 def test_the_bound_grows_with_a_pipelines_bubble_and_a_recomputed_forward_pass():
     c = decoders.find("llama3-8b")
     flat = layouts.bound_s(c, H100, decoders.StepSettings(), 8, 64, 4096)

@@ -15,7 +15,10 @@ micro-batches, remat (none, the frameworks' named policies, each layer recompute
    price found so far ``cannot beat`` it;
 4. what recomputing buys: a layout the same but for more recomputation (``REMATS``' order), or, without stages, more
    micro-batches, than one already priced that fits is ``dominated``: recomputation and passes only add work to a
-   price, and buy only memory, which the other did not need.
+   price, and buy only memory, which the other did not need;
+5. what the plans held: the formula leaves out XLA's temporaries and gathered weights, so once a layout's mesh has
+   plans priced, the least they held beyond their formula is added to its other candidates' formula, and one that
+   then passes the card ``cannot fit`` either (``_pruned``).
 
 The rest are compiled and priced (``planner.plan_model``: plans and answers cached; in ``workers`` processes, the
 bound's order, a round at a time), until ``budget_s`` is spent (the rest ``unexplored``). A plan that does not fit is
@@ -164,14 +167,17 @@ def refusal(c: decoders.Decoder, hw: hardware.Hardware, s: decoders.StepSettings
 
 def formula_bytes(c: decoders.Decoder, hw: hardware.Hardware, s: decoders.StepSettings, devices: int, batch: int,
                   seq: int) -> float:
-    """The formula's bytes a GPU (``planner``'s, cut as the layout's mesh cuts the step): a pipeline's stage holds
-    its share of the weights and state and, at least, one micro-batch's activations of its layers."""
+    """The formula's bytes a GPU (``planner``'s, cut as the layout's mesh cuts the step): a pipeline's first stage
+    holds its share of the weights and state and the activations of its layers for the micro-batches in flight at
+    its peak (``pipeline.in_flight``), as the pipeline's price counts them."""
     from jaxgpu.kernels import sharding
+    from jaxgpu.pricing import pipeline
 
     how = planner.split_of(s, "train")
     tp = s.tp or (sharding.tp_degree(devices // s.pp) if how in ("fsdp+tp", "zero1+tp") else 1)
     est = planner._per_gpu(planner._estimate(c, "train", batch, seq, s), how, devices, hw.node, tp)
-    return sum(est.values())
+    held = pipeline.in_flight(s.schedule, s.pp, s.accumulate, s.vp) if s.pp > 1 else 1.0
+    return sum(v * (held if k == "activations" else 1.0) for k, v in est.items())
 
 
 def bound_s(c: decoders.Decoder, hw: hardware.Hardware, s: decoders.StepSettings, devices: int, batch: int,
@@ -227,19 +233,7 @@ def best_layouts(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, devices: 
     while todo:
         if budget_s is not None and time.perf_counter() - t0 > budget_s and done:
             break
-        beat = [k for k in todo if k.bound_s >= best and k.settings != layout]
-        for k in beat:
-            done[k.settings] = dataclasses.replace(k, fate="cannot beat", why=f"its bound, {k.bound_s:.3g} s, is "
-                                                                              f"above the best found, {best:.3g} s")
-        todo = [k for k in todo if k not in beat]
-        fitting = {_family(x.settings): x for x in done.values() if x.fits}
-        ruled = [k for k in todo if k.settings != layout and (by := fitting.get(_family(k.settings))) is not None
-                 and _heavier(k.settings, by.settings)]
-        for k in ruled:
-            by = fitting[_family(k.settings)]
-            done[k.settings] = dataclasses.replace(k, fate="dominated", why=f"{by.layout} fits, with less "
-                                                                            "recomputation or fewer passes")
-        todo = [k for k in todo if k not in ruled]
+        todo = _pruned(todo, done, best, layout)
         now, todo = todo[:max(workers, 1)], todo[max(workers, 1):]
         calls = [dict(model=c, gpu=hw.name, batch=batch, seq=seq, devices=devices, settings=k.settings) for k in now]
         for k, got in zip(now, cluster.each(_priced, calls, ray) if ray else pool.each(_priced, calls, workers)):
@@ -253,6 +247,29 @@ def best_layouts(model: str | Any, gpu: str = hardware.DEFAULT_GPU, *, devices: 
     out = [dataclasses.replace(k, why="the budget was spent first") if k.fate == "unexplored" else k for k in out]
     return Search(c.name, hw.name, devices, batch, seq, tuple(_ranked(out)), sum(
         k.seconds is not None for k in out), time.perf_counter() - t0)
+
+
+def _pruned(todo: list[Candidate], done: dict, best: float, layout: Any) -> list[Candidate]:
+    """``todo`` less what the plans priced so far (``done``) rule out, each put in ``done`` with why: a bound above
+    the best price found (``cannot beat``), or a layout the same but recomputing more than one that fits
+    (``dominated``). The ``layout`` asked is priced whatever they say. (What a mesh's plans held beyond the formula
+    is not carried to its other candidates: it shrinks with recomputation and smaller micro-batches, and a
+    candidate pruned so might have fit.)"""
+    fitting = {_family(x.settings): x for x in done.values() if x.fits}
+    left = []
+    for k in todo:
+        by = fitting.get(_family(k.settings))
+        if k.settings == layout:
+            left.append(k)
+        elif k.bound_s >= best:
+            done[k.settings] = dataclasses.replace(k, fate="cannot beat", why=f"its bound, {k.bound_s:.3g} s, is "
+                                                                              f"above the best found, {best:.3g} s")
+        elif by is not None and _heavier(k.settings, by.settings):
+            done[k.settings] = dataclasses.replace(k, fate="dominated", why=f"{by.layout} fits, with less "
+                                                                            "recomputation or fewer passes")
+        else:
+            left.append(k)
+    return left
 
 
 def _family(s: decoders.StepSettings) -> decoders.StepSettings:

@@ -15,9 +15,9 @@ from experiments import cli
 COLUMNS = ("layout", "fate", "fits", "seconds", "bytes_per_device", "mfu", "binds", "bound_s", "formula_bytes", "why")
 # what each fate means, as the closing line says it
 SAID = {"best": "best", "slower": "slower", "does not fit": "compiled and do not fit",
-        "cannot beat": "pruned by the price's lower bound", "dominated": "pruned: the same layout recomputing less "
-        "fits", "cannot fit": "pruned by the formula", "refused": "refused by the rules",
-        "unexplored": "left for the budget"}
+        "cannot beat": "pruned by the price's lower bound",
+        "dominated": "pruned: the same layout with less recomputation or fewer micro-batches fits",
+        "cannot fit": "pruned by the formula", "refused": "refused by the rules", "unexplored": "left for the budget"}
 
 
 def answer(a: Any, command: str) -> int:

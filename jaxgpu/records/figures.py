@@ -314,9 +314,9 @@ def layout_figure(candidates: Sequence[Any], capacity: float, title: str) -> Fig
     fig = Figure(figsize=(7.5, 4.6), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
     priced = [k for k in candidates if k.seconds is not None]
-    for label, group, color in (("fits", [k for k in priced if k.fits], palette.variant_color("fits")),
-                                ("does not fit", [k for k in priced if not k.fits],
-                                 palette.variant_color("does not fit"))):
+    for label, group in (("fits the card", [k for k in priced if k.fits]),
+                         ("does not fit the card", [k for k in priced if not k.fits])):
+        color = palette.variant_color(label)
         if group:
             palette.tag(ax.scatter([k.bytes_per_device / 1e9 for k in group], [k.seconds for k in group],
                                    marker="x", s=28, color=color, label=f"{label} ({len(group)})"), f"variant:{label}")

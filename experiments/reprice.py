@@ -94,11 +94,16 @@ def judged(run: results.Run) -> dict[str, list[dict] | None]:
     return out
 
 
-def stale(names=STUDY_RUNS, root: Path = REPORTS) -> dict[str, list[str]]:
-    """{run folder: [its priced experiments with stale records (``judged``)]} over the study's runs, each experiment
-    judged on its records of the newest method among them (older ones are not shown, so not checked)."""
+def found(names=STUDY_RUNS, root: Path = REPORTS) -> dict[str, dict[str, list[dict] | None]]:
+    """{run folder: ``judged`` of it} over the study's runs with anything stale, each experiment judged on its records
+    of the newest method among them (older ones are not shown, so not checked)."""
     runs, _ = results.newest_methods([results.read_run(root / n) for n in names])
-    return {run.path.name: sorted(found) for run in runs if (found := judged(run))}
+    return {run.path.name: j for run in runs if (j := judged(run))}
+
+
+def stale(names=STUDY_RUNS, root: Path = REPORTS) -> dict[str, list[str]]:
+    """{run folder: [its priced experiments with stale records]} (``found``)."""
+    return {name: sorted(exps) for name, exps in found(names, root).items()}
 
 
 def _said(params: list[dict]) -> str:
@@ -216,18 +221,17 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := [r for r in args.runs if r not in STUDY_RUNS]:
         return cli.fail(cli.name(COMMAND), f"{', '.join(unknown)} is not one of the study's runs "
                                            f"({', '.join(STUDY_RUNS)})")
-    runs, _ = results.newest_methods([results.read_run(REPORTS / n) for n in STUDY_RUNS])
-    found = {run.path.name: j for run in runs if (j := judged(run))}
+    stale_now = found()
     if args.check:
-        for name, exps in found.items():
+        for name, exps in stale_now.items():
             for exp, params in exps.items():
                 print(f"{name}: {exp} " + ("priced by other code" if params is None else
                                            f"{len(params)} record{'s' * (len(params) > 1)} of changed or new data: "
                                            f"{_said(params)}"))
-        print("nothing stale" if not found else f"price them again: {cli.prog(COMMAND)}")
-        return 1 if found else 0
+        print("nothing stale" if not stale_now else f"price them again: {cli.prog(COMMAND)}")
+        return 1 if stale_now else 0
     todo = ({r: dict.fromkeys(_priced_in(results.read_run(REPORTS / r))) for r in args.runs} if args.runs
-            else found)
+            else stale_now)
     for name, exps in todo.items():
         folder = REPORTS / name
         every = {r.experiment for r in results.read_run(folder).records}
